@@ -1,0 +1,32 @@
+// The seqbench command line: one function per subcommand, dispatched by main.cc. Each
+// command parses its own options with Boost.Program_options and answers --help.
+//
+// Thread-safety: commands run on the main thread only.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace seqbench::cli {
+
+// Bad user input (unknown option, malformed value, unknown key). main() prints it and
+// exits with code 2; the message says what was wrong and how to fix it.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>& args);  // returns the exit code
+};
+
+// Every subcommand, in the order `seqbench --help` lists them.
+const std::vector<Command>& Commands();
+
+int RunList(const std::vector<std::string>& args);
+int RunVerify(const std::vector<std::string>& args);
+
+}  // namespace seqbench::cli

@@ -1,0 +1,66 @@
+// `seqbench list`: the registered model families and variants, with what each supports.
+#include <boost/program_options.hpp>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "harness/cli/command.h"
+#include "variants/core/registry.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+template <typename T, typename Name>
+std::string JoinNames(const std::vector<T>& items, Name name) {
+  std::string joined;
+  for (const auto& item : items) joined += (joined.empty() ? "" : ",") + std::string(name(item));
+  return joined;
+}
+
+}  // namespace
+
+int RunList(const std::vector<std::string>& args) {
+  po::options_description options(
+      "Usage: seqbench list [--help]\n\n"
+      "Lists the model families and variants (built-in and from "
+      "--plugin), with their modes, devices, dtypes and options.\n\n"
+      "Options");
+  options.add_options()("help,h", "show this help");
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), values);
+  } catch (const po::error& error) {
+    throw UsageError(std::string("list: ") + error.what() + " (see seqbench list --help)");
+  }
+  if (values.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+
+  std::cout << "Model families:\n";
+  for (const FamilyEntry* family : GlobalFamilies().Entries()) {
+    std::cout << "  " << std::left << std::setw(14) << family->key << family->description << "\n";
+  }
+  std::cout << "\nVariants:\n";
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    const Capabilities caps = entry->factory()->capabilities();
+    std::cout << "  " << std::left << std::setw(14) << entry->key << entry->description << "\n"
+              << std::setw(16) << ""
+              << "family=" << caps.family << "  modes=" << JoinNames(caps.modes, ModeName)
+              << "  devices=" << JoinNames(caps.devices, DeviceName)
+              << "  dtypes=" << JoinNames(caps.dtypes, DtypeName) << "\n";
+    for (const auto& [option, meaning] : caps.options) {
+      std::cout << std::setw(16) << ""
+                << "option " << option << ": " << meaning << "\n";
+    }
+    if (entry->origin != "built-in") {
+      std::cout << std::setw(16) << ""
+                << "from plugin " << entry->origin << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace seqbench::cli

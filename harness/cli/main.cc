@@ -1,0 +1,101 @@
+// seqbench: runs benchmark suites of recurrent-model variants and reports on them.
+// Exit codes: 0 success, 1 a failure while running, 2 bad user input.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <sstream>
+
+#include "harness/cli/command.h"
+#include "variants/core/plugin.h"
+#include "variants/core/registry.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"list", "list model families and variants with their capabilities", RunList},
+      {"verify", "check every variant against the baseline and print the errors", RunVerify},
+  };
+  return commands;
+}
+
+namespace {
+
+std::string GlobalUsage(const po::options_description& options) {
+  std::ostringstream usage;
+  usage << "Usage: seqbench [--plugin LIB.so]... COMMAND [ARGS...]\n\nCommands:\n";
+  for (const Command& command : Commands()) {
+    usage << "  " << command.name << std::string(12 - std::string(command.name).size(), ' ')
+          << command.summary << "\n";
+  }
+  usage << "\nRun 'seqbench COMMAND --help' for a command's options.\n\n" << options;
+  return usage.str();
+}
+
+int Main(int argc, char** argv) {
+  po::options_description options("Global options");
+  options.add_options()("help,h", "show this help")(
+      "plugin", po::value<std::vector<std::string>>()->composing(),
+      "load a shared library that registers more variants (repeatable)");
+  po::options_description hidden;
+  hidden.add_options()("command", po::value<std::string>())("args",
+                                                            po::value<std::vector<std::string>>());
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("command", 1).add("args", -1);
+
+  po::variables_map values;
+  po::parsed_options parsed = po::command_line_parser(argc, argv)
+                                  .options(all)
+                                  .positional(positional)
+                                  .allow_unregistered()
+                                  .run();
+  po::store(parsed, values);
+  if (!values.count("command")) {
+    if (values.count("help")) {
+      std::cout << GlobalUsage(options);
+      return 0;
+    }
+    throw UsageError("no command given\n\n" + GlobalUsage(options));
+  }
+  // Everything after the command belongs to it, including its own --help.
+  std::vector<std::string> command_args =
+      po::collect_unrecognized(parsed.options, po::include_positional);
+  command_args.erase(command_args.begin());  // the command's name
+  if (values.count("help")) command_args.push_back("--help");
+
+  if (values.count("plugin")) {
+    for (const auto& path : values["plugin"].as<std::vector<std::string>>()) LoadPlugin(path);
+  }
+  const std::string name = values["command"].as<std::string>();
+  for (const Command& command : Commands()) {
+    if (name == command.name) return command.run(command_args);
+  }
+  std::string known;
+  for (const Command& command : Commands())
+    known += (known.empty() ? "" : ", ") + std::string(command.name);
+  throw UsageError("unknown command '" + name + "'; commands: " + known);
+}
+
+}  // namespace
+}  // namespace seqbench::cli
+
+int main(int argc, char** argv) {
+  try {
+    return seqbench::cli::Main(argc, argv);
+  } catch (const seqbench::cli::UsageError& error) {
+    std::cerr << "seqbench: " << error.what() << "\n";
+    return 2;
+  } catch (const boost::program_options::error& error) {
+    std::cerr << "seqbench: " << error.what() << " (see seqbench --help)\n";
+    return 2;
+  } catch (const seqbench::PluginError& error) {
+    std::cerr << "seqbench: " << error.what() << "\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "seqbench: error: " << error.what() << "\n";
+    return 1;
+  }
+}

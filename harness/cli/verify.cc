@@ -1,0 +1,127 @@
+// `seqbench verify`: runs the correctness check of every variant of a family against
+// its baseline on one synthetic workload, and prints the errors it measured. The same
+// check `seqbench run` performs per case, without timing or storage.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <regex>
+
+#include "harness/cli/command.h"
+#include "harness/equivalence.h"
+#include "harness/workload.h"
+#include "variants/core/registry.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+torch::ScalarType ParseDtype(const std::string& name) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "float64") return torch::kFloat64;
+  throw UsageError("verify: --dtype must be float32 or float64, got '" + name + "'");
+}
+
+}  // namespace
+
+int RunVerify(const std::vector<std::string>& args) {
+  ModelConfig config;
+  BatchShape shape;
+  std::string baseline_key, filter, dtype_name;
+  uint64_t seed = 0;
+  int64_t generate_tokens = 0;
+  po::options_description options(
+      "Usage: seqbench verify [OPTIONS]\n\n"
+      "Checks every variant of a family against the baseline on the same weights and a\n"
+      "synthetic ragged batch: logits and loss (forward), plus every parameter gradient\n"
+      "(train), and greedy tokens (generate). Exits 1 if any variant is out of its\n"
+      "declared tolerance.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "family", po::value(&config.family)->default_value("simple_rnn"), "model family")(
+      "baseline", po::value(&baseline_key)->default_value("baseline"), "reference variant")(
+      "filter", po::value(&filter)->default_value(".*"), "regex on variant keys")(
+      "dtype", po::value(&dtype_name)->default_value("float32"), "float32 or float64")(
+      "vocab", po::value(&config.vocab_size)->default_value(256), "vocabulary size V")(
+      "width", po::value(&config.width)->default_value(64), "width D")(
+      "layers", po::value(&config.num_layers)->default_value(2), "layers L")(
+      "heads", po::value(&config.num_heads)->default_value(4), "heads H")(
+      "batch", po::value(&shape.batch_size)->default_value(4), "batch size B")(
+      "seq-len", po::value(&shape.max_length)->default_value(64), "padded length T")(
+      "min-len", po::value(&shape.min_length)->default_value(8),
+      "shortest sequence (0: no padding)")(
+      "generate", po::value(&generate_tokens)->default_value(16), "tokens to generate")(
+      "seed", po::value(&seed)->default_value(1), "seed of weights and data");
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(options).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw UsageError(std::string("verify: ") + error.what() + " (see seqbench verify --help)");
+  }
+  if (values.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  const torch::ScalarType dtype = ParseDtype(dtype_name);
+  std::regex pattern;
+  try {
+    pattern = std::regex(filter);
+  } catch (const std::regex_error& error) {
+    throw UsageError("verify: --filter '" + filter + "' is not a valid regex: " + error.what());
+  }
+  const auto& family = [&]() -> const FamilyEntry& {
+    try {
+      return GlobalFamilies().Get(config.family);
+    } catch (const UnknownKeyError& error) {
+      throw UsageError(std::string("verify: ") + error.what());
+    }
+  }();
+  if (!GlobalVariants().Contains(baseline_key)) {
+    throw UsageError("verify: unknown baseline '" + baseline_key +
+                     "'; known variants: " + GlobalVariants().JoinedKeys());
+  }
+
+  const ParameterSet weights = family.init_weights(config, seed);
+  const Batch batch = MakeBatch(shape, config.vocab_size, seed + 1);
+  const Batch prompt =
+      MakeBatch({shape.batch_size, shape.max_length, 0}, config.vocab_size, seed + 2);
+  std::printf("%s %s V=%lld D=%lld L=%lld H=%lld  B=%lld T=%lld (min %lld)  seed=%llu\n",
+              config.family.c_str(), DtypeName(dtype).c_str(), (long long)config.vocab_size,
+              (long long)config.width, (long long)config.num_layers, (long long)config.num_heads,
+              (long long)shape.batch_size, (long long)shape.max_length, (long long)shape.min_length,
+              (unsigned long long)seed);
+  std::printf("%-14s %-9s %11s %11s %11s %11s %11s  %-22s %s\n", "variant", "mode", "logits_abs",
+              "logits_rel", "loss_abs", "grad_abs", "grad_rel", "worst_grad", "result");
+  bool all_passed = true;
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    if (entry->key == baseline_key || !std::regex_search(entry->key, pattern)) continue;
+    const Capabilities caps = entry->factory()->capabilities();
+    if (caps.family != config.family || !caps.Supports(dtype)) continue;
+    for (const Mode mode : {Mode::kTrain, Mode::kForward, Mode::kGenerate}) {
+      if (!caps.Supports(mode)) continue;
+      auto reference = CreateVariant(baseline_key);
+      auto candidate = entry->factory();
+      reference->Setup(config, weights, torch::kCPU, dtype);
+      candidate->Setup(config, weights, torch::kCPU, dtype);
+      const EquivalenceResult result =
+          CheckEquivalence(*candidate, *reference, mode, mode == Mode::kGenerate ? prompt : batch,
+                           caps.ToleranceFor(dtype), generate_tokens);
+      all_passed = all_passed && result.passed();
+      if (mode == Mode::kGenerate) {
+        std::printf("%-14s %-9s %35lld mismatched tokens of %lld %29s %s\n", entry->key.c_str(),
+                    "generate", (long long)result.mismatched_tokens,
+                    (long long)(shape.batch_size * generate_tokens), "",
+                    result.passed() ? "ok" : "MISMATCH");
+        continue;
+      }
+      std::printf("%-14s %-9s %11.3g %11.3g %11.3g %11.3g %11.3g  %-22s %s\n", entry->key.c_str(),
+                  std::string(ModeName(mode)).c_str(), result.logits.max_abs, result.logits.max_rel,
+                  result.loss.max_abs, result.gradients.max_abs, result.gradients.max_rel,
+                  mode == Mode::kTrain ? result.worst_gradient.c_str() : "-",
+                  result.passed() ? "ok" : "MISMATCH");
+    }
+  }
+  return all_passed ? 0 : 1;
+}
+
+}  // namespace seqbench::cli

@@ -1,0 +1,147 @@
+// Every simple_rnn variant computes the baseline's function: logits, loss and every
+// parameter gradient, on ragged batches, in float64 and float32, within the tolerance
+// the variant declares.
+#include <catch2/catch.hpp>
+
+#include "tests/test_support.h"
+
+namespace seqbench {
+namespace {
+
+using testing::MakeVariant;
+using testing::SmallSimpleRnn;
+
+void RequireEquivalent(const std::string& key, const ModelConfig& config, Mode mode,
+                       torch::ScalarType dtype, const BatchShape& shape,
+                       const VariantOptions& options = {}) {
+  const ParameterSet weights = simple_rnn::InitWeights(config, /*seed=*/7);
+  auto reference = MakeVariant("baseline", config, weights, dtype);
+  auto candidate = MakeVariant(key, config, weights, dtype, options);
+  const Batch batch = MakeBatch(shape, config.vocab_size, /*seed=*/11);
+  const Tolerance tolerance = candidate->capabilities().ToleranceFor(dtype);
+  const EquivalenceResult result = CheckEquivalence(*candidate, *reference, mode, batch, tolerance);
+  INFO(key << " " << ModeName(mode) << " " << DtypeName(dtype) << " B=" << shape.batch_size
+           << " T=" << shape.max_length << ": logits max_abs=" << result.logits.max_abs
+           << " loss max_abs=" << result.loss.max_abs
+           << " grad max_rel=" << result.gradients.max_rel << " (" << result.worst_gradient << ")");
+  CHECK(result.logits.within);
+  CHECK(result.loss.within);
+  CHECK(result.gradients.within);
+  if (mode == Mode::kTrain) CHECK_FALSE(result.worst_gradient.empty());
+}
+
+TEST_CASE("every simple_rnn variant equals the baseline on ragged batches", "[equivalence]") {
+  const auto keys = testing::VariantsOf(simple_rnn::kFamily, "baseline");
+  REQUIRE(keys.size() >= 5);
+  const BatchShape ragged{/*batch_size=*/4, /*max_length=*/13, /*min_length=*/2};
+  for (const auto& key : keys) {
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      for (const auto mode : {Mode::kTrain, Mode::kForward}) {
+        DYNAMIC_SECTION(key << " " << ModeName(mode) << " " << DtypeName(dtype)) {
+          RequireEquivalent(key, SmallSimpleRnn(), mode, dtype, ragged);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("variants agree on other shapes: one layer, one head, one token", "[equivalence]") {
+  for (const auto& key : testing::VariantsOf(simple_rnn::kFamily, "baseline")) {
+    DYNAMIC_SECTION(key << " L=1 H=1 T=9") {
+      RequireEquivalent(key, SmallSimpleRnn(1, 1), Mode::kTrain, torch::kFloat64, {3, 9, 1});
+    }
+    DYNAMIC_SECTION(key << " L=3 H=2 T=1") {
+      RequireEquivalent(key, SmallSimpleRnn(3, 2), Mode::kForward, torch::kFloat64, {2, 1, 0});
+    }
+  }
+}
+
+TEST_CASE("scan is exact for every chunk size, including 1 and chunks longer than T",
+          "[equivalence][scan]") {
+  for (const int64_t chunk : {1, 3, 5, 16, 64}) {
+    DYNAMIC_SECTION("chunk_size=" << chunk) {
+      RequireEquivalent("scan", SmallSimpleRnn(), Mode::kTrain, torch::kFloat64, {3, 21, 4},
+                        {{"chunk_size", chunk}});
+    }
+  }
+}
+
+TEST_CASE("padding changes nothing: a sequence alone equals it inside a ragged batch",
+          "[equivalence][padding]") {
+  const ModelConfig config = SmallSimpleRnn();
+  const ParameterSet weights = simple_rnn::InitWeights(config, 3);
+  const Batch ragged = MakeBatch({4, 17, 3}, config.vocab_size, 5);
+  for (const auto& key : testing::VariantsOf(simple_rnn::kFamily, "")) {
+    DYNAMIC_SECTION(key) {
+      auto variant = MakeVariant(key, config, weights, torch::kFloat64);
+      const auto batched_logits = variant->InferStep(ragged).logits;
+      for (int64_t b = 0; b < ragged.batch_size(); ++b) {
+        const int64_t length = ragged.lengths[b].item<int64_t>();
+        const Batch alone{ragged.tokens[b].slice(0, 0, length).unsqueeze(0),
+                          torch::full({1}, length, torch::kLong)};
+        const auto alone_logits = variant->InferStep(alone).logits[0];
+        const auto difference = Compare(batched_logits[b].slice(0, 0, length), alone_logits,
+                                        variant->capabilities().float64);
+        INFO("sequence " << b << " length " << length << " max_abs " << difference.max_abs);
+        CHECK(difference.within);
+      }
+    }
+  }
+}
+
+TEST_CASE("the comparison catches a wrong result", "[equivalence]") {
+  const Tolerance tolerance{1e-4, 1e-5};
+  const auto expected = torch::randn({5, 7}, torch::kFloat64);
+  CHECK(Compare(expected.clone(), expected, tolerance).within);
+  auto off = expected.clone();
+  off[2][3] += 1e-3;
+  const auto difference = Compare(off, expected, tolerance);
+  CHECK_FALSE(difference.within);
+  CHECK(difference.max_abs == Approx(1e-3).epsilon(1e-6));
+  auto nan = expected.clone();
+  nan[0][0] = std::numeric_limits<double>::quiet_NaN();
+  CHECK_FALSE(Compare(nan, expected, tolerance).within);
+  // Masked-out positions are not compared.
+  auto mask = torch::ones({5, 7}, torch::kBool);
+  mask[2][3] = false;
+  CHECK(Compare(off, expected, tolerance, mask).within);
+}
+
+}  // namespace
+}  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+// With right padding, padding can only show in the state carried past the last token:
+// the padding rule says that state must be the one after the sequence's own last token.
+TEST_CASE("padding leaves the carried state unchanged", "[padding]") {
+  const ModelConfig config = testing::SmallSimpleRnn();
+  const ParameterSet parameters = simple_rnn::InitWeights(config, 6);
+  const auto weights = simple_rnn::Weights::View(parameters, config.num_layers);
+  const Batch ragged = MakeBatch({3, 11, 2}, config.vocab_size, 12);
+  REQUIRE(ragged.lengths.min().item<int64_t>() < ragged.max_length());
+  std::vector<torch::Tensor> batch_states;
+  simple_rnn::RunLayers(weights, ragged.tokens, ragged.PaddingMask(), config.num_heads,
+                        simple_rnn::StepLoopMixer(), batch_states);
+  for (int64_t b = 0; b < ragged.batch_size(); ++b) {
+    const int64_t length = ragged.lengths[b].item<int64_t>();
+    std::vector<torch::Tensor> alone_states;
+    simple_rnn::RunLayers(weights, ragged.tokens[b].slice(0, 0, length).unsqueeze(0),
+                          torch::Tensor(), config.num_heads, simple_rnn::StepLoopMixer(),
+                          alone_states);
+    for (size_t layer = 0; layer < alone_states.size(); ++layer) {
+      INFO("sequence " << b << " (length " << length << ") layer " << layer);
+      CHECK(Compare(batch_states[layer][b], alone_states[layer][0], Tolerance{1e-6, 1e-7}).within);
+    }
+  }
+  // The log-space decay used by `scan` follows the same rule: log g = 0 at padding.
+  const auto logits = torch::randn({1, 3, 2, 4});
+  const auto mask = torch::tensor({true, true, false}).unsqueeze(0);
+  const auto log_g = simple_rnn::LogDecay(logits, mask);
+  CHECK(torch::equal(log_g[0][2], torch::zeros({2, 4})));
+  CHECK((log_g[0].slice(0, 0, 2) < 0).all().item<bool>());
+}
+
+}  // namespace
+}  // namespace seqbench

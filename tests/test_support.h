@@ -1,0 +1,45 @@
+// Helpers shared by the tests: small models and variants set up from shared weights.
+//
+// Thread-safety: for the single-threaded Catch2 runner only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "harness/equivalence.h"
+#include "harness/workload.h"
+#include "variants/core/registry.h"
+#include "variants/simple_rnn/model.h"
+
+namespace seqbench::testing {
+
+inline ModelConfig SmallSimpleRnn(int64_t layers = 2, int64_t heads = 3) {
+  ModelConfig config;
+  config.family = simple_rnn::kFamily;
+  config.vocab_size = 29;
+  config.width = 8 * heads;
+  config.num_layers = layers;
+  config.num_heads = heads;
+  return config;
+}
+
+inline std::unique_ptr<Variant> MakeVariant(const std::string& key, const ModelConfig& config,
+                                            const ParameterSet& weights, torch::ScalarType dtype,
+                                            const VariantOptions& options = {}) {
+  auto variant = CreateVariant(key);
+  variant->Setup(config, weights, torch::kCPU, dtype, options);
+  return variant;
+}
+
+// Every registered variant of `family` except `exclude`.
+inline std::vector<std::string> VariantsOf(const std::string& family, const std::string& exclude) {
+  std::vector<std::string> keys;
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    if (entry->key != exclude && entry->factory()->capabilities().family == family) {
+      keys.push_back(entry->key);
+    }
+  }
+  return keys;
+}
+
+}  // namespace seqbench::testing

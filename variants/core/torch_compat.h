@@ -1,0 +1,42 @@
+// Every difference between the LibTorch versions seqbench supports lives here:
+// Debian 12's libtorch-dev 1.13 (CPU) and CUDA LibTorch 2.x on GPU machines.
+// Code elsewhere calls these helpers instead of testing TORCH_VERSION_* itself.
+//
+// Thread-safety: stateless free functions; safe from any thread.
+#pragma once
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#include <cstdint>
+#include <string>
+
+#define SEQBENCH_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||           \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+#if !SEQBENCH_TORCH_AT_LEAST(1, 13)
+#error "seqbench needs LibTorch 1.13 or newer"
+#endif
+
+namespace seqbench::compat {
+
+// The LibTorch version the binary was compiled against, e.g. "1.13.0".
+inline std::string TorchVersion() { return TORCH_VERSION; }
+
+// A CPU generator seeded independently of torch's global generator, so that weight
+// initialisation never depends on what ran before it.
+inline at::Generator MakeCpuGenerator(uint64_t seed) {
+  return at::detail::createCPUGenerator(seed);
+}
+
+// Drops every gradient (rather than zero-filling it): 1.13's Optimizer::zero_grad()
+// zero-fills, 2.x sets to none by default; resetting by hand behaves the same on both.
+inline void ClearGradients(const std::vector<torch::Tensor>& parameters) {
+  for (const auto& parameter : parameters) {
+    auto& grad = const_cast<torch::Tensor&>(parameter).mutable_grad();
+    grad.reset();
+  }
+}
+
+}  // namespace seqbench::compat

@@ -1,0 +1,164 @@
+// A Variant is one implementation strategy of a model family for a workload: the same
+// mathematical function (the family's specification, e.g. variants/simple_rnn/README.md)
+// computed a different way. The harness builds every variant of a case from the same
+// shared weights and batch, checks it against the suite's baseline, then times it.
+//
+// Thread-safety: a Variant instance is driven by one thread at a time. Distinct
+// instances share nothing and may run concurrently.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace seqbench {
+
+// What one timed step of a case does.
+enum class Mode {
+  kTrain,     // forward, backward and an optimizer step
+  kForward,   // inference under no-grad
+  kGenerate,  // prefill P prompt tokens, then N greedy tokens
+};
+
+std::string_view ModeName(Mode mode);
+std::optional<Mode> ParseMode(std::string_view name);
+std::string DeviceName(c10::DeviceType type);
+std::string DtypeName(c10::ScalarType dtype);
+
+// Shapes and sizes of a model. Families read the fields they need (LSTM ignores heads).
+struct ModelConfig {
+  std::string family;
+  int64_t vocab_size = 256;
+  int64_t width = 128;  // D
+  int64_t num_layers = 2;
+  int64_t num_heads = 4;  // H; head width dh = D / H
+};
+
+// Named tensors in a fixed order: the shared weights of a model, or their gradients.
+using ParameterSet = torch::OrderedDict<std::string, torch::Tensor>;
+
+// A right-padded batch of token sequences. Positions t >= lengths[b] are padding:
+// they leave the recurrent state unchanged and give nothing to the loss.
+struct Batch {
+  torch::Tensor tokens;   // [B,T] int64
+  torch::Tensor lengths;  // [B] int64 (on CPU), 1 <= lengths[b] <= T
+
+  int64_t batch_size() const { return tokens.size(0); }
+  int64_t max_length() const { return tokens.size(1); }
+  // Non-padding tokens: what throughput is counted in.
+  int64_t NumTokens() const;
+  // True at non-padding positions. mask: [B,T] bool, on the tokens' device.
+  torch::Tensor PaddingMask() const;
+};
+
+struct ForwardOutput {
+  torch::Tensor logits;  // [B,T,V]; values at padding positions are unspecified
+  torch::Tensor loss;    // [] mean next-token cross-entropy over non-padding targets
+};
+
+// Elementwise |actual - expected| <= atol + rtol * |expected|, as torch::allclose.
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+
+// What a variant supports, declared once by the variant and checked by the harness
+// before a case runs.
+struct Capabilities {
+  std::string family;
+  std::vector<Mode> modes;
+  std::vector<c10::DeviceType> devices;
+  std::vector<c10::ScalarType> dtypes;
+  // How far the variant may stray from the family baseline, per dtype.
+  Tolerance float32{1e-4, 1e-5};
+  Tolerance float64{1e-10, 1e-12};
+  // The integer options the variant reads from VariantOptions: name -> meaning.
+  std::map<std::string, std::string> options;
+
+  bool Supports(Mode mode) const;
+  bool Supports(c10::DeviceType device) const;
+  bool Supports(c10::ScalarType dtype) const;
+  Tolerance ToleranceFor(c10::ScalarType dtype) const;
+};
+
+// Integer parameters of a variant, e.g. {"chunk_size": 64}. Keys must be declared in
+// Capabilities::options; Setup() rejects the others.
+using VariantOptions = std::map<std::string, int64_t>;
+
+class Variant {
+ public:
+  virtual ~Variant() = default;
+
+  // Called by `seqbench list` and by the harness before Setup(), to filter cases.
+  virtual Capabilities capabilities() const = 0;
+
+  // Called once per case, before the correctness check and the warmup. Copies `weights`
+  // (the family's shared initialisation) to `device`/`dtype` as this variant's own
+  // trainable parameters, then calls OnSetup().
+  void Setup(const ModelConfig& config, const ParameterSet& weights, torch::Device device,
+             torch::ScalarType dtype, const VariantOptions& options = {});
+
+  // The model function, differentiable. Called by the default steps below; the
+  // correctness check calls it through them.
+  virtual ForwardOutput Forward(const Batch& batch) = 0;
+
+  // The timed unit of `train` mode: gradients are cleared, Forward(), backward, and one
+  // SGD step (learning rate kTrainLearningRate). After it returns, parameters() hold the
+  // updated weights and their .grad() the gradients of this step.
+  virtual ForwardOutput TrainStep(const Batch& batch);
+
+  // The timed unit of `forward` mode: Forward() under no-grad.
+  virtual ForwardOutput InferStep(const Batch& batch);
+
+  // The timed unit of `generate` mode: greedy decoding of `num_tokens` tokens after
+  // `prompt`. The default re-runs Forward() over the whole prefix for every new token,
+  // as the seed baseline did: O(N * (P + N)) tokens of work.
+  // prompt: [B,P] int64 without padding. Returns [B,N] int64.
+  virtual torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens);
+
+  const ParameterSet& parameters() const { return parameters_; }
+  const ModelConfig& config() const { return config_; }
+  torch::Device device() const { return device_; }
+  torch::ScalarType dtype() const { return dtype_; }
+  // An option's value, or `fallback` when the suite did not set it.
+  int64_t OptionOr(const std::string& name, int64_t fallback) const;
+
+  static constexpr double kTrainLearningRate = 1e-3;
+
+ protected:
+  // Called at the end of Setup(), once parameters() are in place: validate options,
+  // precompute what the steps reuse.
+  virtual void OnSetup() {}
+
+ private:
+  ModelConfig config_;
+  ParameterSet parameters_;
+  VariantOptions options_;
+  torch::Device device_ = torch::kCPU;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+};
+
+// Implemented, next to Variant, by variants that decode incrementally: O(1) work per new
+// token instead of re-running the prefix. `seqbench generate` and the generate mode use it.
+class IncrementalDecoder {
+ public:
+  // Whatever the variant carries between tokens (for a recurrence: one state per layer).
+  struct DecodeState {
+    std::vector<torch::Tensor> tensors;
+  };
+
+  virtual ~IncrementalDecoder() = default;
+
+  // Runs the whole prompt once. prompt: [B,P] int64 -> logits of the last position [B,V].
+  virtual torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) = 0;
+  // Advances by one token. token: [B] int64 -> logits [B,V].
+  virtual torch::Tensor Step(const torch::Tensor& token, DecodeState& state) = 0;
+};
+
+}  // namespace seqbench

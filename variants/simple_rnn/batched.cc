@@ -1,0 +1,25 @@
+// `batched`: `fused` over the whole padded batch at once. Padding is masked so that it
+// leaves the state unchanged (decay 1, key 0), which makes the result independent of how
+// much padding a sequence carries.
+#include "variants/core/registry.h"
+#include "variants/simple_rnn/model.h"
+
+namespace seqbench::simple_rnn {
+namespace {
+
+class Batched final : public Variant {
+ public:
+  Capabilities capabilities() const override { return BaseCapabilities(); }
+
+  ForwardOutput Forward(const Batch& batch) override {
+    const TimeMixer loop = StepLoopMixer();
+    return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
+                          config().num_heads, loop);
+  }
+};
+
+}  // namespace
+
+SEQBENCH_REGISTER_VARIANT("batched", Batched, "fused, over the whole padded batch with masking");
+
+}  // namespace seqbench::simple_rnn

@@ -1,0 +1,191 @@
+#include "variants/simple_rnn/model.h"
+
+#include <cmath>
+#include <string>
+
+#include "variants/core/registry.h"
+#include "variants/core/torch_compat.h"
+
+namespace seqbench::simple_rnn {
+namespace {
+
+void CheckShapes(const ModelConfig& config) {
+  TORCH_CHECK(
+      config.vocab_size > 0 && config.width > 0 && config.num_layers > 0 && config.num_heads > 0,
+      "simple_rnn needs positive vocab_size, width, num_layers and num_heads");
+  TORCH_CHECK(config.width % config.num_heads == 0, "simple_rnn width (", config.width,
+              ") must be divisible by num_heads (", config.num_heads, ")");
+}
+
+std::string LayerKey(int64_t layer, const char* name) {
+  return "layers." + std::to_string(layer) + "." + name;
+}
+
+}  // namespace
+
+ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
+  CheckShapes(config);
+  auto generator = compat::MakeCpuGenerator(seed);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const int64_t d = config.width;
+  const auto normal = [&](std::vector<int64_t> shape, double std) {
+    return torch::randn(shape, generator, options) * std;
+  };
+  // Gains near 1 (not exactly 1) so that their gradients are exercised by the checks.
+  const auto gain = [&] { return 1.0 + normal({d}, 0.1); };
+  const double projection_std = 1.0 / std::sqrt(static_cast<double>(d));
+
+  ParameterSet weights;
+  weights.insert("embedding", normal({config.vocab_size, d}, 1.0));
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    weights.insert(LayerKey(layer, "norm"), gain());
+    weights.insert(LayerKey(layer, "w_q"), normal({d, d}, projection_std));
+    weights.insert(LayerKey(layer, "w_k"), normal({d, d}, projection_std));
+    weights.insert(LayerKey(layer, "w_v"), normal({d, d}, projection_std));
+    weights.insert(LayerKey(layer, "w_g"), normal({d, d}, projection_std));
+    // Decays start between 0.9 and 0.999 at zero input: long but finite memory.
+    const auto decay = torch::rand({d}, generator, options) * 0.099 + 0.9;
+    weights.insert(LayerKey(layer, "b_g"), torch::log(decay / (1.0 - decay)));
+    weights.insert(LayerKey(layer, "w_o"), normal({d, d}, projection_std));
+  }
+  weights.insert("norm_out", gain());
+  weights.insert("w_out", normal({d, config.vocab_size}, projection_std));
+  return weights;
+}
+
+Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
+  Weights weights;
+  weights.embedding = parameters["embedding"];
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    weights.layers.push_back(
+        LayerWeights{parameters[LayerKey(layer, "norm")], parameters[LayerKey(layer, "w_q")],
+                     parameters[LayerKey(layer, "w_k")], parameters[LayerKey(layer, "w_v")],
+                     parameters[LayerKey(layer, "w_g")], parameters[LayerKey(layer, "b_g")],
+                     parameters[LayerKey(layer, "w_o")]});
+  }
+  weights.norm_out = parameters["norm_out"];
+  weights.w_out = parameters["w_out"];
+  return weights;
+}
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
+}
+
+LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
+                         const torch::Tensor& mask) {
+  const int64_t d = u.size(-1);
+  const int64_t head_width = d / num_heads;
+  const auto fused_weight = torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);  // [D,4D]
+  const auto projected = torch::matmul(u, fused_weight);  // [B,T,4D]
+  auto parts = projected.chunk(4, -1);
+  std::vector<int64_t> head_shape(u.sizes().begin(), u.sizes().end() - 1);
+  head_shape.push_back(num_heads);
+  head_shape.push_back(head_width);
+  LayerInputs inputs;
+  inputs.q = parts[0].reshape(head_shape) * (1.0 / std::sqrt(static_cast<double>(head_width)));
+  inputs.k = parts[1].reshape(head_shape);
+  inputs.v = parts[2].reshape(head_shape);
+  inputs.decay_logits = (parts[3] + layer.b_g).reshape(head_shape);
+  if (mask.defined()) {
+    inputs.k = inputs.k.masked_fill(~mask.unsqueeze(-1).unsqueeze(-1), 0.0);
+  }
+  return inputs;
+}
+
+torch::Tensor Decay(const torch::Tensor& decay_logits, const torch::Tensor& mask) {
+  auto g = torch::sigmoid(decay_logits);
+  return mask.defined() ? g.masked_fill(~mask.unsqueeze(-1).unsqueeze(-1), 1.0) : g;
+}
+
+torch::Tensor LogDecay(const torch::Tensor& decay_logits, const torch::Tensor& mask) {
+  auto log_g = torch::log_sigmoid(decay_logits);
+  return mask.defined() ? log_g.masked_fill(~mask.unsqueeze(-1).unsqueeze(-1), 0.0) : log_g;
+}
+
+torch::Tensor RecurrenceStep(torch::Tensor& state, const torch::Tensor& q, const torch::Tensor& k,
+                             const torch::Tensor& v, const torch::Tensor& g) {
+  state = torch::addcmul(g.unsqueeze(-1) * state, k.unsqueeze(-1), v.unsqueeze(-2));
+  return torch::matmul(q.unsqueeze(-2), state).squeeze(-2);
+}
+
+torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& g, torch::Tensor& state) {
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(q.size(1));
+  for (int64_t t = 0; t < q.size(1); ++t) {
+    outputs.push_back(
+        RecurrenceStep(state, q.select(1, t), k.select(1, t), v.select(1, t), g.select(1, t)));
+  }
+  return torch::stack(outputs, 1);
+}
+
+TimeMixer StepLoopMixer() {
+  return [](const LayerInputs& in, const torch::Tensor& mask, torch::Tensor& state) {
+    return RecurrenceLoop(in.q, in.k, in.v, Decay(in.decay_logits, mask), state);
+  };
+}
+
+torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
+                        const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
+                        std::vector<torch::Tensor>& states) {
+  const int64_t num_layers = static_cast<int64_t>(weights.layers.size());
+  auto h = torch::embedding(weights.embedding, tokens);  // [B,T,D]
+  const int64_t head_width = h.size(-1) / num_heads;
+  if (states.empty()) {
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+      states.push_back(
+          torch::zeros({tokens.size(0), num_heads, head_width, head_width}, h.options()));
+    }
+  }
+  TORCH_CHECK(static_cast<int64_t>(states.size()) == num_layers, "expected ", num_layers,
+              " layer states, got ", states.size());
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    const LayerWeights& weights_l = weights.layers[layer];
+    const auto inputs = ProjectFused(RmsNorm(h, weights_l.norm), weights_l, num_heads, mask);
+    const auto o = mixer(inputs, mask, states[layer]);  // [B,T,H,dh]
+    h = h + torch::matmul(o.flatten(-2), weights_l.w_o);
+  }
+  return h;
+}
+
+torch::Tensor Head(const torch::Tensor& h, const Weights& weights) {
+  return torch::matmul(RmsNorm(h, weights.norm_out), weights.w_out);
+}
+
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch) {
+  const int64_t t = batch.max_length();
+  const auto predictions = logits.slice(1, 0, t - 1);          // [B,T-1,V]
+  const auto targets = batch.tokens.slice(1, 1, t);            // [B,T-1]
+  const auto has_target = batch.PaddingMask().slice(1, 1, t);  // [B,T-1]
+  const auto losses = torch::nn::functional::cross_entropy(
+      predictions.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const auto count = has_target.sum().clamp_min(1).to(logits.scalar_type());
+  return (losses * has_target.reshape({-1}).to(logits.scalar_type())).sum() / count;
+}
+
+ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,
+                             const TimeMixer& mixer) {
+  const bool has_padding = batch.lengths.min().item<int64_t>() < batch.max_length();
+  const auto mask = has_padding ? batch.PaddingMask() : torch::Tensor();
+  std::vector<torch::Tensor> states;
+  const auto h = RunLayers(weights, batch.tokens, mask, num_heads, mixer, states);
+  auto logits = Head(h, weights);
+  auto loss = NextTokenLoss(logits, batch);
+  return {logits, loss};
+}
+
+Capabilities BaseCapabilities() {
+  Capabilities caps;
+  caps.family = kFamily;
+  caps.modes = {Mode::kTrain, Mode::kForward, Mode::kGenerate};
+  caps.devices = {torch::kCPU, torch::kCUDA};
+  caps.dtypes = {torch::kFloat32, torch::kFloat64};
+  return caps;
+}
+
+SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights,
+                         "gated linear-recurrence language model (variants/simple_rnn/README.md)");
+
+}  // namespace seqbench::simple_rnn

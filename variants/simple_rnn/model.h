@@ -1,0 +1,104 @@
+// The SimpleRNN language model (specification: variants/simple_rnn/README.md): the
+// shared weights, their seeded initializer, and the pieces that several variants share.
+// Each variant composes these differently; what differs between them is how the
+// recurrence over time is evaluated, which is the thing being benchmarked.
+//
+// Thread-safety: free functions over tensors; safe from any thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <vector>
+
+#include "variants/core/variant.h"
+
+namespace seqbench::simple_rnn {
+
+inline constexpr char kFamily[] = "simple_rnn";
+inline constexpr double kRmsNormEpsilon = 1e-6;
+
+// The shared initialisation of every simple_rnn variant. Drawn in float64 from a private
+// generator, so the same seed gives the same weights whatever the variant, dtype or
+// whatever ran before. Names: embedding [V,D]; layers.{l}.{norm [D], w_q, w_k, w_v,
+// w_g, w_o [D,D], b_g [D]}; norm_out [D]; w_out [D,V].
+ParameterSet InitWeights(const ModelConfig& config, uint64_t seed);
+
+struct LayerWeights {
+  torch::Tensor norm, w_q, w_k, w_v, w_g, b_g, w_o;
+};
+
+// Typed views onto a ParameterSet (no copies: gradients flow to the named parameters).
+struct Weights {
+  torch::Tensor embedding;
+  std::vector<LayerWeights> layers;
+  torch::Tensor norm_out, w_out;
+
+  static Weights View(const ParameterSet& parameters, int64_t num_layers);
+};
+
+// x: [...,D], gain: [D] -> [...,D]
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
+
+// The four per-position projections of one layer, each [B,T,H,dh].
+struct LayerInputs {
+  torch::Tensor q;  // already scaled by 1/sqrt(dh)
+  torch::Tensor k;  // zero at padding positions
+  torch::Tensor v;
+  torch::Tensor decay_logits;  // u·W_g + b_g; the decay is sigmoid() of it
+};
+
+// One [D,4D] GEMM over every position, then split. u: [B,T,D]; mask: [B,T] bool or an
+// undefined tensor when there is no padding.
+LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
+                         const torch::Tensor& mask);
+
+// The per-position decay g = sigmoid(decay_logits), forced to 1 at padding positions so
+// that padding leaves the state unchanged. [B,T,H,dh]
+torch::Tensor Decay(const torch::Tensor& decay_logits, const torch::Tensor& mask);
+// log(g), computed as logsigmoid() so it stays finite where g underflows. [B,T,H,dh]
+torch::Tensor LogDecay(const torch::Tensor& decay_logits, const torch::Tensor& mask);
+
+// One step of the recurrence for every head at once:
+//   S = diag(g)·S + k·vᵀ;  o = Sᵀ·q
+// state: [...,H,dh,dh] (updated in place of the handle), q, k, v, g: [...,H,dh] -> o [...,H,dh]
+torch::Tensor RecurrenceStep(torch::Tensor& state, const torch::Tensor& q, const torch::Tensor& k,
+                             const torch::Tensor& v, const torch::Tensor& g);
+
+// The recurrence as a loop over time. q, k, v, g: [B,T,H,dh]; state: [B,H,dh,dh], carried
+// in and out. Returns o: [B,T,H,dh].
+torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& g, torch::Tensor& state);
+
+// How a variant evaluates the time mixing of one layer: given the layer's projections and
+// the padding mask ([B,T] bool or undefined), return o: [B,T,H,dh] and carry `state`
+// ([B,H,dh,dh]) from the first position to the last.
+using TimeMixer = std::function<torch::Tensor(const LayerInputs& inputs, const torch::Tensor& mask,
+                                              torch::Tensor& state)>;
+
+// The plain time mixer: RecurrenceLoop() over sigmoid decays, one step per position.
+TimeMixer StepLoopMixer();
+
+// Embedding and every layer, with the time mixing delegated. tokens: [B,T]; mask: [B,T]
+// or undefined; states: one [B,H,dh,dh] per layer, carried in and out (empty: zeros).
+// Returns the residual stream h: [B,T,D].
+torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
+                        const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
+                        std::vector<torch::Tensor>& states);
+
+// logits = RMSNorm(h)·W_out. h: [...,D] -> [...,V]
+torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
+
+// Mean cross-entropy of next-token prediction over non-padding targets (0 when the batch
+// has none). logits: [B,T,V]
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch);
+
+// The whole batched model with a given time mixer: what `batched`, `scan` and
+// `checkpointed` share.
+ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,
+                             const TimeMixer& mixer);
+
+// Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64.
+Capabilities BaseCapabilities();
+
+}  // namespace seqbench::simple_rnn

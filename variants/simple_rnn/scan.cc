@@ -1,0 +1,93 @@
+// `scan`: no loop over timesteps. The sequence is cut into chunks of C positions; inside
+// a chunk the recurrence is evaluated in closed form with attention-like matmuls, and
+// only one state per chunk is passed on (a loop over T/C chunks of elementwise work), as
+// in Gated Linear Attention / flash-linear-attention's chunkwise form.
+//
+// Numerics: decays are handled in log space and only ever relative to a point inside
+// the same chunk, with every exponent <= 0. A naive cumprod over T underflows (0.9^4096
+// is 1e-188); here nothing below exp(C * min log g) is formed, and a term that does
+// underflow is one whose true value is below the dtype's range anyway. The price is an
+// explicit [C,C,dh] relative-decay tensor per chunk: B*T*C*D elements of memory, which is
+// why the default chunk is small.
+#include "variants/core/registry.h"
+#include "variants/simple_rnn/model.h"
+
+namespace seqbench::simple_rnn {
+namespace {
+
+constexpr int64_t kDefaultChunkSize = 16;
+
+// q, k, v, log_g: [B,T,H,dh]; state: [B,H,dh,dh] carried in and out -> o: [B,T,H,dh]
+torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& log_g,
+                                  torch::Tensor& state, int64_t chunk) {
+  const int64_t batch = q.size(0), length = q.size(1), heads = q.size(2), width = q.size(3);
+  const int64_t num_chunks = (length + chunk - 1) / chunk;
+  const int64_t padding = num_chunks * chunk - length;
+  // Pad the tail to whole chunks with positions that change nothing (k = 0, log g = 0),
+  // then lay out as [B,H,N,C,dh].
+  const auto to_chunks = [&](const torch::Tensor& x) {
+    return torch::constant_pad_nd(x, {0, 0, 0, 0, 0, padding})
+        .view({batch, num_chunks, chunk, heads, width})
+        .permute({0, 3, 1, 2, 4});
+  };
+  const auto qc = to_chunks(q), kc = to_chunks(k), vc = to_chunks(v);
+  const auto log_b = to_chunks(log_g).cumsum(3);  // log of the decay since the chunk start
+
+  // Within a chunk: o_t += sum_{s<=t} (q_t . (b_t/b_s) k_s) v_s.
+  const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
+  const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
+                            .masked_fill(~causal.unsqueeze(-1), -INFINITY)
+                            .exp();
+  const auto scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);  // [B,H,N,C,C]
+  const auto intra = torch::matmul(scores, vc);                                // [B,H,N,C,dh]
+
+  // Each chunk's own contribution to the state at its end, and its total decay.
+  const auto log_b_end = log_b.narrow(3, chunk - 1, 1);  // [B,H,N,1,dh]
+  const auto local_state =
+      torch::matmul((kc * (log_b_end - log_b).exp()).transpose(-1, -2), vc);  // [B,H,N,dh,dh]
+  const auto chunk_decay = log_b_end.squeeze(3).exp().unsqueeze(-1);          // [B,H,N,dh,1]
+
+  // The only sequential part: one state update per chunk.
+  std::vector<torch::Tensor> incoming;
+  incoming.reserve(num_chunks);
+  for (int64_t n = 0; n < num_chunks; ++n) {
+    incoming.push_back(state);
+    state = torch::addcmul(local_state.select(2, n), chunk_decay.select(2, n), state);
+  }
+  const auto inter = torch::matmul(qc * log_b.exp(), torch::stack(incoming, 2));  // [B,H,N,C,dh]
+
+  return (intra + inter)
+      .permute({0, 2, 3, 1, 4})
+      .reshape({batch, num_chunks * chunk, heads, width})
+      .narrow(1, 0, length);
+}
+
+class Scan final : public Variant {
+ public:
+  Capabilities capabilities() const override {
+    Capabilities caps = BaseCapabilities();
+    caps.float32 = {2e-4, 2e-5};  // sums in another order than the step loop
+    caps.float64 = {1e-9, 1e-11};
+    caps.options["chunk_size"] = "positions per chunk (default 16)";
+    return caps;
+  }
+
+  ForwardOutput Forward(const Batch& batch) override {
+    const int64_t chunk = OptionOr("chunk_size", kDefaultChunkSize);
+    TORCH_CHECK(chunk >= 1, "scan: chunk_size must be at least 1, got ", chunk);
+    const TimeMixer chunkwise = [chunk](const LayerInputs& in, const torch::Tensor& mask,
+                                        torch::Tensor& state) {
+      return ChunkwiseRecurrence(in.q, in.k, in.v, LogDecay(in.decay_logits, mask), state, chunk);
+    };
+    return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
+                          config().num_heads, chunkwise);
+  }
+};
+
+}  // namespace
+
+SEQBENCH_REGISTER_VARIANT("scan", Scan,
+                          "chunkwise parallel form: matmuls inside chunks, a state per chunk");
+
+}  // namespace seqbench::simple_rnn

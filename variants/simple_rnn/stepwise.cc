@@ -1,0 +1,56 @@
+// `stepwise`: incremental inference. Prefill runs the prompt once and keeps each layer's
+// [B,H,dh,dh] state; every further token is one step of the recurrence on that state, so
+// N generated tokens cost O(N) work instead of re-running the growing prefix (O(N*(P+N))).
+// Forward and train run the prefill over the whole batch, i.e. `batched`.
+#include "variants/core/registry.h"
+#include "variants/simple_rnn/model.h"
+
+namespace seqbench::simple_rnn {
+namespace {
+
+class Stepwise final : public Variant, public IncrementalDecoder {
+ public:
+  Capabilities capabilities() const override { return BaseCapabilities(); }
+
+  ForwardOutput Forward(const Batch& batch) override {
+    return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
+                          config().num_heads, StepLoopMixer());
+  }
+
+  torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) override {
+    TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) > 0, "prompt must be [B,P] with P > 0");
+    state.tensors.clear();
+    const Weights weights = Weights::View(parameters(), config().num_layers);
+    const auto h = RunLayers(weights, prompt, torch::Tensor(), config().num_heads, StepLoopMixer(),
+                             state.tensors);
+    return Head(h.select(1, -1), weights);
+  }
+
+  torch::Tensor Step(const torch::Tensor& token, DecodeState& state) override {
+    TORCH_CHECK(!state.tensors.empty(), "Step() needs a state from Prefill()");
+    const Weights weights = Weights::View(parameters(), config().num_layers);
+    const auto h = RunLayers(weights, token.unsqueeze(1), torch::Tensor(), config().num_heads,
+                             StepLoopMixer(), state.tensors);
+    return Head(h.squeeze(1), weights);
+  }
+
+  torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens) override {
+    TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
+    torch::NoGradGuard no_grad;
+    DecodeState state;
+    auto logits = Prefill(prompt, state);
+    std::vector<torch::Tensor> generated;
+    for (int64_t i = 0; i < num_tokens; ++i) {
+      generated.push_back(logits.argmax(-1));
+      if (i + 1 < num_tokens) logits = Step(generated.back(), state);
+    }
+    return torch::stack(generated, 1);
+  }
+};
+
+}  // namespace
+
+SEQBENCH_REGISTER_VARIANT("stepwise", Stepwise,
+                          "incremental decoding: prefill once, then O(1) work per new token");
+
+}  // namespace seqbench::simple_rnn
