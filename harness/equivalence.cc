@@ -33,34 +33,56 @@ void Accumulate(TensorDifference& worst, const TensorDifference& next) {
   worst.within = worst.within && next.within;
 }
 
-EquivalenceResult CheckEquivalence(Variant& candidate, Variant& reference, Mode mode,
-                                   const Batch& batch, const Tolerance& tolerance,
-                                   int64_t generate_tokens) {
+StepOutcome RunStep(Variant& variant, Mode mode, const Batch& batch, int64_t generate_tokens) {
+  StepOutcome outcome;
+  switch (mode) {
+    case Mode::kTrain:
+      outcome.output = variant.TrainStep(batch);
+      for (const auto& item : variant.parameters()) {
+        TORCH_CHECK(item.value().grad().defined(), "no gradient for parameter ", item.key());
+        outcome.gradients.insert(item.key(), item.value().grad().detach().clone());
+      }
+      break;
+    case Mode::kForward:
+      outcome.output = variant.InferStep(batch);
+      break;
+    case Mode::kGenerate:
+      outcome.tokens = variant.Generate(batch.tokens, generate_tokens);
+      break;
+  }
+  return outcome;
+}
+
+EquivalenceResult CompareOutcomes(const StepOutcome& actual, const StepOutcome& expected, Mode mode,
+                                  const Batch& batch, const Tolerance& tolerance) {
   EquivalenceResult result;
   if (mode == Mode::kGenerate) {
-    const auto expected = reference.Generate(batch.tokens, generate_tokens).to(torch::kCPU);
-    const auto actual = candidate.Generate(batch.tokens, generate_tokens).to(torch::kCPU);
-    TORCH_CHECK(actual.sizes() == expected.sizes(), "generated shapes differ: ", actual.sizes(),
-                " against ", expected.sizes());
-    result.mismatched_tokens = (actual != expected).sum().item<int64_t>();
+    TORCH_CHECK(actual.tokens.sizes() == expected.tokens.sizes(),
+                "generated shapes differ: ", actual.tokens.sizes(), " against ",
+                expected.tokens.sizes());
+    result.mismatched_tokens =
+        (actual.tokens.to(torch::kCPU) != expected.tokens.to(torch::kCPU)).sum().item<int64_t>();
     return result;
   }
-  const bool train = mode == Mode::kTrain;
-  const ForwardOutput expected = train ? reference.TrainStep(batch) : reference.InferStep(batch);
-  const ForwardOutput actual = train ? candidate.TrainStep(batch) : candidate.InferStep(batch);
-  result.logits = Compare(actual.logits, expected.logits, tolerance, batch.PaddingMask());
-  result.loss = Compare(actual.loss, expected.loss, tolerance);
-  if (!train) return result;
-  for (const auto& item : reference.parameters()) {
-    const torch::Tensor& expected_grad = item.value().grad();
-    const torch::Tensor& actual_grad = candidate.parameters()[item.key()].grad();
-    TORCH_CHECK(expected_grad.defined(), "the reference has no gradient for ", item.key());
-    TORCH_CHECK(actual_grad.defined(), "no gradient for parameter ", item.key());
-    const TensorDifference difference = Compare(actual_grad, expected_grad, tolerance);
+  result.logits =
+      Compare(actual.output.logits, expected.output.logits, tolerance, batch.PaddingMask());
+  result.loss = Compare(actual.output.loss, expected.output.loss, tolerance);
+  for (const auto& item : expected.gradients) {
+    TORCH_CHECK(actual.gradients.contains(item.key()), "no gradient for parameter ", item.key());
+    const TensorDifference difference =
+        Compare(actual.gradients[item.key()], item.value(), tolerance);
     if (difference.max_rel >= result.gradients.max_rel) result.worst_gradient = item.key();
     Accumulate(result.gradients, difference);
   }
   return result;
+}
+
+EquivalenceResult CheckEquivalence(Variant& candidate, Variant& reference, Mode mode,
+                                   const Batch& batch, const Tolerance& tolerance,
+                                   int64_t generate_tokens) {
+  const StepOutcome expected = RunStep(reference, mode, batch, generate_tokens);
+  const StepOutcome actual = RunStep(candidate, mode, batch, generate_tokens);
+  return CompareOutcomes(actual, expected, mode, batch, tolerance);
 }
 
 }  // namespace seqbench

@@ -37,10 +37,24 @@ TensorDifference Compare(const torch::Tensor& actual, const torch::Tensor& expec
 // Folds `next` into `worst`: the larger errors, and `within` only if both are.
 void Accumulate(TensorDifference& worst, const TensorDifference& next);
 
-// Runs one step of `mode` on both variants (set up from the same weights) and compares.
-// `batch` is the workload; in generate mode its tokens are the prompt (no padding) and
-// `generate_tokens` the number of new tokens. Calls TrainStep() in train mode, so both
-// variants' weights move by one optimizer step.
+// What one step of a mode produced, kept for comparison: logits and loss (train,
+// forward), every parameter's gradient (train), the generated tokens (generate).
+struct StepOutcome {
+  ForwardOutput output;
+  ParameterSet gradients;
+  torch::Tensor tokens;  // [B,N]
+};
+
+// Runs one step of `mode` and captures its outcome. Calls TrainStep() in train mode, so
+// the variant's weights move by one optimizer step. In generate mode `batch.tokens` is the
+// prompt and `generate_tokens` the number of new tokens.
+StepOutcome RunStep(Variant& variant, Mode mode, const Batch& batch, int64_t generate_tokens = 0);
+
+// Compares two outcomes of the same mode on the same batch.
+EquivalenceResult CompareOutcomes(const StepOutcome& actual, const StepOutcome& expected, Mode mode,
+                                  const Batch& batch, const Tolerance& tolerance);
+
+// RunStep() on both variants (set up from the same weights), then CompareOutcomes().
 EquivalenceResult CheckEquivalence(Variant& candidate, Variant& reference, Mode mode,
                                    const Batch& batch, const Tolerance& tolerance,
                                    int64_t generate_tokens = 0);

@@ -4,9 +4,12 @@
 // Thread-safety: commands run on the main thread only.
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "results/store.h"
 
 namespace seqbench::cli {
 
@@ -28,5 +31,17 @@ const std::vector<Command>& Commands();
 
 int RunList(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
+int RunRun(const std::vector<std::string>& args);
+int RunShow(const std::vector<std::string>& args);
+int RunMerge(const std::vector<std::string>& args);
+
+// The whole command line as typed, for provenance.
+const std::string& CommandLine();
+void SetCommandLine(int argc, char** argv);
+// Now, as ISO 8601 UTC ("2026-11-21T14:08:01Z").
+std::string UtcNow();
+// Opens a database that must already exist; a missing file is a UsageError naming
+// `command`, rather than a new empty database.
+std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);
 
 }  // namespace seqbench::cli

@@ -1,10 +1,13 @@
 // `seqbench list`: the registered model families and variants, with what each supports.
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "harness/cli/command.h"
+#include "harness/suite.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -22,15 +25,17 @@ std::string JoinNames(const std::vector<T>& items, Name name) {
 }  // namespace
 
 int RunList(const std::vector<std::string>& args) {
+  std::string suites_dir;
   po::options_description options(
-      "Usage: seqbench list [--help]\n\n"
-      "Lists the model families and variants (built-in and from "
-      "--plugin), with their modes, devices, dtypes and options.\n\n"
-      "Options");
-  options.add_options()("help,h", "show this help");
+      "Usage: seqbench list [--suites DIR]\n\n"
+      "Lists the model families, the variants (built-in and from --plugin) with their\n"
+      "modes, devices, dtypes and options, and the suites in DIR.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "suites", po::value(&suites_dir)->default_value("suites"), "folder of suite files");
   po::variables_map values;
   try {
     po::store(po::command_line_parser(args).options(options).run(), values);
+    po::notify(values);
   } catch (const po::error& error) {
     throw UsageError(std::string("list: ") + error.what() + " (see seqbench list --help)");
   }
@@ -58,6 +63,24 @@ int RunList(const std::vector<std::string>& args) {
     if (entry->origin != "built-in") {
       std::cout << std::setw(16) << ""
                 << "from plugin " << entry->origin << "\n";
+    }
+  }
+
+  std::cout << "\nSuites in " << suites_dir << "/:\n";
+  std::vector<std::filesystem::path> files;
+  std::error_code ignored;
+  for (const auto& file : std::filesystem::directory_iterator(suites_dir, ignored)) {
+    if (file.path().extension() == ".toml") files.push_back(file.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) std::cout << "  (none)\n";
+  for (const auto& file : files) {
+    try {
+      const Suite suite = LoadSuiteFile(file.string());
+      std::cout << "  " << std::left << std::setw(14) << suite.name << std::setw(5)
+                << suite.Expand().size() << "cases  " << suite.description << "\n";
+    } catch (const SuiteError& error) {
+      std::cout << "  " << error.what() << "\n";
     }
   }
   return 0;

@@ -1,6 +1,7 @@
 // seqbench: runs benchmark suites of recurrent-model variants and reports on them.
 // Exit codes: 0 success, 1 a failure while running, 2 bad user input.
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -15,9 +16,31 @@ namespace seqbench::cli {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"list", "list model families and variants with their capabilities", RunList},
+      {"run", "run a suite and store every case's results", RunRun},
+      {"show", "show a stored run, or list the runs", RunShow},
+      {"merge", "merge result databases (e.g. shards) without duplicates", RunMerge},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
   };
   return commands;
+}
+
+namespace {
+std::string command_line;
+}  // namespace
+
+const std::string& CommandLine() { return command_line; }
+
+void SetCommandLine(int argc, char** argv) {
+  command_line.clear();
+  for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+}
+
+std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command) {
+  if (!std::filesystem::exists(path)) {
+    throw UsageError(command + ": no results database at " + path +
+                     " (run a suite first, or give --db)");
+  }
+  return std::make_unique<Store>(path);
 }
 
 namespace {
@@ -83,6 +106,7 @@ int Main(int argc, char** argv) {
 }  // namespace seqbench::cli
 
 int main(int argc, char** argv) {
+  seqbench::cli::SetCommandLine(argc, argv);
   try {
     return seqbench::cli::Main(argc, argv);
   } catch (const seqbench::cli::UsageError& error) {
@@ -91,6 +115,9 @@ int main(int argc, char** argv) {
   } catch (const boost::program_options::error& error) {
     std::cerr << "seqbench: " << error.what() << " (see seqbench --help)\n";
     return 2;
+  } catch (const seqbench::StoreError& error) {
+    std::cerr << "seqbench: " << error.what() << "\n";
+    return 1;
   } catch (const seqbench::PluginError& error) {
     std::cerr << "seqbench: " << error.what() << "\n";
     return 2;

@@ -16,9 +16,8 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 namespace {
 
-torch::ScalarType ParseDtype(const std::string& name) {
-  if (name == "float32") return torch::kFloat32;
-  if (name == "float64") return torch::kFloat64;
+torch::ScalarType DtypeOption(const std::string& name) {
+  if (const auto dtype = ParseDtype(name)) return *dtype;
   throw UsageError("verify: --dtype must be float32 or float64, got '" + name + "'");
 }
 
@@ -62,7 +61,7 @@ int RunVerify(const std::vector<std::string>& args) {
     std::cout << options;
     return 0;
   }
-  const torch::ScalarType dtype = ParseDtype(dtype_name);
+  const torch::ScalarType dtype = DtypeOption(dtype_name);
   std::regex pattern;
   try {
     pattern = std::regex(filter);

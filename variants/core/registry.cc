@@ -61,8 +61,10 @@ VariantRegistration::VariantRegistration(const char* key, const char* descriptio
 
 FamilyRegistration::FamilyRegistration(
     const char* key, const char* description,
-    std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights) {
-  AddOrDie(GlobalFamilies(), FamilyEntry{key, description, std::move(init_weights)});
+    std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights,
+    std::function<void(const ModelConfig&)> validate) {
+  AddOrDie(GlobalFamilies(),
+           FamilyEntry{key, description, std::move(init_weights), std::move(validate)});
 }
 
 LoadedPlugin LoadPlugin(const std::string& path) {

@@ -101,6 +101,8 @@ struct FamilyEntry {
   std::string key;
   std::string description;
   std::function<ParameterSet(const ModelConfig&, uint64_t seed)> init_weights;
+  // Throws (TORCH_CHECK) when a config is not valid for the family; cheap, no weights.
+  std::function<void(const ModelConfig&)> validate;
 };
 
 using VariantRegistry = Registry<VariantEntry>;
@@ -121,7 +123,8 @@ struct VariantRegistration {
 };
 struct FamilyRegistration {
   FamilyRegistration(const char* key, const char* description,
-                     std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights);
+                     std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights,
+                     std::function<void(const ModelConfig&)> validate);
 };
 
 }  // namespace seqbench
@@ -136,7 +139,7 @@ struct FamilyRegistration {
       key, description,                                                                      \
       []() -> std::unique_ptr<::seqbench::Variant> { return std::make_unique<VariantClass>(); })
 
-// Registers a model family and its shared weight initializer.
-#define SEQBENCH_REGISTER_FAMILY(key, init_weights, description)                           \
+// Registers a model family, its shared weight initializer and its config check.
+#define SEQBENCH_REGISTER_FAMILY(key, init_weights, validate, description)                 \
   static const ::seqbench::FamilyRegistration SEQBENCH_CONCAT(seqbench_family_, __LINE__)( \
-      key, description, init_weights)
+      key, description, init_weights, validate)

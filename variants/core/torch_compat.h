@@ -39,4 +39,18 @@ inline void ClearGradients(const std::vector<torch::Tensor>& parameters) {
   }
 }
 
+// at::Allocator changed shape in LibTorch 2.3: allocate() lost its const and copy_data()
+// became pure virtual. Allocators declare allocate() with SEQBENCH_ALLOCATE_QUALIFIER and
+// put SEQBENCH_ALLOCATOR_COPY_DATA in their body.
+#if SEQBENCH_TORCH_AT_LEAST(2, 3)
+#define SEQBENCH_ALLOCATE_QUALIFIER
+#define SEQBENCH_ALLOCATOR_COPY_DATA                                              \
+  void copy_data(void* dest, const void* src, std::size_t count) const override { \
+    default_copy_data(dest, src, count);                                          \
+  }
+#else
+#define SEQBENCH_ALLOCATE_QUALIFIER const
+#define SEQBENCH_ALLOCATOR_COPY_DATA
+#endif
+
 }  // namespace seqbench::compat

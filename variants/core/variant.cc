@@ -44,6 +44,19 @@ std::string DtypeName(c10::ScalarType dtype) {
   }
 }
 
+std::optional<c10::ScalarType> ParseDtype(std::string_view name) {
+  if (name == "float32") return torch::kFloat32;
+  if (name == "float64") return torch::kFloat64;
+  return std::nullopt;
+}
+
+std::string DescribeError(const std::exception& error) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return c10_error->what_without_backtrace();
+  }
+  return error.what();
+}
+
 int64_t Batch::NumTokens() const { return lengths.sum().item<int64_t>(); }
 
 torch::Tensor Batch::PaddingMask() const {

@@ -29,6 +29,11 @@ std::string_view ModeName(Mode mode);
 std::optional<Mode> ParseMode(std::string_view name);
 std::string DeviceName(c10::DeviceType type);
 std::string DtypeName(c10::ScalarType dtype);
+// Parses "float32" / "float64" (what suites and the command line accept).
+std::optional<c10::ScalarType> ParseDtype(std::string_view name);
+// An exception's message for users and the results store: c10::Error's without the
+// C++ backtrace LibTorch 1.13 appends to what().
+std::string DescribeError(const std::exception& error);
 
 // Shapes and sizes of a model. Families read the fields they need (LSTM ignores heads).
 struct ModelConfig {

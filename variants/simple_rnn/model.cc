@@ -9,22 +9,22 @@
 namespace seqbench::simple_rnn {
 namespace {
 
-void CheckShapes(const ModelConfig& config) {
-  TORCH_CHECK(
-      config.vocab_size > 0 && config.width > 0 && config.num_layers > 0 && config.num_heads > 0,
-      "simple_rnn needs positive vocab_size, width, num_layers and num_heads");
-  TORCH_CHECK(config.width % config.num_heads == 0, "simple_rnn width (", config.width,
-              ") must be divisible by num_heads (", config.num_heads, ")");
-}
-
 std::string LayerKey(int64_t layer, const char* name) {
   return "layers." + std::to_string(layer) + "." + name;
 }
 
 }  // namespace
 
+void ValidateConfig(const ModelConfig& config) {
+  TORCH_CHECK(
+      config.vocab_size > 0 && config.width > 0 && config.num_layers > 0 && config.num_heads > 0,
+      "simple_rnn needs positive vocab_size, width, layers and heads");
+  TORCH_CHECK(config.width % config.num_heads == 0, "simple_rnn width (", config.width,
+              ") must be divisible by heads (", config.num_heads, ")");
+}
+
 ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
-  CheckShapes(config);
+  ValidateConfig(config);
   auto generator = compat::MakeCpuGenerator(seed);
   const auto options = torch::TensorOptions().dtype(torch::kFloat64);
   const int64_t d = config.width;
@@ -185,7 +185,7 @@ Capabilities BaseCapabilities() {
   return caps;
 }
 
-SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights,
+SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig,
                          "gated linear-recurrence language model (variants/simple_rnn/README.md)");
 
 }  // namespace seqbench::simple_rnn

@@ -18,6 +18,9 @@ namespace seqbench::simple_rnn {
 inline constexpr char kFamily[] = "simple_rnn";
 inline constexpr double kRmsNormEpsilon = 1e-6;
 
+// Throws unless the config describes a valid simple_rnn (positive sizes, H divides D).
+void ValidateConfig(const ModelConfig& config);
+
 // The shared initialisation of every simple_rnn variant. Drawn in float64 from a private
 // generator, so the same seed gives the same weights whatever the variant, dtype or
 // whatever ran before. Names: embedding [V,D]; layers.{l}.{norm [D], w_q, w_k, w_v,

@@ -1,0 +1,58 @@
+// `seqbench merge A.db B.db ... --into C.db`: combines databases, e.g. the shards of a
+// suite run on several machines, without duplicating runs or cases.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "harness/cli/command.h"
+#include "results/store.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+
+int RunMerge(const std::vector<std::string>& args) {
+  std::vector<std::string> sources;
+  std::string into;
+  po::options_description options(
+      "Usage: seqbench merge A.db [B.db ...] --into C.db\n\n"
+      "Copies every run and case of the sources into C.db (created if missing). Runs are\n"
+      "matched by their uuid and cases by their key, so merging twice adds nothing.\n\nOptions");
+  options.add_options()("help,h", "show this help")("into", po::value(&into), "target database");
+  po::options_description hidden;
+  hidden.add_options()("sources", po::value(&sources));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("sources", -1);
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw UsageError(std::string("merge: ") + error.what() + " (see seqbench merge --help)");
+  }
+  if (values.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  if (sources.empty() || into.empty()) {
+    throw UsageError(
+        "merge: give one or more source databases and --into TARGET (see seqbench merge --help)");
+  }
+  std::vector<std::unique_ptr<Store>> opened;
+  for (const auto& source : sources) {
+    if (source == into) throw UsageError("merge: " + source + " is both a source and the target");
+    opened.push_back(OpenExistingStore(source, "merge"));
+  }
+  Store target(into);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const MergeCounts counts = target.MergeFrom(*opened[i]);
+    std::printf("%s: %lld runs and %lld cases added, %lld cases already present\n",
+                sources[i].c_str(), (long long)counts.runs_added, (long long)counts.cases_added,
+                (long long)counts.cases_already_present);
+  }
+  return 0;
+}
+
+}  // namespace seqbench::cli

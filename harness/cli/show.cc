@@ -1,0 +1,103 @@
+// `seqbench show RUN_ID`: a stored run's provenance, environment and cases.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "harness/cli/command.h"
+#include "reports/format.h"
+#include "results/store.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+
+int RunShow(const std::vector<std::string>& args) {
+  std::string db_path;
+  int64_t run_id = 0;
+  po::options_description options(
+      "Usage: seqbench show [RUN_ID | --latest] [--db FILE]\n\n"
+      "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
+      "with status, runtime, memory and correctness. Without RUN_ID, lists the runs.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
+      "latest", "show the most recent run");
+  po::options_description hidden;
+  hidden.add_options()("run", po::value(&run_id));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("run", 1);
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw UsageError(std::string("show: ") + error.what() + " (see seqbench show --help)");
+  }
+  if (values.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  const auto store = OpenExistingStore(db_path, "show");
+  if (values.count("latest")) {
+    const auto runs = store->Runs();
+    if (runs.empty()) throw UsageError("show: " + db_path + " has no runs yet");
+    run_id = runs.back().run_id;
+  } else if (!values.count("run")) {
+    std::printf("%-6s %-10s %-12s %-7s %-21s %s\n", "run", "status", "suite", "shard", "started",
+                "command");
+    for (const RunRecord& run : store->Runs()) {
+      std::printf("%-6lld %-10s %-12s %-7s %-21s %s\n", (long long)run.run_id, run.status.c_str(),
+                  run.suite_name.c_str(), run.shard.empty() ? "-" : run.shard.c_str(),
+                  run.started_at.c_str(), run.command_line.c_str());
+    }
+    return 0;
+  }
+  const auto run = store->FindRun(run_id);
+  if (!run)
+    throw UsageError("show: no run " + std::to_string(run_id) + " in " + db_path +
+                     " (seqbench show --db " + db_path + " lists them)");
+  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run->run_id,
+              run->status.c_str(), run->suite_name.c_str(), run->suite_path.c_str(),
+              run->suite_hash.c_str(), run->shard.empty() ? "" : ("  shard " + run->shard).c_str());
+  std::printf("started %s  finished %s  seed %llu\ncommand: %s\n\nEnvironment:\n",
+              run->started_at.c_str(), run->finished_at.empty() ? "-" : run->finished_at.c_str(),
+              (unsigned long long)run->seed, run->command_line.c_str());
+  for (const auto& [key, value] : run->environment)
+    std::printf("  %-22s %s\n", key.c_str(), value.c_str());
+  for (const auto& warning : run->warnings) std::printf("warning: %s\n", warning.c_str());
+  std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status", "runtime (mean ± std)",
+              "peak", "activation", "tokens/s", "max error (logits / grads)");
+  for (const CaseRecord& c : store->Cases(run_id)) {
+    const auto metric = [&](const char* name) { return c.MetricValue(name); };
+    std::string runtime = "-";
+    if (const auto mean = metric("runtime_mean_s")) {
+      const auto std = metric("runtime_stddev_s");
+      runtime = FormatMeanStd(*mean, std ? *std : -1);
+    }
+    const auto peak = metric("peak_bytes");
+    const auto activation = metric("activation_bytes");
+    const auto tokens = metric("tokens_per_s");
+    char tokens_text[32] = "-";
+    if (tokens) std::snprintf(tokens_text, sizeof(tokens_text), "%.4g", *tokens);
+    char error_text[64] = "-";
+    if (const auto mismatched = metric("mismatched_tokens")) {
+      std::snprintf(error_text, sizeof(error_text), "%.0f tokens differ", *mismatched);
+    } else if (const auto logits = metric("logits_max_abs")) {
+      const auto grads = metric("grad_max_abs");
+      if (grads) {
+        std::snprintf(error_text, sizeof(error_text), "%.2g / %.2g", *logits, *grads);
+      } else {
+        std::snprintf(error_text, sizeof(error_text), "%.2g / -", *logits);
+      }
+    }
+    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", c.case_key.c_str(), c.status.c_str(),
+                runtime.c_str(), FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
+                FormatBytes(activation ? static_cast<int64_t>(*activation) : -1).c_str(),
+                tokens_text, error_text);
+    if (!c.message.empty()) std::printf("    %s\n", c.message.c_str());
+  }
+  return 0;
+}
+
+}  // namespace seqbench::cli

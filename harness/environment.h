@@ -1,0 +1,24 @@
+// What a run was measured on and with: build, libraries, hardware, OS. Captured once
+// per run and stored with it, so that a number can be traced to its conditions.
+//
+// Thread-safety: CaptureEnvironment() reads process-wide state; call it from one thread.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace seqbench {
+
+struct Environment {
+  // Ordered (key, value) pairs, e.g. ("torch_version", "1.13.0").
+  std::vector<std::pair<std::string, std::string>> entries;
+  // Conditions that make the numbers less trustworthy (debug build, CPU governor).
+  std::vector<std::string> warnings;
+
+  std::string Get(const std::string& key) const;
+};
+
+Environment CaptureEnvironment();
+
+}  // namespace seqbench

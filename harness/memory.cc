@@ -1,0 +1,80 @@
+#include "harness/memory.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <sys/resource.h>
+
+namespace seqbench {
+namespace {
+
+// What each counted allocation carries to its deleter.
+struct CountedBlock {
+  at::DataPtr wrapped;
+  int64_t bytes;
+  const CountingCpuAllocator* owner;
+};
+
+std::atomic<CountingCpuAllocator*> installed{nullptr};
+
+int64_t MaxRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
+CountingCpuAllocator& CountingCpuAllocator::Install() {
+  if (CountingCpuAllocator* current = installed.load()) return *current;
+  // Leaked on purpose: tensors may outlive every other static.
+  static auto* instance = new CountingCpuAllocator(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(instance, /*priority=*/100);
+  installed.store(instance);
+  return *instance;
+}
+
+CountingCpuAllocator* CountingCpuAllocator::Installed() { return installed.load(); }
+
+at::DataPtr CountingCpuAllocator::allocate(size_t bytes) SEQBENCH_ALLOCATE_QUALIFIER {
+  at::DataPtr wrapped = wrapped_->allocate(bytes);
+  void* data = wrapped.get();
+  const at::Device device = wrapped.device();
+  auto* block = new CountedBlock{std::move(wrapped), static_cast<int64_t>(bytes), this};
+  Add(static_cast<int64_t>(bytes));
+  return at::DataPtr(data, block, &CountingCpuAllocator::Free, device);
+}
+
+void CountingCpuAllocator::Free(void* context) {
+  auto* block = static_cast<CountedBlock*>(context);
+  block->owner->Add(-block->bytes);
+  delete block;  // frees the wrapped allocation
+}
+
+void CountingCpuAllocator::Add(int64_t bytes) const {
+  const int64_t live = live_bytes_.fetch_add(bytes) + bytes;
+  int64_t peak = peak_bytes_.load();
+  while (live > peak && !peak_bytes_.compare_exchange_weak(peak, live)) {
+  }
+}
+
+void MemoryProbe::Begin() {
+  if (device_ == c10::DeviceType::CPU) {
+    if (CountingCpuAllocator* allocator = CountingCpuAllocator::Installed()) {
+      allocator->ResetPeak();
+      start_bytes_ = allocator->live_bytes();
+    }
+  }
+}
+
+MemoryUsage MemoryProbe::End() {
+  MemoryUsage usage;
+  usage.max_rss_bytes = MaxRssBytes();
+  if (device_ == c10::DeviceType::CPU) {
+    if (CountingCpuAllocator* allocator = CountingCpuAllocator::Installed()) {
+      usage.peak_bytes = allocator->peak_bytes();
+      usage.activation_bytes = usage.peak_bytes - start_bytes_;
+    }
+  }
+  return usage;
+}
+
+}  // namespace seqbench

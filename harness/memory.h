@@ -1,0 +1,64 @@
+// Peak-memory measurement of one step. On CPU, a counting allocator installed as
+// LibTorch's CPU allocator tracks live tensor bytes and their peak exactly (memory that
+// libraries allocate outside LibTorch's allocator, e.g. BLAS workspaces, is not seen;
+// the process max RSS is recorded beside it for that reason).
+//
+// Thread-safety: the allocator's counters are atomics, updated from whichever thread
+// allocates (intra-op pools included). A MemoryProbe measures one step at a time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "variants/core/torch_compat.h"
+
+namespace seqbench {
+
+// Wraps the CPU allocator that was current when Install() ran and counts every byte
+// that passes through it. Tensors allocated before Install() are not counted, also not
+// when freed.
+class CountingCpuAllocator final : public at::Allocator {
+ public:
+  // Installs the process-wide instance (idempotent) and returns it.
+  static CountingCpuAllocator& Install();
+  // The installed instance, or nullptr before Install().
+  static CountingCpuAllocator* Installed();
+
+  at::DataPtr allocate(size_t bytes) SEQBENCH_ALLOCATE_QUALIFIER override;
+  SEQBENCH_ALLOCATOR_COPY_DATA
+
+  int64_t live_bytes() const { return live_bytes_.load(); }
+  int64_t peak_bytes() const { return peak_bytes_.load(); }
+  // Starts a new peak from the current live bytes.
+  void ResetPeak() { peak_bytes_.store(live_bytes_.load()); }
+
+  explicit CountingCpuAllocator(at::Allocator* wrapped) : wrapped_(wrapped) {}
+
+ private:
+  static void Free(void* context);
+  void Add(int64_t bytes) const;
+
+  at::Allocator* wrapped_;
+  mutable std::atomic<int64_t> live_bytes_{0};
+  mutable std::atomic<int64_t> peak_bytes_{0};
+};
+
+struct MemoryUsage {
+  int64_t peak_bytes = -1;        // peak live bytes during the step
+  int64_t activation_bytes = -1;  // that peak minus what was live when the step began
+  int64_t max_rss_bytes = -1;     // the process's max resident set size so far
+};
+
+// Brackets one step: Begin() before it, End() after it.
+class MemoryProbe {
+ public:
+  explicit MemoryProbe(c10::DeviceType device) : device_(device) {}
+  void Begin();
+  MemoryUsage End();
+
+ private:
+  c10::DeviceType device_;
+  int64_t start_bytes_ = 0;
+};
+
+}  // namespace seqbench

@@ -1,0 +1,203 @@
+#include "harness/runner.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "harness/workload.h"
+#include "variants/core/registry.h"
+
+namespace seqbench {
+namespace {
+
+// Collects Google Benchmark's runs instead of printing them.
+class CollectingReporter final : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    collected.insert(collected.end(), runs.begin(), runs.end());
+  }
+  std::vector<Run> collected;
+};
+
+double Minimum(const std::vector<double>& values) {
+  return *std::min_element(values.begin(), values.end());
+}
+double Maximum(const std::vector<double>& values) {
+  return *std::max_element(values.begin(), values.end());
+}
+
+double Seconds(std::chrono::steady_clock::duration duration) {
+  return std::chrono::duration<double>(duration).count();
+}
+
+// Waits for queued device work, so that a host clock read afterwards covers it.
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
+}
+
+}  // namespace
+
+Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step,
+                                  int64_t iterations, int64_t repetitions) {
+  std::string step_error;
+  benchmark::ClearRegisteredBenchmarks();
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [&](benchmark::State& state) {
+                                 for (auto _ : state) {
+                                   try {
+                                     state.SetIterationTime(step());
+                                   } catch (const std::exception& error) {
+                                     step_error = DescribeError(error);
+                                     state.SkipWithError(step_error.c_str());
+                                     break;
+                                   }
+                                 }
+                               })
+      ->UseManualTime()
+      ->Unit(benchmark::kSecond)
+      ->Iterations(iterations)
+      ->Repetitions(repetitions)
+      ->ComputeStatistics("min", Minimum)
+      ->ComputeStatistics("max", Maximum);
+  CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::ClearRegisteredBenchmarks();
+  if (!step_error.empty()) throw std::runtime_error(step_error);
+
+  Timing timing;
+  timing.iterations = iterations;
+  for (const auto& run : reporter.collected) {
+    if (run.error_occurred) throw std::runtime_error(run.error_message);
+    if (run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration) {
+      timing.samples_s.push_back(run.GetAdjustedRealTime());
+    } else if (run.aggregate_unit == benchmark::kPercentage) {
+      timing.statistics[run.aggregate_name] = run.real_accumulated_time;  // a ratio, unscaled
+    } else {
+      timing.statistics[run.aggregate_name] = run.GetAdjustedRealTime();
+    }
+  }
+  return timing;
+}
+
+CaseRunner::CaseRunner(const Suite& suite) : suite_(suite) {
+  // Counting must start before the weights exist, so that every tensor of a case is seen.
+  CountingCpuAllocator::Install();
+  weights_ = GlobalFamilies().Get(suite.model.family).init_weights(suite.model, suite.seed);
+}
+
+const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::ScalarType dtype,
+                                            torch::Device device, const Batch& batch) {
+  const std::string key = workload.Describe() + " reference=" + DtypeName(dtype);
+  const auto cached = references_.find(key);
+  if (cached != references_.end()) return cached->second;
+  const VariantSpec& baseline = suite_.Variant(suite_.baseline);
+  auto variant = CreateVariant(baseline.key);
+  variant->Setup(suite_.model, weights_, device, dtype, baseline.options);
+  return references_[key] = RunStep(*variant, workload.mode, batch, workload.generate_tokens);
+}
+
+CaseResult CaseRunner::Run(const CaseSpec& spec) {
+  const auto started = std::chrono::steady_clock::now();
+  CaseResult result;
+  result.spec = spec;
+  const Workload& workload = spec.workload;
+  const Mode mode = workload.mode;
+  try {
+    const torch::ScalarType dtype = *ParseDtype(workload.dtype);
+    const torch::Device device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
+    auto variant = CreateVariant(spec.variant.key);
+    const Capabilities caps = variant->capabilities();
+    const auto skip = [&](const std::string& why) {
+      result.status = kStatusSkipped;
+      result.message = why;
+      result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
+      return result;
+    };
+    if (device.is_cuda() && !torch::cuda::is_available()) {
+      return skip("CUDA is not available to this build or machine");
+    }
+    if (!caps.Supports(mode))
+      return skip("variant does not support mode " + std::string(ModeName(mode)));
+    if (!caps.Supports(device.type()))
+      return skip("variant does not support device " + workload.device);
+    if (!caps.Supports(dtype)) return skip("variant does not support dtype " + workload.dtype);
+
+    // The same tokens for every variant at this batch shape.
+    const Batch batch = MakeBatch({workload.batch, workload.seq_len, workload.min_len},
+                                  suite_.model.vocab_size, suite_.seed + 1, device);
+    result.tokens_per_step =
+        mode == Mode::kGenerate ? workload.batch * workload.generate_tokens : batch.NumTokens();
+
+    // 1. Correctness. Against the baseline in float64 where it has float64: on long
+    // sequences a float32 step loop drifts further from the function than a good variant.
+    // Generated tokens are compared one for one, so there the baseline runs in the case's
+    // dtype (near-ties may break differently across dtypes).
+    const VariantSpec& baseline = suite_.Variant(suite_.baseline);
+    const bool baseline_has_float64 =
+        CreateVariant(baseline.key)->capabilities().Supports(torch::kFloat64);
+    const torch::ScalarType reference_dtype =
+        (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
+    const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
+    result.reference = baseline.name + " " + DtypeName(reference_dtype);
+    variant->Setup(suite_.model, weights_, device, dtype, spec.variant.options);
+    const Tolerance tolerance = caps.ToleranceFor(dtype);
+    result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
+                                         reference, mode, batch, tolerance);
+    result.checked = true;
+
+    // 2. Warmup, then timing.
+    const std::function<void()> step = [&, mode]() {
+      switch (mode) {
+        case Mode::kTrain:
+          variant->TrainStep(batch);
+          break;
+        case Mode::kForward:
+          variant->InferStep(batch);
+          break;
+        case Mode::kGenerate:
+          variant->Generate(batch.tokens, workload.generate_tokens);
+          break;
+      }
+    };
+    const TimedStep timed_step = [&]() {
+      Synchronize(device);
+      const auto begin = std::chrono::steady_clock::now();
+      step();
+      Synchronize(device);
+      return Seconds(std::chrono::steady_clock::now() - begin);
+    };
+    for (int64_t i = 0; i < suite_.measurement.warmup; ++i) step();
+    int64_t iterations = 1;
+    if (suite_.measurement.min_time_s > 0) {
+      const double one_step = timed_step();
+      iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
+    }
+    result.timing = MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations,
+                                               suite_.measurement.repetitions);
+
+    // 3. Memory of one more step.
+    MemoryProbe probe(device.type());
+    probe.Begin();
+    step();
+    Synchronize(device);
+    result.memory = probe.End();
+
+    if (result.correctness.passed()) {
+      result.status = kStatusOk;
+    } else {
+      result.status = kStatusMismatch;
+      result.message = "outside tolerance (rtol " + std::to_string(tolerance.rtol) + ", atol " +
+                       std::to_string(tolerance.atol) + ") against " + result.reference;
+    }
+  } catch (const std::exception& error) {
+    result.status = kStatusError;
+    result.message = DescribeError(error);
+  }
+  result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
+  return result;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,73 @@
+// The CaseRunner executes one case of a suite: the correctness check against the
+// suite's baseline, warmup, timing through Google Benchmark, and a memory probe. It
+// returns a CaseResult and never throws for a failing case: an exception (out of memory
+// included) becomes status "error" with its message, so the run goes on.
+//
+// Thread-safety: one CaseRunner per thread; it caches the suite's weights and the
+// baseline's outputs per workload, and Google Benchmark's registry is process-global.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/equivalence.h"
+#include "harness/memory.h"
+#include "harness/suite.h"
+
+namespace seqbench {
+
+// Case statuses, as stored.
+inline constexpr char kStatusOk[] = "ok";              // correct, timed
+inline constexpr char kStatusMismatch[] = "mismatch";  // timed, but outside its tolerance
+inline constexpr char kStatusError[] = "error";        // threw; message says what
+inline constexpr char kStatusSkipped[] = "skipped";    // not runnable here (e.g. no CUDA)
+
+struct Timing {
+  std::vector<double> samples_s;  // one per repetition: seconds per step
+  int64_t iterations = 0;         // steps per repetition
+  // Google Benchmark's aggregates over the repetitions: mean, median, stddev, cv, min,
+  // max (seconds; cv as a ratio). Empty with a single repetition.
+  std::map<std::string, double> statistics;
+};
+
+struct CaseResult {
+  CaseSpec spec;
+  std::string status;
+  std::string message;  // why: the error, the mismatch, the skip
+  bool checked = false;
+  std::string reference;  // what the check compared with, e.g. "baseline float64"
+  EquivalenceResult correctness;
+  Timing timing;
+  MemoryUsage memory;
+  int64_t tokens_per_step = 0;  // non-padding tokens (generated tokens in generate mode)
+  double wall_s = 0;            // the whole case, checks and warmup included
+};
+
+// Runs a timed step and returns its duration in seconds. The runner calls it once per
+// iteration, from inside a Google Benchmark manual-time loop.
+using TimedStep = std::function<double()>;
+
+// Google Benchmark as the engine: one registered benchmark, manual time, `repetitions`
+// of `iterations` steps each. Throws if a step throws.
+Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step,
+                                  int64_t iterations, int64_t repetitions);
+
+class CaseRunner {
+ public:
+  explicit CaseRunner(const Suite& suite);
+  CaseResult Run(const CaseSpec& spec);
+
+ private:
+  // The baseline's outcome for this workload in `dtype`, computed once per workload.
+  const StepOutcome& ReferenceFor(const Workload& workload, torch::ScalarType dtype,
+                                  torch::Device device, const Batch& batch);
+
+  const Suite& suite_;
+  ParameterSet weights_;  // float64 on CPU; each variant copies them in Setup()
+  std::map<std::string, StepOutcome> references_;
+};
+
+}  // namespace seqbench

@@ -1,0 +1,482 @@
+#include "harness/suite.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "variants/core/registry.h"
+
+namespace seqbench {
+
+SuiteError::SuiteError(std::string path, int64_t line, int64_t column, const std::string& message)
+    : std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                         message),
+      path_(std::move(path)),
+      line_(line),
+      column_(column),
+      message_(message) {}
+
+std::string Workload::Describe() const {
+  std::ostringstream text;
+  text << "mode=" << ModeName(mode) << " B=" << batch << " T=" << seq_len;
+  if (min_len > 0) text << " min_len=" << min_len;
+  if (mode == Mode::kGenerate) text << " N=" << generate_tokens;
+  text << " dtype=" << dtype << " device=" << device;
+  return text.str();
+}
+
+std::string CaseSpec::Key() const { return variant.name + " " + workload.Describe(); }
+
+const VariantSpec& Suite::Variant(const std::string& name) const {
+  for (const auto& spec : variants) {
+    if (spec.name == name) return spec;
+  }
+  throw std::out_of_range("suite '" + this->name + "' has no variant named '" + name + "'");
+}
+
+std::vector<CaseSpec> Suite::Expand() const {
+  std::vector<CaseSpec> cases;
+  std::set<std::string> seen;
+  const auto add = [&](CaseSpec spec) {
+    if (seen.insert(spec.Key()).second) cases.push_back(std::move(spec));
+  };
+  for (const Workload& workload : grid) {
+    for (const std::string& name : grid_variants) add(CaseSpec{Variant(name), workload});
+  }
+  for (const CaseSpec& extra : extra_cases) add(extra);
+  return cases;
+}
+
+std::vector<CaseSpec> Shard(const std::vector<CaseSpec>& cases, int64_t index, int64_t count) {
+  if (count < 1 || index < 1 || index > count) {
+    throw std::invalid_argument("shard must be i/n with 1 <= i <= n, got " + std::to_string(index) +
+                                "/" + std::to_string(count));
+  }
+  std::vector<CaseSpec> shard;
+  for (size_t position = 0; position < cases.size(); ++position) {
+    if (static_cast<int64_t>(position % count) == index - 1) shard.push_back(cases[position]);
+  }
+  return shard;
+}
+
+std::string ContentHash(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const unsigned char byte : text) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
+  return hex;
+}
+
+namespace {
+
+const char* TypeName(const toml::node& node) {
+  if (node.is_string()) return "a string";
+  if (node.is_integer()) return "an integer";
+  if (node.is_floating_point()) return "a float";
+  if (node.is_boolean()) return "a boolean";
+  if (node.is_array()) return "an array";
+  if (node.is_table()) return "a table";
+  return "a date/time";
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string joined;
+  for (const auto& item : items) joined += (joined.empty() ? "" : ", ") + item;
+  return joined;
+}
+
+// Reads one suite file, failing with the position of the offending node.
+class SuiteReader {
+ public:
+  explicit SuiteReader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void Fail(const toml::source_region& where, const std::string& message) const {
+    const int64_t line = where.begin.line > 0 ? where.begin.line : 1;
+    const int64_t column = where.begin.column > 0 ? where.begin.column : 1;
+    throw SuiteError(path_, line, column, message);
+  }
+
+  // Fails on any key of `table` outside `allowed`; `context` names the table in messages.
+  void CheckKeys(const toml::table& table, const std::string& context,
+                 const std::vector<std::string>& allowed) const {
+    for (auto&& [key, value] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        std::vector<std::string> sorted = allowed;
+        std::sort(sorted.begin(), sorted.end());
+        Fail(key.source(), "unknown key '" + std::string(key.str()) + "' in " + context +
+                               "; expected one of: " + Joined(sorted));
+      }
+    }
+  }
+
+  const toml::node& Required(const toml::table& table, const std::string& key,
+                             const std::string& context) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) Fail(table.source(), "missing required key '" + key + "' in " + context);
+    return *node;
+  }
+
+  std::string String(const toml::node& node, const std::string& key) const {
+    if (!node.is_string())
+      Fail(node.source(), "'" + key + "' must be a string, got " + TypeName(node));
+    return node.as_string()->get();
+  }
+
+  int64_t Integer(const toml::node& node, const std::string& key, int64_t min, int64_t max) const {
+    if (!node.is_integer()) {
+      Fail(node.source(), "'" + key + "' must be an integer, got " + TypeName(node));
+    }
+    const int64_t value = node.as_integer()->get();
+    if (value < min || value > max) {
+      Fail(node.source(), "'" + key + "' must be between " + std::to_string(min) + " and " +
+                              std::to_string(max) + ", got " + std::to_string(value));
+    }
+    return value;
+  }
+
+  double Number(const toml::node& node, const std::string& key, double min) const {
+    if (!node.is_number())
+      Fail(node.source(), "'" + key + "' must be a number, got " + TypeName(node));
+    const double value = node.is_integer() ? static_cast<double>(node.as_integer()->get())
+                                           : node.as_floating_point()->get();
+    if (!(value >= min)) {
+      Fail(node.source(), "'" + key + "' must be at least " + std::to_string(min) + ", got " +
+                              std::to_string(value));
+    }
+    return value;
+  }
+
+  std::string Choice(const toml::node& node, const std::string& key,
+                     const std::vector<std::string>& choices) const {
+    const std::string value = String(node, key);
+    if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+      Fail(node.source(),
+           "'" + key + "' must be one of " + Joined(choices) + ", got '" + value + "'");
+    }
+    return value;
+  }
+
+  // A grid field: one value or an array of them, each checked by `read`.
+  template <typename T, typename Read>
+  std::vector<T> OneOrMany(const toml::table& table, const std::string& key,
+                           std::vector<T> fallback, Read read) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return fallback;
+    std::vector<T> values;
+    if (const toml::array* array = node->as_array()) {
+      if (array->empty()) Fail(node->source(), "'" + key + "' must not be an empty array");
+      for (const toml::node& element : *array) values.push_back(read(element, key));
+    } else {
+      values.push_back(read(*node, key));
+    }
+    return values;
+  }
+
+ private:
+  std::string path_;
+};
+
+const std::vector<std::string> kModes = {"train", "forward", "generate"};
+const std::vector<std::string> kDtypes = {"float32", "float64"};
+const std::vector<std::string> kDevices = {"cpu", "cuda"};
+const std::vector<std::string> kWorkloadKeys = {"mode",  "batch",  "seq_len",        "min_len",
+                                                "dtype", "device", "generate_tokens"};
+constexpr int64_t kMaxSize = int64_t{1} << 30;
+
+VariantSpec ReadVariant(const SuiteReader& reader, const toml::table& table,
+                        const std::string& family) {
+  reader.CheckKeys(table, "[[variants]]", {"key", "name", "options"});
+  VariantSpec spec;
+  const toml::node& key_node = reader.Required(table, "key", "[[variants]]");
+  spec.key = reader.String(key_node, "key");
+  if (!GlobalVariants().Contains(spec.key)) {
+    reader.Fail(key_node.source(), "unknown variant '" + spec.key +
+                                       "'; known variants: " + GlobalVariants().JoinedKeys());
+  }
+  const Capabilities caps = GlobalVariants().Get(spec.key).factory()->capabilities();
+  if (caps.family != family) {
+    reader.Fail(key_node.source(), "variant '" + spec.key + "' is of family '" + caps.family +
+                                       "', but this suite's family is '" + family + "'");
+  }
+  spec.name = table.get("name") ? reader.String(*table.get("name"), "name") : spec.key;
+  if (const toml::node* options = table.get("options")) {
+    if (!options->is_table()) {
+      reader.Fail(options->source(), "'options' must be a table, e.g. { chunk_size = 16 }");
+    }
+    for (auto&& [option, value] : *options->as_table()) {
+      const std::string name(option.str());
+      if (caps.options.count(name) == 0) {
+        std::vector<std::string> known;
+        for (const auto& [known_name, meaning] : caps.options) known.push_back(known_name);
+        reader.Fail(option.source(),
+                    "variant '" + spec.key + "' has no option '" + name +
+                        "'; it reads: " + (known.empty() ? "(none)" : Joined(known)));
+      }
+      spec.options[name] = reader.Integer(value, name, 1, kMaxSize);
+    }
+  }
+  return spec;
+}
+
+void CheckWorkload(const SuiteReader& reader, const toml::source_region& where, const Workload& w) {
+  if (w.min_len > w.seq_len) {
+    reader.Fail(where, "min_len (" + std::to_string(w.min_len) + ") must not exceed seq_len (" +
+                           std::to_string(w.seq_len) + ")");
+  }
+  if (w.mode == Mode::kGenerate && w.generate_tokens < 1) {
+    reader.Fail(where, "generate mode needs 'generate_tokens' of at least 1");
+  }
+  if (w.mode == Mode::kGenerate && w.min_len > 0) {
+    reader.Fail(where, "generate mode takes prompts without padding: set min_len = 0");
+  }
+}
+
+}  // namespace
+
+Suite ParseSuite(const std::string& text, const std::string& path) {
+  SuiteReader reader(path);
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& error) {
+    reader.Fail(error.source(), "invalid TOML: " + std::string(error.description()));
+  }
+  reader.CheckKeys(root, "the suite",
+                   {"name", "description", "family", "baseline", "seed", "model", "measure",
+                    "variants", "grid", "cases", "expect"});
+  Suite suite;
+  suite.path = path;
+  suite.text = text;
+  suite.name = reader.String(reader.Required(root, "name", "the suite"), "name");
+  suite.description =
+      reader.String(reader.Required(root, "description", "the suite"), "description");
+  const toml::node& family_node = reader.Required(root, "family", "the suite");
+  suite.model.family = reader.String(family_node, "family");
+  if (!GlobalFamilies().Contains(suite.model.family)) {
+    reader.Fail(family_node.source(), "unknown model family '" + suite.model.family +
+                                          "'; known families: " + GlobalFamilies().JoinedKeys());
+  }
+  if (const toml::node* seed = root.get("seed")) {
+    suite.seed = static_cast<uint64_t>(reader.Integer(*seed, "seed", 0, INT64_MAX));
+  }
+
+  if (const toml::node* model_node = root.get("model")) {
+    if (!model_node->is_table())
+      reader.Fail(model_node->source(), "'model' must be a table ([model])");
+    const toml::table& model = *model_node->as_table();
+    reader.CheckKeys(model, "[model]", {"vocab_size", "width", "layers", "heads"});
+    if (auto* n = model.get("vocab_size"))
+      suite.model.vocab_size = reader.Integer(*n, "vocab_size", 2, kMaxSize);
+    if (auto* n = model.get("width")) suite.model.width = reader.Integer(*n, "width", 1, kMaxSize);
+    if (auto* n = model.get("layers"))
+      suite.model.num_layers = reader.Integer(*n, "layers", 1, 1024);
+    if (auto* n = model.get("heads"))
+      suite.model.num_heads = reader.Integer(*n, "heads", 1, kMaxSize);
+    const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
+    if (family.validate) {
+      try {
+        family.validate(suite.model);
+      } catch (const std::exception& error) {
+        reader.Fail(model.source(), "invalid [model]: " + DescribeError(error));
+      }
+    }
+  }
+
+  if (const toml::node* measure_node = root.get("measure")) {
+    if (!measure_node->is_table())
+      reader.Fail(measure_node->source(), "'measure' must be a table ([measure])");
+    const toml::table& measure = *measure_node->as_table();
+    reader.CheckKeys(measure, "[measure]", {"repetitions", "warmup", "min_time_ms"});
+    if (auto* n = measure.get("repetitions"))
+      suite.measurement.repetitions = reader.Integer(*n, "repetitions", 1, 100000);
+    if (auto* n = measure.get("warmup"))
+      suite.measurement.warmup = reader.Integer(*n, "warmup", 0, 100000);
+    if (auto* n = measure.get("min_time_ms"))
+      suite.measurement.min_time_s = reader.Number(*n, "min_time_ms", 0) / 1e3;
+  }
+
+  const toml::node& variants_node = reader.Required(root, "variants", "the suite");
+  if (!variants_node.is_array_of_tables()) {
+    reader.Fail(variants_node.source(),
+                "'variants' must be an array of tables: [[variants]] key = \"...\"");
+  }
+  std::set<std::string> names;
+  for (const toml::node& element : *variants_node.as_array()) {
+    VariantSpec spec = ReadVariant(reader, *element.as_table(), suite.model.family);
+    if (!names.insert(spec.name).second) {
+      reader.Fail(element.source(), "duplicate variant name '" + spec.name +
+                                        "' in [[variants]]; give one of them a distinct 'name'");
+    }
+    suite.variants.push_back(std::move(spec));
+  }
+
+  const toml::node& baseline_node = reader.Required(root, "baseline", "the suite");
+  suite.baseline = reader.String(baseline_node, "baseline");
+  if (names.count(suite.baseline) == 0) {
+    reader.Fail(baseline_node.source(), "baseline '" + suite.baseline +
+                                            "' is not one of the suite's [[variants]]: " +
+                                            Joined({names.begin(), names.end()}));
+  }
+
+  const auto read_mode = [&](const toml::node& n, const std::string& key) {
+    return *ParseMode(reader.Choice(n, key, kModes));
+  };
+  const auto read_size = [&](int64_t min) {
+    return [&reader, min](const toml::node& n, const std::string& key) {
+      return reader.Integer(n, key, min, kMaxSize);
+    };
+  };
+  const auto read_dtype = [&](const toml::node& n, const std::string& key) {
+    return reader.Choice(n, key, kDtypes);
+  };
+  const auto read_device = [&](const toml::node& n, const std::string& key) {
+    return reader.Choice(n, key, kDevices);
+  };
+
+  if (const toml::node* grid_node = root.get("grid")) {
+    if (!grid_node->is_table()) reader.Fail(grid_node->source(), "'grid' must be a table ([grid])");
+    const toml::table& grid = *grid_node->as_table();
+    std::vector<std::string> grid_keys = kWorkloadKeys;
+    grid_keys.push_back("variants");
+    reader.CheckKeys(grid, "[grid]", grid_keys);
+    for (const auto& name : reader.OneOrMany<std::string>(
+             grid, "variants", {}, [&](const toml::node&n, const std::string&key) {
+               const std::string value = reader.String(n, key);
+               if (names.count(value) == 0) {
+                 reader.Fail(n.source(), "[grid] variants: '" + value +
+                                             "' is not one of the suite's [[variants]]: " +
+                                             Joined({names.begin(), names.end()}));
+               }
+               return value;
+             })) {
+      suite.grid_variants.push_back(name);
+    }
+    if (suite.grid_variants.empty()) {
+      for (const auto& spec : suite.variants) suite.grid_variants.push_back(spec.name);
+    }
+    const Workload defaults;
+    for (const Mode mode : reader.OneOrMany<Mode>(grid, "mode", {defaults.mode}, read_mode))
+      for (const auto& dtype :
+           reader.OneOrMany<std::string>(grid, "dtype", {defaults.dtype}, read_dtype))
+        for (const auto& device :
+             reader.OneOrMany<std::string>(grid, "device", {defaults.device}, read_device))
+          for (const int64_t batch :
+               reader.OneOrMany<int64_t>(grid, "batch", {defaults.batch}, read_size(1)))
+            for (const int64_t seq_len :
+                 reader.OneOrMany<int64_t>(grid, "seq_len", {defaults.seq_len}, read_size(1)))
+              for (const int64_t min_len :
+                   reader.OneOrMany<int64_t>(grid, "min_len", {0}, read_size(0)))
+                for (const int64_t tokens :
+                     reader.OneOrMany<int64_t>(grid, "generate_tokens", {0}, read_size(1))) {
+                  Workload w{mode, batch, seq_len, min_len, dtype, device, tokens};
+                  // Padding and token counts apply to some modes only; keep one copy.
+                  if (mode == Mode::kGenerate) w.min_len = 0;
+                  if (mode != Mode::kGenerate) w.generate_tokens = 0;
+                  CheckWorkload(reader, grid.source(), w);
+                  const bool seen =
+                      std::any_of(suite.grid.begin(), suite.grid.end(),
+                                  [&](const Workload& o) { return o.Describe() == w.Describe(); });
+                  if (!seen) suite.grid.push_back(w);
+                }
+  }
+
+  if (const toml::node* cases_node = root.get("cases")) {
+    if (!cases_node->is_array_of_tables()) {
+      reader.Fail(cases_node->source(), "'cases' must be an array of tables: [[cases]]");
+    }
+    for (const toml::node& element : *cases_node->as_array()) {
+      const toml::table& table = *element.as_table();
+      std::vector<std::string> keys = kWorkloadKeys;
+      keys.push_back("variant");
+      reader.CheckKeys(table, "[[cases]]", keys);
+      const toml::node& variant_node = reader.Required(table, "variant", "[[cases]]");
+      const std::string name = reader.String(variant_node, "variant");
+      if (names.count(name) == 0) {
+        reader.Fail(variant_node.source(), "[[cases]] variant '" + name +
+                                               "' is not one of the suite's [[variants]]: " +
+                                               Joined({names.begin(), names.end()}));
+      }
+      Workload w;
+      if (auto* n = table.get("mode")) w.mode = read_mode(*n, "mode");
+      if (auto* n = table.get("batch")) w.batch = reader.Integer(*n, "batch", 1, kMaxSize);
+      if (auto* n = table.get("seq_len")) w.seq_len = reader.Integer(*n, "seq_len", 1, kMaxSize);
+      if (auto* n = table.get("min_len")) w.min_len = reader.Integer(*n, "min_len", 0, kMaxSize);
+      if (auto* n = table.get("dtype")) w.dtype = read_dtype(*n, "dtype");
+      if (auto* n = table.get("device")) w.device = read_device(*n, "device");
+      if (auto* n = table.get("generate_tokens"))
+        w.generate_tokens = reader.Integer(*n, "generate_tokens", 1, kMaxSize);
+      CheckWorkload(reader, table.source(), w);
+      suite.extra_cases.push_back(CaseSpec{suite.Variant(name), w});
+    }
+  }
+  if (suite.grid.empty() && suite.extra_cases.empty()) {
+    reader.Fail(root.source(), "the suite has no cases: add a [grid] or [[cases]]");
+  }
+
+  if (const toml::node* expect_node = root.get("expect")) {
+    if (!expect_node->is_array_of_tables()) {
+      reader.Fail(expect_node->source(), "'expect' must be an array of tables: [[expect]]");
+    }
+    for (const toml::node& element : *expect_node->as_array()) {
+      const toml::table& table = *element.as_table();
+      reader.CheckKeys(table, "[[expect]]",
+                       {"what", "variant", "over", "at_least", "at_most", "where"});
+      Expectation expectation;
+      expectation.line = table.source().begin.line;
+      expectation.what = reader.Choice(reader.Required(table, "what", "[[expect]]"), "what",
+                                       {"speedup", "memory_ratio", "all_correct"});
+      if (auto* n = table.get("at_least")) expectation.at_least = reader.Number(*n, "at_least", 0);
+      if (auto* n = table.get("at_most")) expectation.at_most = reader.Number(*n, "at_most", 0);
+      if (expectation.what != "all_correct") {
+        for (const char* role : {"variant", "over"}) {
+          const toml::node& n =
+              reader.Required(table, role, "[[expect]] of what = \"" + expectation.what + "\"");
+          const std::string name = reader.String(n, role);
+          if (names.count(name) == 0) {
+            reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + name +
+                                        "' is not one of the suite's [[variants]]: " +
+                                        Joined({names.begin(), names.end()}));
+          }
+          (std::string(role) == "variant" ? expectation.variant : expectation.over) = name;
+        }
+        if (!expectation.at_least && !expectation.at_most) {
+          reader.Fail(table.source(), "[[expect]] of what = \"" + expectation.what +
+                                          "\" needs 'at_least' or 'at_most'");
+        }
+      }
+      if (const toml::node* where = table.get("where")) {
+        if (!where->is_table())
+          reader.Fail(where->source(), "'where' must be a table, e.g. { batch = 1 }");
+        reader.CheckKeys(*where->as_table(), "'where'", kWorkloadKeys);
+        for (auto&& [key, value] : *where->as_table()) {
+          const std::string field(key.str());
+          if (value.is_integer()) {
+            expectation.where[field] = std::to_string(value.as_integer()->get());
+          } else {
+            expectation.where[field] = reader.String(value, field);
+          }
+        }
+      }
+      suite.expectations.push_back(std::move(expectation));
+    }
+  }
+  return suite;
+}
+
+Suite LoadSuiteFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw SuiteError(path, 1, 1, "cannot open the suite file (does it exist?)");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return ParseSuite(text.str(), path);
+}
+
+}  // namespace seqbench

@@ -1,0 +1,81 @@
+#include "reports/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace seqbench {
+namespace {
+
+struct Unit {
+  const char* name;
+  double scale;  // seconds per unit
+};
+
+Unit DurationUnit(double seconds) {
+  const double magnitude = std::fabs(seconds);
+  if (magnitude >= 1) return {"s", 1};
+  if (magnitude >= 1e-3) return {"ms", 1e-3};
+  if (magnitude >= 1e-6) return {"us", 1e-6};
+  return {"ns", 1e-9};
+}
+
+std::string Printf(const char* format, double a, int precision, const char* unit) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, precision, a, unit);
+  return buffer;
+}
+
+}  // namespace
+
+std::string FormatDuration(double seconds) {
+  const Unit unit = DurationUnit(seconds);
+  const double value = seconds / unit.scale;
+  const int decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  return Printf("%.*f %s", value, decimals, unit.name);
+}
+
+std::string FormatMeanStd(double mean_s, double std_s) {
+  const Unit unit = DurationUnit(mean_s);
+  const double mean = mean_s / unit.scale;
+  if (std_s < 0) return FormatDuration(mean_s);
+  const double spread = std_s / unit.scale;
+  // Two significant digits of the std decide the decimals of both numbers.
+  int decimals = 0;
+  if (spread > 0) decimals = std::clamp(1 - static_cast<int>(std::floor(std::log10(spread))), 0, 6);
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "%.*f %s ± %.*f", decimals, mean, unit.name, decimals,
+                spread);
+  return buffer;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 0) return "n/a";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+std::string FormatEta(double seconds) {
+  const int64_t total = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  char buffer[32];
+  if (total >= 3600) {
+    std::snprintf(buffer, sizeof(buffer), "%lldh%02lldm", (long long)(total / 3600),
+                  (long long)(total % 3600 / 60));
+  } else if (total >= 60) {
+    std::snprintf(buffer, sizeof(buffer), "%lldm%02llds", (long long)(total / 60),
+                  (long long)(total % 60));
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%llds", (long long)total);
+  }
+  return buffer;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,22 @@
+// Human-readable numbers for terminal output and reports: durations with units chosen
+// per value, byte counts, and mean ± std with digits trimmed to the noise.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace seqbench {
+
+// 0.00321 -> "3.21 ms"; picks ns, µs, ms or s so that the number is in [1, 1000).
+std::string FormatDuration(double seconds);
+// mean ± std in one unit (the mean's), with as many decimals as the std supports:
+// (0.003214, 0.000041) -> "3.214 ms ± 0.041". A negative std prints the mean alone.
+std::string FormatMeanStd(double mean_s, double std_s);
+// 1536 -> "1.5 KiB"; negative (unknown) -> "n/a".
+std::string FormatBytes(int64_t bytes);
+// 80 -> "1m20s", 3.2 -> "3s".
+std::string FormatEta(double seconds);
+
+}  // namespace seqbench

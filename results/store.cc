@@ -1,0 +1,417 @@
+#include "results/store.h"
+
+#include <sqlite3.h>
+
+namespace seqbench {
+namespace {
+
+constexpr int kBusyTimeoutMs = 30000;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (
+  run_id       INTEGER PRIMARY KEY,
+  uuid         TEXT NOT NULL UNIQUE,
+  suite_name   TEXT NOT NULL,
+  suite_path   TEXT NOT NULL,
+  suite_text   TEXT NOT NULL,
+  suite_hash   TEXT NOT NULL,
+  command_line TEXT NOT NULL,
+  shard        TEXT NOT NULL,
+  seed         INTEGER NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
+  started_at   TEXT NOT NULL,
+  finished_at  TEXT
+);
+CREATE TABLE environment (
+  run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  key    TEXT NOT NULL,
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+CREATE TABLE warnings (
+  run_id  INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  message TEXT NOT NULL
+);
+CREATE TABLE cases (
+  case_id         INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  case_key        TEXT NOT NULL,
+  position        INTEGER NOT NULL,
+  variant_name    TEXT NOT NULL,
+  variant_key     TEXT NOT NULL,
+  options         TEXT NOT NULL,
+  mode            TEXT NOT NULL,
+  dtype           TEXT NOT NULL,
+  device          TEXT NOT NULL,
+  batch           INTEGER NOT NULL,
+  seq_len         INTEGER NOT NULL,
+  min_len         INTEGER NOT NULL,
+  generate_tokens INTEGER NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped')),
+  message         TEXT NOT NULL,
+  reference       TEXT NOT NULL,
+  iterations      INTEGER NOT NULL,
+  tokens_per_step INTEGER NOT NULL,
+  wall_s          REAL NOT NULL,
+  UNIQUE (run_id, case_key)
+);
+CREATE TABLE samples (
+  case_id    INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  seconds    REAL NOT NULL,
+  PRIMARY KEY (case_id, repetition)
+);
+CREATE TABLE metrics (
+  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
+  name    TEXT NOT NULL,
+  value   REAL NOT NULL,
+  unit    TEXT NOT NULL,
+  PRIMARY KEY (case_id, name)
+);
+)sql";
+
+}  // namespace
+
+// A prepared statement; binds by 1-based index, reads columns by 0-based index.
+class Store::Statement {
+ public:
+  Statement(const Store& store, const char* sql) : store_(store), sql_(sql) {
+    store_.Check(sqlite3_prepare_v2(store_.db_, sql, -1, &statement_, nullptr), sql);
+  }
+  ~Statement() { sqlite3_finalize(statement_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& Bind(int index, const std::string& value) {
+    store_.Check(sqlite3_bind_text(statement_, index, value.c_str(), static_cast<int>(value.size()),
+                                   SQLITE_TRANSIENT),
+                 sql_);
+    return *this;
+  }
+  Statement& Bind(int index, int64_t value) {
+    store_.Check(sqlite3_bind_int64(statement_, index, value), sql_);
+    return *this;
+  }
+  Statement& Bind(int index, double value) {
+    store_.Check(sqlite3_bind_double(statement_, index, value), sql_);
+    return *this;
+  }
+  Statement& BindNullIfEmpty(int index, const std::string& value) {
+    if (value.empty()) {
+      store_.Check(sqlite3_bind_null(statement_, index), sql_);
+      return *this;
+    }
+    return Bind(index, value);
+  }
+
+  // Advances; true while a row is available.
+  bool Step() {
+    const int rc = sqlite3_step(statement_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    store_.Check(rc, sql_);
+    return false;
+  }
+  // For statements that return nothing; re-arms the statement for the next bindings.
+  void Run() {
+    while (Step()) {
+    }
+    store_.Check(sqlite3_reset(statement_), sql_);
+    store_.Check(sqlite3_clear_bindings(statement_), sql_);
+  }
+
+  std::string Text(int column) const {
+    const auto* text = sqlite3_column_text(statement_, column);
+    return text == nullptr ? "" : reinterpret_cast<const char*>(text);
+  }
+  int64_t Integer(int column) const { return sqlite3_column_int64(statement_, column); }
+  double Real(int column) const { return sqlite3_column_double(statement_, column); }
+
+ private:
+  const Store& store_;
+  const char* sql_;
+  sqlite3_stmt* statement_ = nullptr;
+};
+
+// BEGIN IMMEDIATE ... COMMIT; rolled back if not committed (an exception unwinds it).
+class Store::Transaction {
+ public:
+  explicit Transaction(const Store& store) : store_(store) { store_.Execute("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!committed_) sqlite3_exec(store_.db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void Commit() {
+    store_.Execute("COMMIT");
+    committed_ = true;
+  }
+
+ private:
+  const Store& store_;
+  bool committed_ = false;
+};
+
+std::optional<double> CaseRecord::MetricValue(const std::string& name) const {
+  for (const Metric& metric : metrics) {
+    if (metric.name == name) return metric.value;
+  }
+  return std::nullopt;
+}
+
+Store::Store(const std::string& path) : path_(path.empty() ? ":memory:" : path) {
+  const int rc =
+      sqlite3_open_v2(path_.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(path_ + ": cannot open the results database: " + message);
+  }
+  try {
+    Check(sqlite3_busy_timeout(db_, kBusyTimeoutMs), "busy_timeout");
+    Execute("PRAGMA foreign_keys = ON");
+    if (path_ != ":memory:") Execute("PRAGMA journal_mode = WAL");
+    EnsureSchema();
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() {
+  if (db_ != nullptr) sqlite3_close(db_);
+}
+
+void Store::Check(int rc, const char* what) const {
+  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
+  throw StoreError(path_ + ": SQLite error " + std::to_string(rc) + " (" + sqlite3_errmsg(db_) +
+                   ") in: " + what);
+}
+
+void Store::Execute(const std::string& sql) const {
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    const std::string message = error != nullptr ? error : sqlite3_errstr(rc);
+    sqlite3_free(error);
+    throw StoreError(path_ + ": SQLite error " + std::to_string(rc) + " (" + message +
+                     ") in: " + sql.substr(0, 80));
+  }
+}
+
+void Store::EnsureSchema() {
+  Transaction transaction(*this);
+  bool has_schema = false;
+  {
+    Statement exists(
+        *this,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    has_schema = exists.Step() && exists.Integer(0) > 0;
+  }
+  if (!has_schema) {
+    Execute(kSchema);
+    Statement version(*this, "INSERT INTO schema_version (version) VALUES (?1)");
+    version.Bind(1, int64_t{kSchemaVersion}).Run();
+  } else {
+    Statement version(*this, "SELECT version FROM schema_version");
+    if (!version.Step()) throw StoreError(path_ + ": schema_version table is empty");
+    const int64_t found = version.Integer(0);
+    if (found > kSchemaVersion) {
+      throw StoreError(path_ + ": database schema version " + std::to_string(found) +
+                       " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
+                       "); use a newer seqbench or another --db");
+    }
+    // Versions older than kSchemaVersion would be migrated here; 1 is the first.
+  }
+  transaction.Commit();
+}
+
+int64_t Store::CreateRun(const RunRecord& run) {
+  Transaction transaction(*this);
+  Statement insert(*this,
+                   "INSERT INTO runs (uuid, suite_name, suite_path, suite_text, suite_hash, "
+                   "command_line, shard, seed, status, started_at, finished_at) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  insert.Bind(1, run.uuid).Bind(2, run.suite_name).Bind(3, run.suite_path).Bind(4, run.suite_text);
+  insert.Bind(5, run.suite_hash).Bind(6, run.command_line).Bind(7, run.shard);
+  insert.Bind(8, static_cast<int64_t>(run.seed)).Bind(9, run.status).Bind(10, run.started_at);
+  insert.BindNullIfEmpty(11, run.finished_at).Run();
+  const int64_t run_id = sqlite3_last_insert_rowid(db_);
+  Statement environment(*this, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [key, value] : run.environment)
+    environment.Bind(1, run_id).Bind(2, key).Bind(3, value).Run();
+  Statement warning(*this, "INSERT INTO warnings (run_id, message) VALUES (?1, ?2)");
+  for (const auto& message : run.warnings) warning.Bind(1, run_id).Bind(2, message).Run();
+  transaction.Commit();
+  return run_id;
+}
+
+void Store::AddCase(int64_t run_id, const CaseRecord& record) {
+  Transaction transaction(*this);
+  Statement insert(
+      *this,
+      "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, "
+      "options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, "
+      "message, reference, iterations, tokens_per_step, wall_s) VALUES (?1, ?2, ?3, ?4, "
+      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)");
+  insert.Bind(1, run_id).Bind(2, record.case_key).Bind(3, record.position);
+  insert.Bind(4, record.variant_name).Bind(5, record.variant_key).Bind(6, record.options);
+  insert.Bind(7, record.mode).Bind(8, record.dtype).Bind(9, record.device);
+  insert.Bind(10, record.batch).Bind(11, record.seq_len).Bind(12, record.min_len);
+  insert.Bind(13, record.generate_tokens).Bind(14, record.status).Bind(15, record.message);
+  insert.Bind(16, record.reference).Bind(17, record.iterations).Bind(18, record.tokens_per_step);
+  insert.Bind(19, record.wall_s).Run();
+  const int64_t case_id = sqlite3_last_insert_rowid(db_);
+  Statement sample(*this, "INSERT INTO samples (case_id, repetition, seconds) VALUES (?1, ?2, ?3)");
+  for (size_t i = 0; i < record.samples_s.size(); ++i) {
+    sample.Bind(1, case_id).Bind(2, static_cast<int64_t>(i)).Bind(3, record.samples_s[i]).Run();
+  }
+  Statement metric(*this,
+                   "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
+  for (const Metric& m : record.metrics)
+    metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
+  transaction.Commit();
+}
+
+void Store::SetRunStatus(int64_t run_id, const std::string& status,
+                         const std::string& finished_at) {
+  Transaction transaction(*this);
+  Statement update(*this, "UPDATE runs SET status = ?1, finished_at = ?2 WHERE run_id = ?3");
+  update.Bind(1, status).BindNullIfEmpty(2, finished_at).Bind(3, run_id).Run();
+  if (sqlite3_changes(db_) != 1) throw StoreError(path_ + ": no run " + std::to_string(run_id));
+  transaction.Commit();
+}
+
+namespace {
+constexpr const char* kRunColumns =
+    "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "
+    "seed, status, started_at, finished_at FROM runs";
+}
+
+RunRecord Store::ReadRunRow(const Statement& row) {
+  RunRecord run;
+  run.run_id = row.Integer(0);
+  run.uuid = row.Text(1);
+  run.suite_name = row.Text(2);
+  run.suite_path = row.Text(3);
+  run.suite_text = row.Text(4);
+  run.suite_hash = row.Text(5);
+  run.command_line = row.Text(6);
+  run.shard = row.Text(7);
+  run.seed = static_cast<uint64_t>(row.Integer(8));
+  run.status = row.Text(9);
+  run.started_at = row.Text(10);
+  run.finished_at = row.Text(11);
+  return run;
+}
+
+std::optional<RunRecord> Store::FindRun(int64_t run_id) const {
+  const std::string sql = std::string(kRunColumns) + " WHERE run_id = ?1";
+  Statement select(*this, sql.c_str());
+  select.Bind(1, run_id);
+  if (!select.Step()) return std::nullopt;
+  RunRecord run = ReadRunRow(select);
+  Statement environment(*this,
+                        "SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY rowid");
+  environment.Bind(1, run_id);
+  while (environment.Step()) run.environment.emplace_back(environment.Text(0), environment.Text(1));
+  Statement warnings(*this, "SELECT message FROM warnings WHERE run_id = ?1 ORDER BY rowid");
+  warnings.Bind(1, run_id);
+  while (warnings.Step()) run.warnings.push_back(warnings.Text(0));
+  return run;
+}
+
+std::vector<RunRecord> Store::Runs() const {
+  const std::string sql = std::string(kRunColumns) + " ORDER BY run_id";
+  Statement select(*this, sql.c_str());
+  std::vector<RunRecord> runs;
+  while (select.Step()) runs.push_back(ReadRunRow(select));
+  return runs;
+}
+
+std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
+  Statement select(*this,
+                   "SELECT case_id, case_key, position, variant_name, variant_key, options, mode, "
+                   "dtype, device, batch, seq_len, min_len, generate_tokens, status, message, "
+                   "reference, iterations, tokens_per_step, wall_s FROM cases WHERE run_id = ?1 "
+                   "ORDER BY position, case_id");
+  select.Bind(1, run_id);
+  Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
+  Statement metrics(*this,
+                    "SELECT name, value, unit FROM metrics WHERE case_id = ?1 ORDER BY rowid");
+  std::vector<CaseRecord> cases;
+  while (select.Step()) {
+    CaseRecord record;
+    const int64_t case_id = select.Integer(0);
+    record.case_key = select.Text(1);
+    record.position = select.Integer(2);
+    record.variant_name = select.Text(3);
+    record.variant_key = select.Text(4);
+    record.options = select.Text(5);
+    record.mode = select.Text(6);
+    record.dtype = select.Text(7);
+    record.device = select.Text(8);
+    record.batch = select.Integer(9);
+    record.seq_len = select.Integer(10);
+    record.min_len = select.Integer(11);
+    record.generate_tokens = select.Integer(12);
+    record.status = select.Text(13);
+    record.message = select.Text(14);
+    record.reference = select.Text(15);
+    record.iterations = select.Integer(16);
+    record.tokens_per_step = select.Integer(17);
+    record.wall_s = select.Real(18);
+    samples.Bind(1, case_id);
+    while (samples.Step()) record.samples_s.push_back(samples.Real(0));
+    samples.Run();
+    metrics.Bind(1, case_id);
+    while (metrics.Step())
+      record.metrics.push_back({metrics.Text(0), metrics.Real(1), metrics.Text(2)});
+    metrics.Run();
+    cases.push_back(std::move(record));
+  }
+  return cases;
+}
+
+std::set<std::string> Store::CaseKeys(int64_t run_id) const {
+  Statement select(*this, "SELECT case_key FROM cases WHERE run_id = ?1");
+  select.Bind(1, run_id);
+  std::set<std::string> keys;
+  while (select.Step()) keys.insert(select.Text(0));
+  return keys;
+}
+
+MergeCounts Store::MergeFrom(const Store& other) {
+  MergeCounts counts;
+  for (const RunRecord& summary : other.Runs()) {
+    int64_t target_id = 0;
+    {
+      Statement find(*this, "SELECT run_id FROM runs WHERE uuid = ?1");
+      find.Bind(1, summary.uuid);
+      if (find.Step()) target_id = find.Integer(0);
+    }
+    if (target_id == 0) {
+      target_id = CreateRun(*other.FindRun(summary.run_id));
+      ++counts.runs_added;
+    }
+    const std::set<std::string> present = CaseKeys(target_id);
+    for (const CaseRecord& record : other.Cases(summary.run_id)) {
+      if (present.count(record.case_key)) {
+        ++counts.cases_already_present;
+        continue;
+      }
+      AddCase(target_id, record);
+      ++counts.cases_added;
+    }
+    // A run finished in the source (e.g. resumed there) is finished here too.
+    const RunRecord target = *FindRun(target_id);
+    if (target.status != "complete" && summary.status == "complete") {
+      SetRunStatus(target_id, summary.status, summary.finished_at);
+    }
+  }
+  return counts;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End-to-end checks of `seqbench run` and the store through the real command line:
+# bad input exits 2 before the database exists; an interrupted run resumes without
+# losing or duplicating cases; shards merge into exactly the whole suite.
+# Usage: run_store_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+suites=$2/suites
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+count() { sqlite3 "$1" "$2"; }
+
+# 1. A malformed suite: exit 2, message with file and line, no database written.
+printf 'name = "x"\ndescription = "y"\nfamily = "simple_rnn"\nbaseline = "baseline"\nrepetitons = 3\n' >"$work/bad.toml"
+set +e
+"$seqbench" run "$work/bad.toml" --db "$work/bad.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "malformed suite exited $rc, expected 2"
+grep -q "bad.toml:5:1: unknown key 'repetitons'" "$work/err" || fail "message: $(cat "$work/err")"
+[[ ! -e "$work/bad.db" ]] || fail "a malformed suite created the database"
+
+# 2. Interrupt after 4 cases, then resume: every case exactly once, run complete.
+total=$("$seqbench" list --suites "$suites" | awk '$1 == "ci" {print $2}')
+[[ $total -gt 4 ]] || fail "could not read the ci suite's case count ($total)"
+set +e
+"$seqbench" run "$suites/ci.toml" --db "$work/r.db" --repetitions 2 --stop-after 4 >"$work/out1"
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "interrupted run exited $rc, expected 1"
+[[ $(count "$work/r.db" "select status from runs") == interrupted ]] || fail "run not marked interrupted"
+[[ $(count "$work/r.db" "select count(*) from cases") -eq 4 ]] || fail "expected 4 cases before resume"
+"$seqbench" run "$suites/ci.toml" --db "$work/r.db" --repetitions 2 --resume 1 >"$work/out2"
+[[ $(count "$work/r.db" "select count(*) from cases") -eq $total ]] || fail "resume: case count != $total"
+[[ $(count "$work/r.db" "select count(distinct case_key) from cases") -eq $total ]] || fail "resume duplicated a case"
+[[ $(count "$work/r.db" "select count(*) from runs") -eq 1 ]] || fail "resume created a new run"
+[[ $(count "$work/r.db" "select status from runs") == complete ]] || fail "resumed run not complete"
+[[ $(count "$work/r.db" "select count(*) from cases c where (select count(*) from samples s where s.case_id = c.case_id) != 2 and status in ('ok','mismatch')") -eq 0 ]] || fail "a timed case lacks its samples"
+[[ $(count "$work/r.db" "select count(*) from environment where key in ('git_sha','torch_version','cpu_model','hostname','blas_library')") -eq 5 ]] || fail "environment incomplete"
+
+# 3. Resuming with a changed suite file is refused.
+sed 's/repetitions = 5/repetitions = 6/' "$suites/ci.toml" >"$work/ci_changed.toml"
+set +e
+"$seqbench" run "$work/ci_changed.toml" --db "$work/r.db" --resume 1 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "changed since that run" "$work/err" || fail "changed suite resumed (rc $rc)"
+
+# 4. Two shards into two databases, merged twice: exactly the whole suite.
+"$seqbench" run "$suites/ci.toml" --db "$work/s1.db" --repetitions 2 --shard 1/2 >/dev/null
+"$seqbench" run "$suites/ci.toml" --db "$work/s2.db" --repetitions 2 --shard 2/2 >/dev/null
+"$seqbench" merge "$work/s1.db" "$work/s2.db" --into "$work/all.db" >/dev/null
+"$seqbench" merge "$work/s1.db" "$work/s2.db" --into "$work/all.db" >/dev/null
+[[ $(count "$work/all.db" "select count(*) from cases") -eq $total ]] || fail "merged shards != $total cases"
+[[ $(count "$work/all.db" "select count(distinct substr(case_key, 1)) from cases") -eq $total ]] || fail "merged shards overlap"
+[[ $(count "$work/all.db" "select count(*) from runs") -eq 2 ]] || fail "merge duplicated runs"
+
+# 5. show and the other read commands work on the result.
+"$seqbench" show 1 --db "$work/r.db" | grep -q "torch_version" || fail "show lacks the environment"
+set +e
+"$seqbench" show 1 --db "$work/missing.db" 2>/dev/null
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "show on a missing database exited $rc, expected 2"
+echo "run/store CLI checks passed"

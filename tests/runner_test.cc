@@ -1,0 +1,131 @@
+// The case runner: Google Benchmark's statistics over known samples, the counting CPU
+// allocator on a known allocation pattern, and a failing variant that is recorded as an
+// error while the next case still runs.
+#include "harness/runner.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <numeric>
+
+#include "tests/test_support.h"
+
+namespace seqbench {
+namespace {
+
+TEST_CASE("timing statistics match the known samples", "[runner]") {
+  // Each repetition is 2 iterations; manual times per iteration are known exactly.
+  const std::vector<double> per_step = {0.010, 0.012, 0.020, 0.022, 0.030, 0.032, 0.040, 0.042};
+  size_t next = 0;
+  const Timing timing = MeasureWithGoogleBenchmark(
+      "known", [&] { return per_step.at(next++); }, /*iterations=*/2, /*repetitions=*/4);
+  CHECK(next == per_step.size());
+  const std::vector<double> expected = {0.011, 0.021, 0.031, 0.041};  // per-repetition means
+  REQUIRE(timing.samples_s.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(timing.samples_s[i] == Approx(expected[i]));
+  const double mean = 0.026;
+  double squares = 0;
+  for (const double x : expected) squares += (x - mean) * (x - mean);
+  const double stddev = std::sqrt(squares / (expected.size() - 1));  // sample std
+  CHECK(timing.statistics.at("mean") == Approx(mean));
+  CHECK(timing.statistics.at("median") == Approx(0.026));
+  CHECK(timing.statistics.at("stddev") == Approx(stddev));
+  CHECK(timing.statistics.at("cv") == Approx(stddev / mean));
+  CHECK(timing.statistics.at("min") == Approx(0.011));
+  CHECK(timing.statistics.at("max") == Approx(0.041));
+}
+
+TEST_CASE("a step that throws surfaces as an exception from the measurement", "[runner]") {
+  int calls = 0;
+  CHECK_THROWS_WITH(MeasureWithGoogleBenchmark(
+                        "throws",
+                        [&]() -> double {
+                          if (++calls == 3) throw std::runtime_error("boom at 3");
+                          return 0.001;
+                        },
+                        1, 5),
+                    Catch::Contains("boom at 3"));
+}
+
+TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[memory]") {
+  CountingCpuAllocator& allocator = CountingCpuAllocator::Install();
+  REQUIRE(CountingCpuAllocator::Installed() == &allocator);
+  allocator.ResetPeak();
+  const int64_t start = allocator.live_bytes();
+  constexpr int64_t kMiB = 1 << 20;
+  MemoryProbe probe(c10::DeviceType::CPU);
+  probe.Begin();
+  {
+    auto a = torch::empty({kMiB}, torch::kUInt8);
+    auto b = torch::empty({2 * kMiB}, torch::kUInt8);
+    CHECK(allocator.live_bytes() == start + 3 * kMiB);
+    a.reset();
+    auto c = torch::empty({kMiB / 2}, torch::kUInt8);
+    CHECK(allocator.live_bytes() == start + 2 * kMiB + kMiB / 2);
+  }
+  const MemoryUsage usage = probe.End();
+  CHECK(allocator.live_bytes() == start);
+  CHECK(usage.peak_bytes == start + 3 * kMiB);
+  CHECK(usage.activation_bytes == 3 * kMiB);
+  CHECK(usage.max_rss_bytes > 0);
+}
+
+// A variant that always fails, registered only in the test binary.
+class AlwaysThrows final : public Variant {
+ public:
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities(); }
+  ForwardOutput Forward(const Batch&) override { TORCH_CHECK(false, "this variant always fails"); }
+};
+SEQBENCH_REGISTER_VARIANT("test_always_throws", AlwaysThrows, "fails on purpose (tests only)");
+
+TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {
+  const Suite suite = ParseSuite(R"toml(
+name = "failing"
+description = "one variant throws"
+family = "simple_rnn"
+baseline = "baseline"
+[model]
+vocab_size = 16
+width = 8
+layers = 1
+heads = 2
+[measure]
+repetitions = 2
+warmup = 0
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_always_throws"
+[[variants]]
+key = "batched"
+[grid]
+mode = "train"
+batch = 2
+seq_len = 6
+[[cases]]
+variant = "batched"
+device = "cuda"
+)toml",
+                                 "failing.toml");
+  CaseRunner runner(suite);
+  std::vector<CaseResult> results;
+  for (const CaseSpec& spec : suite.Expand()) results.push_back(runner.Run(spec));
+  REQUIRE(results.size() == 4);
+  CHECK(results[0].status == kStatusOk);
+  CHECK(results[1].status == kStatusError);
+  CHECK_THAT(results[1].message, Catch::Contains("this variant always fails"));
+  CHECK_THAT(results[1].message, !Catch::Contains("Exception raised from"));  // no backtrace
+  CHECK(results[2].status == kStatusOk);
+  CHECK(results[2].timing.samples_s.size() == 2);
+  CHECK(results[2].checked);
+  CHECK(results[2].correctness.passed());
+  CHECK(results[2].memory.peak_bytes > 0);
+  CHECK(results[2].tokens_per_step == 12);
+  // CPU-only LibTorch: a CUDA case is skipped with a reason, not failed.
+  if (!torch::cuda::is_available()) {
+    CHECK(results[3].status == kStatusSkipped);
+    CHECK_THAT(results[3].message, Catch::Contains("CUDA"));
+  }
+}
+
+}  // namespace
+}  // namespace seqbench

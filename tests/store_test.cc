@@ -1,0 +1,160 @@
+// The results store: what goes in comes out, in memory and on disk; a case is all or
+// nothing; merge adds nothing twice; a newer schema is refused.
+#include "results/store.h"
+
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+
+namespace seqbench {
+namespace {
+
+RunRecord SampleRun(const std::string& uuid) {
+  RunRecord run;
+  run.uuid = uuid;
+  run.suite_name = "tiny";
+  run.suite_path = "suites/tiny.toml";
+  run.suite_text = "name = \"tiny\"\n";
+  run.suite_hash = "0123456789abcdef";
+  run.command_line = "seqbench run suites/tiny.toml";
+  run.shard = "1/2";
+  run.seed = 42;
+  run.status = "running";
+  run.started_at = "2026-11-21T10:00:00Z";
+  run.environment = {{"torch_version", "1.13.0"}, {"cpu_model", "test cpu"}};
+  run.warnings = {"debug build"};
+  return run;
+}
+
+CaseRecord SampleCase(const std::string& key, int64_t position) {
+  CaseRecord c;
+  c.case_key = key;
+  c.position = position;
+  c.variant_name = "fused";
+  c.variant_key = "fused";
+  c.options = "chunk_size=8";
+  c.mode = "train";
+  c.dtype = "float32";
+  c.device = "cpu";
+  c.batch = 4;
+  c.seq_len = 32;
+  c.min_len = 8;
+  c.status = "ok";
+  c.message = "";
+  c.reference = "baseline float64";
+  c.iterations = 3;
+  c.tokens_per_step = 100;
+  c.wall_s = 1.5;
+  c.samples_s = {0.1, 0.2, 0.3};
+  c.metrics = {{"runtime_mean_s", 0.2, "s"}, {"peak_bytes", 1024, "bytes"}};
+  return c;
+}
+
+void CheckRoundTrip(Store& store) {
+  const int64_t run_id = store.CreateRun(SampleRun("uuid-a"));
+  store.AddCase(run_id, SampleCase("b", 1));
+  store.AddCase(run_id, SampleCase("a", 0));
+  store.SetRunStatus(run_id, "complete", "2026-11-21T10:05:00Z");
+
+  const auto run = store.FindRun(run_id);
+  REQUIRE(run);
+  const RunRecord expected = SampleRun("uuid-a");
+  CHECK(run->uuid == expected.uuid);
+  CHECK(run->suite_text == expected.suite_text);
+  CHECK(run->shard == "1/2");
+  CHECK(run->seed == 42);
+  CHECK(run->status == "complete");
+  CHECK(run->finished_at == "2026-11-21T10:05:00Z");
+  CHECK(run->environment == expected.environment);
+  CHECK(run->warnings == expected.warnings);
+
+  const auto cases = store.Cases(run_id);
+  REQUIRE(cases.size() == 2);
+  CHECK(cases[0].case_key == "a");  // suite order, not insertion order
+  const CaseRecord& c = cases[1];
+  const CaseRecord e = SampleCase("b", 1);
+  CHECK(c.options == e.options);
+  CHECK(c.reference == e.reference);
+  CHECK(c.samples_s == e.samples_s);
+  CHECK(c.MetricValue("runtime_mean_s") == 0.2);
+  CHECK(c.MetricValue("peak_bytes") == 1024);
+  CHECK_FALSE(c.MetricValue("nope"));
+  CHECK(store.CaseKeys(run_id) == std::set<std::string>{"a", "b"});
+  CHECK_FALSE(store.FindRun(run_id + 1));
+}
+
+TEST_CASE("store round trip in memory", "[store]") {
+  Store store(":memory:");
+  CheckRoundTrip(store);
+}
+
+TEST_CASE("store round trip on a file, reopened", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_test.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    CheckRoundTrip(store);
+  }
+  Store reopened(path);
+  REQUIRE(reopened.Runs().size() == 1);
+  CHECK(reopened.Cases(1).size() == 2);
+  // A second connection writes the same file while the first is open (WAL, busy timeout).
+  Store other(path);
+  const int64_t second = other.CreateRun(SampleRun("uuid-b"));
+  reopened.AddCase(second, SampleCase("c", 0));
+  CHECK(other.Cases(second).size() == 1);
+}
+
+TEST_CASE("a case is stored whole or not at all", "[store]") {
+  Store store(":memory:");
+  const int64_t run_id = store.CreateRun(SampleRun("uuid-a"));
+  store.AddCase(run_id, SampleCase("a", 0));
+  CaseRecord duplicate = SampleCase("a", 5);
+  duplicate.samples_s = {9, 9, 9, 9};
+  CHECK_THROWS_AS(store.AddCase(run_id, duplicate), StoreError);
+  // This one fails on its last insert, after its case row and samples were written.
+  CaseRecord late_failure = SampleCase("b", 1);
+  late_failure.metrics.push_back({"peak_bytes", 2048, "bytes"});  // duplicate metric name
+  CHECK_THROWS_AS(store.AddCase(run_id, late_failure), StoreError);
+  CHECK(store.CaseKeys(run_id) == std::set<std::string>{"a"});
+  const auto cases = store.Cases(run_id);
+  REQUIRE(cases.size() == 1);
+  CHECK(cases[0].samples_s.size() == 3);  // the duplicate's samples were rolled back
+}
+
+TEST_CASE("merge copies runs and cases once", "[store]") {
+  Store shard1(":memory:"), shard2(":memory:"), merged(":memory:");
+  const int64_t a = shard1.CreateRun(SampleRun("uuid-a"));
+  shard1.AddCase(a, SampleCase("x", 0));
+  const int64_t b = shard2.CreateRun(SampleRun("uuid-b"));
+  shard2.AddCase(b, SampleCase("y", 0));
+  shard2.AddCase(b, SampleCase("z", 1));
+  CHECK(merged.MergeFrom(shard1).cases_added == 1);
+  CHECK(merged.MergeFrom(shard2).cases_added == 2);
+  const MergeCounts again = merged.MergeFrom(shard2);
+  CHECK(again.runs_added == 0);
+  CHECK(again.cases_added == 0);
+  CHECK(again.cases_already_present == 2);
+  CHECK(merged.Runs().size() == 2);
+  // A run that gained a case in its source since the last merge gets just that case.
+  shard1.AddCase(a, SampleCase("w", 1));
+  CHECK(merged.MergeFrom(shard1).cases_added == 1);
+  CHECK(merged.Cases(merged.Runs()[0].run_id).size() == 2);
+}
+
+TEST_CASE("a database from a newer schema is refused", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_newer.db";
+  std::filesystem::remove(path);
+  { Store store(path); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE schema_version SET version = 99", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  CHECK_THROWS_WITH(Store(path), Catch::Contains("schema version 99 is newer"));
+}
+
+}  // namespace
+}  // namespace seqbench

@@ -1,0 +1,208 @@
+// Suite files: a good one parses and expands as documented; every malformed one fails
+// with the file, the line and a message that says what was expected.
+#include "harness/suite.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "tests/test_support.h"
+
+namespace seqbench {
+namespace {
+
+const char* const kGoodSuite = R"toml(name = "tiny"
+description = "a test suite"
+family = "simple_rnn"
+baseline = "baseline"
+seed = 3
+
+[model]
+vocab_size = 32
+width = 16
+layers = 1
+heads = 2
+
+[measure]
+repetitions = 3
+warmup = 0
+min_time_ms = 0.5
+
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "checkpointed"
+name = "checkpointed_k4"
+options = { checkpoint_every = 4 }
+
+[grid]
+mode = ["train", "forward"]
+batch = [1, 2]
+seq_len = 8
+min_len = [0, 3]
+
+[[cases]]
+variant = "baseline"
+mode = "generate"
+seq_len = 4
+generate_tokens = 2
+
+[[expect]]
+what = "speedup"
+variant = "checkpointed_k4"
+over = "baseline"
+at_least = 1.1
+where = { batch = 1, mode = "train" }
+)toml";
+
+TEST_CASE("a good suite parses with every field", "[suite]") {
+  const Suite suite = ParseSuite(kGoodSuite, "good.toml");
+  CHECK(suite.name == "tiny");
+  CHECK(suite.seed == 3);
+  CHECK(suite.model.width == 16);
+  CHECK(suite.model.num_heads == 2);
+  CHECK(suite.measurement.repetitions == 3);
+  CHECK(suite.measurement.min_time_s == Approx(0.0005));
+  REQUIRE(suite.variants.size() == 2);
+  CHECK(suite.variants[1].name == "checkpointed_k4");
+  CHECK(suite.variants[1].options.at("checkpoint_every") == 4);
+  REQUIRE(suite.expectations.size() == 1);
+  CHECK(suite.expectations[0].at_least == 1.1);
+  CHECK(suite.expectations[0].where.at("mode") == "train");
+  CHECK(suite.expectations[0].line == 37);
+  // 2 modes x 2 batches x 2 min_len = 8 grid points, x 2 variants, + 1 extra case.
+  CHECK(suite.grid.size() == 8);
+  const auto cases = suite.Expand();
+  CHECK(cases.size() == 17);
+  std::set<std::string> keys;
+  for (const auto& c : cases) keys.insert(c.Key());
+  CHECK(keys.size() == cases.size());
+  CHECK(cases.back().workload.mode == Mode::kGenerate);
+  CHECK(ContentHash(suite.text) == ContentHash(kGoodSuite));
+  CHECK(ContentHash(suite.text) != ContentHash(std::string(kGoodSuite) + " "));
+}
+
+struct Malformed {
+  const char* what;
+  std::string text;
+  int64_t line;
+  const char* message;
+};
+
+// The good suite with one line replaced (1-based) by `replacement`.
+std::string WithLine(int line, const std::string& replacement) {
+  std::istringstream in(kGoodSuite);
+  std::string result, current;
+  for (int n = 1; std::getline(in, current); ++n)
+    result += (n == line ? replacement : current) + "\n";
+  return result;
+}
+
+TEST_CASE("malformed suites fail with the line and what was expected", "[suite]") {
+  const std::vector<Malformed> cases = {
+      {"TOML syntax", WithLine(9, "width = = 16"), 9, "invalid TOML"},
+      {"unknown top-level key", WithLine(5, "sed = 3"), 5, "unknown key 'sed' in the suite"},
+      {"unknown [measure] key", WithLine(14, "repetition = 3"), 14,
+       "expected one of: min_time_ms, repetitions, warmup"},
+      {"wrong type", WithLine(14, "repetitions = \"three\""), 14,
+       "'repetitions' must be an integer, got a string"},
+      {"out of range", WithLine(14, "repetitions = 0"), 14, "'repetitions' must be between 1 and"},
+      {"unknown variant", WithLine(19, "key = \"basline\""), 19,
+       "unknown variant 'basline'; known variants: baseline, batched"},
+      {"unknown option", WithLine(23, "options = { chunk = 4 }"), 23,
+       "has no option 'chunk'; it reads: checkpoint_every"},
+      {"unknown family", WithLine(3, "family = \"lstmm\""), 3, "unknown model family 'lstmm'"},
+      {"baseline not in variants", WithLine(4, "baseline = \"fused\""), 4,
+       "baseline 'fused' is not one of the suite's [[variants]]"},
+      {"bad mode", WithLine(26, "mode = [\"train\", \"infer\"]"), 26,
+       "'mode' must be one of train, forward, generate, got 'infer'"},
+      {"bad dtype in grid", WithLine(29, "dtype = \"float16\""), 29,
+       "'dtype' must be one of float32, float64"},
+      {"empty array", WithLine(27, "batch = []"), 27, "'batch' must not be an empty array"},
+      {"min_len above seq_len", WithLine(29, "min_len = 9"), 25,
+       "min_len (9) must not exceed seq_len (8)"},
+      {"heads do not divide width", WithLine(11, "heads = 3"), 7, "must be divisible by heads (3)"},
+      {"case names unknown variant", WithLine(32, "variant = \"scan\""), 32,
+       "[[cases]] variant 'scan' is not one of"},
+      {"generate without tokens", WithLine(35, "generate_tokens = 0"), 35,
+       "'generate_tokens' must be between 1 and"},
+      {"expect without bound", WithLine(41, ""), 37, "needs 'at_least' or 'at_most'"},
+      {"expect with unknown what", WithLine(38, "what = \"faster\""), 38,
+       "'what' must be one of speedup, memory_ratio, all_correct"},
+      {"duplicate variant name", WithLine(22, "name = \"baseline\""), 20,
+       "duplicate variant name 'baseline'"},
+  };
+  REQUIRE(cases.size() >= 15);
+  for (const Malformed& c : cases) {
+    DYNAMIC_SECTION(c.what) {
+      try {
+        ParseSuite(c.text, "bad.toml");
+        FAIL("accepted: " << c.what);
+      } catch (const SuiteError& error) {
+        INFO(error.what());
+        CHECK(error.path() == "bad.toml");
+        CHECK(error.line() == c.line);
+        CHECK(error.column() >= 1);
+        CHECK_THAT(error.message(), Catch::Contains(c.message));
+        CHECK_THAT(std::string(error.what()),
+                   Catch::StartsWith("bad.toml:" + std::to_string(c.line) + ":"));
+      }
+    }
+  }
+}
+
+TEST_CASE("a missing suite file is an error naming the file", "[suite]") {
+  CHECK_THROWS_WITH(LoadSuiteFile("/nonexistent/suite.toml"),
+                    Catch::Contains("/nonexistent/suite.toml") && Catch::Contains("cannot open"));
+}
+
+TEST_CASE("shards are disjoint and together cover every case", "[suite]") {
+  const auto cases = ParseSuite(kGoodSuite, "good.toml").Expand();
+  for (const int64_t count : {1, 2, 3, 5, 17, 40}) {
+    DYNAMIC_SECTION(count << " shards") {
+      std::multiset<std::string> seen;
+      for (int64_t index = 1; index <= count; ++index) {
+        const auto shard = Shard(cases, index, count);
+        const auto again = Shard(cases, index, count);
+        REQUIRE(shard.size() == again.size());  // deterministic
+        for (size_t i = 0; i < shard.size(); ++i) CHECK(shard[i].Key() == again[i].Key());
+        for (const auto& c : shard) seen.insert(c.Key());
+      }
+      CHECK(seen.size() == cases.size());  // union is everything, nothing twice
+      for (const auto& c : cases) CHECK(seen.count(c.Key()) == 1);
+    }
+  }
+  CHECK_THROWS(Shard(cases, 0, 2));
+  CHECK_THROWS(Shard(cases, 3, 2));
+}
+
+TEST_CASE("the shipped suites parse", "[suite]") {
+  for (const char* name : {"ci", "readme", "scaling"}) {
+    DYNAMIC_SECTION(name) {
+      const Suite suite =
+          LoadSuiteFile(std::string(SEQBENCH_SOURCE_DIR) + "/suites/" + name + ".toml");
+      CHECK(suite.name == name);
+      CHECK_FALSE(suite.Expand().empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+TEST_CASE("[grid] variants restricts the grid to some variants", "[suite]") {
+  std::string text = kGoodSuite;
+  text.replace(text.find("[grid]\n"), 7, "[grid]\nvariants = \"checkpointed_k4\"\n");
+  const auto cases = ParseSuite(text, "good.toml").Expand();
+  CHECK(cases.size() == 9);  // 8 grid points of one variant, + the extra case
+  CHECK(cases.front().variant.name == "checkpointed_k4");
+  const std::string restricted = "variants = \"checkpointed_k4\"";
+  text.replace(text.find(restricted), restricted.size(), "variants = \"fused\"");
+  CHECK_THROWS_WITH(ParseSuite(text, "good.toml"),
+                    Catch::Contains("good.toml:26:") && Catch::Contains("'fused' is not one of"));
+}
+
+}  // namespace
+}  // namespace seqbench
