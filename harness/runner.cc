@@ -110,6 +110,8 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     const torch::Device device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
     auto variant = CreateVariant(spec.variant.key);
     const Capabilities caps = variant->capabilities();
+    result.category = caps.category;
+    result.description = GlobalVariants().Get(spec.variant.key).description;
     const auto skip = [&](const std::string& why) {
       result.status = kStatusSkipped;
       result.message = why;

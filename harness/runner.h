@@ -38,7 +38,8 @@ struct CaseResult {
   std::string status;
   std::string message;  // why: the error, the mismatch, the skip
   bool checked = false;
-  std::string reference;  // what the check compared with, e.g. "baseline float64"
+  std::string reference;              // what the check compared with, e.g. "baseline float64"
+  std::string category, description;  // the variant's, from its registration
   EquivalenceResult correctness;
   Timing timing;
   MemoryUsage memory;

@@ -71,6 +71,17 @@ CREATE TABLE metrics (
 );
 )sql";
 
+// Each step from version N-1 to N; a new database is created at version 1 and brought up.
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {2,
+     "ALTER TABLE cases ADD COLUMN category TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE cases ADD COLUMN description TEXT NOT NULL DEFAULT '';"},
+};
+
 }  // namespace
 
 // A prepared statement; binds by 1-based index, reads columns by 0-based index.
@@ -212,18 +223,25 @@ void Store::EnsureSchema() {
   }
   if (!has_schema) {
     Execute(kSchema);
-    Statement version(*this, "INSERT INTO schema_version (version) VALUES (?1)");
-    version.Bind(1, int64_t{kSchemaVersion}).Run();
-  } else {
-    Statement version(*this, "SELECT version FROM schema_version");
-    if (!version.Step()) throw StoreError(path_ + ": schema_version table is empty");
-    const int64_t found = version.Integer(0);
-    if (found > kSchemaVersion) {
-      throw StoreError(path_ + ": database schema version " + std::to_string(found) +
-                       " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
-                       "); use a newer seqbench or another --db");
-    }
-    // Versions older than kSchemaVersion would be migrated here; 1 is the first.
+    Execute("INSERT INTO schema_version (version) VALUES (1)");
+  }
+  int64_t version = 0;
+  {
+    Statement select(*this, "SELECT version FROM schema_version");
+    if (!select.Step()) throw StoreError(path_ + ": schema_version table is empty");
+    version = select.Integer(0);
+  }
+  if (version > kSchemaVersion) {
+    throw StoreError(path_ + ": database schema version " + std::to_string(version) +
+                     " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
+                     "); use a newer seqbench or another --db");
+  }
+  for (const Migration& migration : kMigrations) {
+    if (migration.version <= version) continue;
+    Execute(migration.sql);
+    Statement update(*this, "UPDATE schema_version SET version = ?1");
+    update.Bind(1, int64_t{migration.version}).Run();
+    version = migration.version;
   }
   transaction.Commit();
 }
@@ -254,15 +272,16 @@ void Store::AddCase(int64_t run_id, const CaseRecord& record) {
       *this,
       "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, "
       "options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, "
-      "message, reference, iterations, tokens_per_step, wall_s) VALUES (?1, ?2, ?3, ?4, "
-      "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)");
+      "message, reference, iterations, tokens_per_step, wall_s, category, description) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+      "?19, ?20, ?21)");
   insert.Bind(1, run_id).Bind(2, record.case_key).Bind(3, record.position);
   insert.Bind(4, record.variant_name).Bind(5, record.variant_key).Bind(6, record.options);
   insert.Bind(7, record.mode).Bind(8, record.dtype).Bind(9, record.device);
   insert.Bind(10, record.batch).Bind(11, record.seq_len).Bind(12, record.min_len);
   insert.Bind(13, record.generate_tokens).Bind(14, record.status).Bind(15, record.message);
   insert.Bind(16, record.reference).Bind(17, record.iterations).Bind(18, record.tokens_per_step);
-  insert.Bind(19, record.wall_s).Run();
+  insert.Bind(19, record.wall_s).Bind(20, record.category).Bind(21, record.description).Run();
   const int64_t case_id = sqlite3_last_insert_rowid(db_);
   Statement sample(*this, "INSERT INTO samples (case_id, repetition, seconds) VALUES (?1, ?2, ?3)");
   for (size_t i = 0; i < record.samples_s.size(); ++i) {
@@ -332,11 +351,13 @@ std::vector<RunRecord> Store::Runs() const {
 }
 
 std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
-  Statement select(*this,
-                   "SELECT case_id, case_key, position, variant_name, variant_key, options, mode, "
-                   "dtype, device, batch, seq_len, min_len, generate_tokens, status, message, "
-                   "reference, iterations, tokens_per_step, wall_s FROM cases WHERE run_id = ?1 "
-                   "ORDER BY position, case_id");
+  Statement select(
+      *this,
+      "SELECT case_id, case_key, position, variant_name, variant_key, options, mode, "
+      "dtype, device, batch, seq_len, min_len, generate_tokens, status, message, "
+      "reference, iterations, tokens_per_step, wall_s, category, description FROM cases "
+      "WHERE run_id = ?1 "
+      "ORDER BY position, case_id");
   select.Bind(1, run_id);
   Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
   Statement metrics(*this,
@@ -363,6 +384,8 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
     record.iterations = select.Integer(16);
     record.tokens_per_step = select.Integer(17);
     record.wall_s = select.Real(18);
+    record.category = select.Text(19);
+    record.description = select.Text(20);
     samples.Bind(1, case_id);
     while (samples.Step()) record.samples_s.push_back(samples.Real(0));
     samples.Run();

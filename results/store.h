@@ -28,7 +28,7 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Run statuses: "running" until the last case is stored; "complete" then; "interrupted"
 // when stopped early (resume with --resume).
@@ -55,6 +55,7 @@ struct CaseRecord {
   std::string case_key;  // unique per run; what resume, merge and compare match on
   int64_t position = 0;  // order in the suite's expansion
   std::string variant_name, variant_key, options;  // options as "name=value,..."
+  std::string category, description;               // the variant's improvement category and summary
   std::string mode, dtype, device;
   int64_t batch = 0, seq_len = 0, min_len = 0, generate_tokens = 0;
   std::string status;  // ok | mismatch | error | skipped

@@ -72,7 +72,7 @@ TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[m
 // A variant that always fails, registered only in the test binary.
 class AlwaysThrows final : public Variant {
  public:
-  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities(); }
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities("test"); }
   ForwardOutput Forward(const Batch&) override { TORCH_CHECK(false, "this variant always fails"); }
 };
 SEQBENCH_REGISTER_VARIANT("test_always_throws", AlwaysThrows, "fails on purpose (tests only)");

@@ -35,6 +35,8 @@ CaseRecord SampleCase(const std::string& key, int64_t position) {
   c.variant_name = "fused";
   c.variant_key = "fused";
   c.options = "chunk_size=8";
+  c.category = "GEMM fusion";
+  c.description = "one GEMM";
   c.mode = "train";
   c.dtype = "float32";
   c.device = "cpu";
@@ -77,6 +79,8 @@ void CheckRoundTrip(Store& store) {
   const CaseRecord e = SampleCase("b", 1);
   CHECK(c.options == e.options);
   CHECK(c.reference == e.reference);
+  CHECK(c.category == e.category);
+  CHECK(c.description == e.description);
   CHECK(c.samples_s == e.samples_s);
   CHECK(c.MetricValue("runtime_mean_s") == 0.2);
   CHECK(c.MetricValue("peak_bytes") == 1024);
@@ -154,6 +158,37 @@ TEST_CASE("a database from a newer schema is refused", "[store]") {
           SQLITE_OK);
   sqlite3_close(db);
   CHECK_THROWS_WITH(Store(path), Catch::Contains("schema version 99 is newer"));
+}
+
+}  // namespace
+}  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+TEST_CASE("a version-1 database is migrated in place", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v1.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    store.AddCase(store.CreateRun(SampleRun("uuid-old")), SampleCase("a", 0));
+  }
+  // Turn it back into what version 1 wrote.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "ALTER TABLE cases DROP COLUMN category; ALTER TABLE cases DROP COLUMN "
+                       "description; UPDATE schema_version SET version = 1",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  Store migrated(path);
+  const auto cases = migrated.Cases(1);
+  REQUIRE(cases.size() == 1);
+  CHECK(cases[0].category.empty());
+  CaseRecord fresh = SampleCase("b", 1);
+  fresh.category = "batching";
+  migrated.AddCase(1, fresh);
+  CHECK(migrated.Cases(1)[1].category == "batching");
 }
 
 }  // namespace

@@ -34,6 +34,11 @@ int RunVerify(const std::vector<std::string>& args);
 int RunRun(const std::vector<std::string>& args);
 int RunShow(const std::vector<std::string>& args);
 int RunMerge(const std::vector<std::string>& args);
+int RunReport(const std::vector<std::string>& args);
+int RunReadme(const std::vector<std::string>& args);
+int RunCompare(const std::vector<std::string>& args);
+int RunCheck(const std::vector<std::string>& args);
+int RunPlot(const std::vector<std::string>& args);
 
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();

@@ -19,6 +19,12 @@ const std::vector<Command>& Commands() {
       {"run", "run a suite and store every case's results", RunRun},
       {"show", "show a stored run, or list the runs", RunShow},
       {"merge", "merge result databases (e.g. shards) without duplicates", RunMerge},
+      {"report", "render a run: Markdown tables, CSV, JSON, Google Benchmark JSON", RunReport},
+      {"readme", "regenerate the seqbench sections of a Markdown file", RunReadme},
+      {"compare", "compare two runs case by case (Mann-Whitney U); exit 1 on regression",
+       RunCompare},
+      {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
+      {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
   };
   return commands;

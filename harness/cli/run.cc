@@ -48,6 +48,8 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   record.position = position;
   record.variant_name = result.spec.variant.name;
   record.variant_key = result.spec.variant.key;
+  record.category = result.category;
+  record.description = result.description;
   record.options = OptionsText(result.spec.variant.options);
   record.mode = std::string(ModeName(w.mode));
   record.dtype = w.dtype;

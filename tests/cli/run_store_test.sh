@@ -63,4 +63,29 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] || fail "show on a missing database exited $rc, expected 2"
-echo "run/store CLI checks passed"
+# 6. Reports from the resumed run: every format parses; README sections regenerate
+#    idempotently; a section without a matching run is refused with exit 2.
+"$seqbench" report 1 --db "$work/r.db" --format md | grep -q "| S/N | Modifications |" || fail "report md"
+"$seqbench" report 1 --db "$work/r.db" --format csv | awk -F, 'NR > 1' | wc -l | grep -qx "$total" || fail "report csv rows"
+for format in json gbench-json; do
+  "$seqbench" report --latest --db "$work/r.db" --format "$format" --out "$work/report.json"
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report.json" || fail "report $format is not JSON"
+done
+printf '# T\n\n<!-- seqbench:begin suite=ci device=cpu -->\n<!-- seqbench:end -->\nafter\n' >"$work/README.md"
+"$seqbench" readme "$work/README.md" --db "$work/r.db" | grep -q regenerated || fail "readme did not regenerate"
+cp "$work/README.md" "$work/README.once"
+"$seqbench" readme "$work/README.md" --db "$work/r.db" | grep -q "up to date" || fail "readme not idempotent"
+cmp -s "$work/README.md" "$work/README.once" || fail "second readme run changed the file"
+grep -q "| S/N |" "$work/README.md" && tail -n1 "$work/README.md" | grep -qx after || fail "readme content"
+printf '<!-- seqbench:begin suite=nosuch -->\n<!-- seqbench:end -->\n' >"$work/R2.md"
+set +e
+"$seqbench" readme "$work/R2.md" --db "$work/r.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "R2.md:1: no complete run of suite 'nosuch'" "$work/err" || fail "readme without a run (rc $rc)"
+set +e
+"$seqbench" check --latest --db "$work/r.db" >"$work/check"
+rc=$?
+set -e
+[[ $rc -le 1 ]] && grep -q "✓ | every case correct" "$work/check" || fail "check (rc $rc): $(cat "$work/check")"
+echo "run/store/report CLI checks passed"

@@ -9,7 +9,7 @@ namespace {
 class NotReallyBaseline final : public seqbench::Variant {
  public:
   seqbench::Capabilities capabilities() const override {
-    return seqbench::simple_rnn::BaseCapabilities();
+    return seqbench::simple_rnn::BaseCapabilities("test");
   }
   seqbench::ForwardOutput Forward(const seqbench::Batch&) override {
     TORCH_CHECK(false, "never registered, never run");

@@ -12,7 +12,7 @@ using namespace seqbench::simple_rnn;
 
 class EinsumRecurrence final : public Variant {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities(); }
+  Capabilities capabilities() const override { return BaseCapabilities("example plugin"); }
 
   ForwardOutput Forward(const Batch& batch) override {
     const TimeMixer einsum_loop = [](const LayerInputs& in, const torch::Tensor& mask,

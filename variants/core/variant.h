@@ -76,6 +76,8 @@ struct Tolerance {
 // before a case runs.
 struct Capabilities {
   std::string family;
+  // The kind of optimization, for the reports' "Improvement Cat." column.
+  std::string category;
   std::vector<Mode> modes;
   std::vector<c10::DeviceType> devices;
   std::vector<c10::ScalarType> dtypes;

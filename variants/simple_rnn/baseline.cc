@@ -11,7 +11,7 @@ namespace {
 
 class Baseline final : public Variant {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities(); }
+  Capabilities capabilities() const override { return BaseCapabilities("reference"); }
 
   ForwardOutput Forward(const Batch& batch) override {
     const Weights weights = Weights::View(parameters(), config().num_layers);

@@ -9,7 +9,7 @@ namespace {
 
 class Batched final : public Variant {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities(); }
+  Capabilities capabilities() const override { return BaseCapabilities("batching"); }
 
   ForwardOutput Forward(const Batch& batch) override {
     const TimeMixer loop = StepLoopMixer();

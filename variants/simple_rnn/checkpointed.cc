@@ -50,7 +50,7 @@ class SegmentRecurrence : public torch::autograd::Function<SegmentRecurrence> {
 class Checkpointed final : public Variant {
  public:
   Capabilities capabilities() const override {
-    Capabilities caps = BaseCapabilities();
+    Capabilities caps = BaseCapabilities("memory (recompute)");
     caps.options["checkpoint_every"] =
         "K, timesteps per checkpointed segment (default ceil(sqrt(T)))";
     return caps;

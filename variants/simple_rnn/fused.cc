@@ -10,7 +10,7 @@ namespace {
 
 class Fused final : public Variant {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities(); }
+  Capabilities capabilities() const override { return BaseCapabilities("GEMM fusion"); }
 
   ForwardOutput Forward(const Batch& batch) override {
     const Weights weights = Weights::View(parameters(), config().num_layers);

@@ -176,9 +176,10 @@ ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t
   return {logits, loss};
 }
 
-Capabilities BaseCapabilities() {
+Capabilities BaseCapabilities(const std::string& category) {
   Capabilities caps;
   caps.family = kFamily;
+  caps.category = category;
   caps.modes = {Mode::kTrain, Mode::kForward, Mode::kGenerate};
   caps.devices = {torch::kCPU, torch::kCUDA};
   caps.dtypes = {torch::kFloat32, torch::kFloat64};

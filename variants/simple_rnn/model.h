@@ -101,7 +101,8 @@ torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch);
 ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,
                              const TimeMixer& mixer);
 
-// Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64.
-Capabilities BaseCapabilities();
+// Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64,
+// under the given improvement category.
+Capabilities BaseCapabilities(const std::string& category);
 
 }  // namespace seqbench::simple_rnn

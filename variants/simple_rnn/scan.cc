@@ -66,7 +66,7 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
 class Scan final : public Variant {
  public:
   Capabilities capabilities() const override {
-    Capabilities caps = BaseCapabilities();
+    Capabilities caps = BaseCapabilities("parallel scan");
     caps.float32 = {2e-4, 2e-5};  // sums in another order than the step loop
     caps.float64 = {1e-9, 1e-11};
     caps.options["chunk_size"] = "positions per chunk (default 16)";

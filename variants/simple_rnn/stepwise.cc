@@ -10,7 +10,7 @@ namespace {
 
 class Stepwise final : public Variant, public IncrementalDecoder {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities(); }
+  Capabilities capabilities() const override { return BaseCapabilities("incremental inference"); }
 
   ForwardOutput Forward(const Batch& batch) override {
     return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,

@@ -1,0 +1,113 @@
+#include "reports/check.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "reports/report.h"
+
+namespace seqbench {
+namespace {
+
+std::string Fixed(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", value);
+  return text;
+}
+
+std::string Field(const CaseRecord& c, const std::string& name) {
+  if (name == "mode") return c.mode;
+  if (name == "dtype") return c.dtype;
+  if (name == "device") return c.device;
+  if (name == "batch") return std::to_string(c.batch);
+  if (name == "seq_len") return std::to_string(c.seq_len);
+  if (name == "min_len") return std::to_string(c.min_len);
+  if (name == "generate_tokens") return std::to_string(c.generate_tokens);
+  return "";
+}
+
+bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& where) {
+  return std::all_of(where.begin(), where.end(),
+                     [&](const auto& item) { return Field(c, item.first) == item.second; });
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+std::string Bound(const RatioExpectation& e) {
+  std::string text;
+  if (e.at_least) text += ">= " + Fixed(*e.at_least);
+  if (e.at_most) text += std::string(text.empty() ? "" : " and ") + "<= " + Fixed(*e.at_most);
+  return text;
+}
+
+}  // namespace
+
+std::vector<ExpectationOutcome> EvaluateExpectations(
+    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases) {
+  std::vector<ExpectationOutcome> outcomes;
+  for (const RatioExpectation& e : expectations) {
+    ExpectationOutcome outcome;
+    std::string where;
+    for (const auto& [key, value] : e.where)
+      where += (where.empty() ? " where " : ", ") + key + "=" + value;
+    if (e.what == "all_correct") {
+      outcome.expectation = "every case correct" + where;
+      int64_t bad = 0, skipped = 0, total = 0;
+      std::string first_bad;
+      for (const CaseRecord& c : cases) {
+        if (!Matches(c, e.where)) continue;
+        ++total;
+        if (c.status == "skipped") ++skipped;
+        if (c.status == "ok" || c.status == "skipped") continue;
+        ++bad;
+        if (first_bad.empty()) first_bad = c.case_key + " (" + c.status + ")";
+      }
+      outcome.held = bad == 0 && total > skipped;
+      outcome.measured = std::to_string(total - bad - skipped) + " ok, " + std::to_string(bad) +
+                         " not" + (skipped ? ", " + std::to_string(skipped) + " skipped" : "") +
+                         (first_bad.empty() ? "" : "; first: " + first_bad);
+      outcomes.push_back(outcome);
+      continue;
+    }
+    const bool speedup = e.what == "speedup";
+    outcome.expectation = (speedup ? e.variant + " speedup over " + e.over
+                                   : e.variant + " activation memory / " + e.over) +
+                          " " + Bound(e) + where;
+    bool any = false, all_hold = true;
+    for (const CaseRecord& candidate : cases) {
+      if (candidate.variant_name != e.variant || !Matches(candidate, e.where)) continue;
+      const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
+        return c.variant_name == e.over && SameWorkload(c, candidate);
+      });
+      if (other == cases.end()) continue;
+      any = true;
+      std::optional<double> ratio;
+      if (speedup && !candidate.samples_s.empty() && !other->samples_s.empty()) {
+        ratio = Median(other->samples_s) / Median(candidate.samples_s);
+      } else if (!speedup) {
+        const auto mine = candidate.MetricValue("activation_bytes");
+        const auto theirs = other->MetricValue("activation_bytes");
+        if (mine && theirs && *theirs > 0) ratio = *mine / *theirs;
+      }
+      const bool usable = ratio && candidate.status == "ok" && other->status == "ok";
+      const bool holds =
+          usable && (!e.at_least || *ratio >= *e.at_least) && (!e.at_most || *ratio <= *e.at_most);
+      all_hold = all_hold && holds;
+      outcome.measured +=
+          std::string(outcome.measured.empty() ? "" : "; ") +
+          (ratio ? Fixed(*ratio) + "×" : std::string("no measurement")) +
+          (usable ? "" : " (status " + candidate.status + "/" + other->status + ")") + " at " +
+          WorkloadLabel(candidate);
+    }
+    if (!any)
+      outcome.measured = "no pair of " + e.variant + " and " + e.over + " cases on one workload";
+    outcome.held = any && all_hold;
+    outcomes.push_back(outcome);
+  }
+  return outcomes;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,124 @@
+#include "reports/plot.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+namespace seqbench {
+namespace {
+
+struct Axis {
+  std::string label;
+  double scale;  // raw value -> plotted unit
+};
+
+std::optional<double> XValue(const CaseRecord& c, const std::string& x) {
+  if (x == "seq_len") return static_cast<double>(c.seq_len);
+  if (x == "batch") return static_cast<double>(c.batch);
+  return std::nullopt;
+}
+
+std::optional<double> YValue(const CaseRecord& c, const std::string& y) {
+  if (y == "runtime") return c.MetricValue("runtime_median_s");
+  if (y == "memory") return c.MetricValue("activation_bytes");
+  if (y == "tokens_per_s") return c.MetricValue("tokens_per_s");
+  return std::nullopt;
+}
+
+std::string Quoted(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
+  if (request.x != "seq_len" && request.x != "batch") {
+    throw std::invalid_argument("--x must be seq_len or batch, got '" + request.x + "'");
+  }
+  if (request.y != "runtime" && request.y != "memory" && request.y != "tokens_per_s") {
+    throw std::invalid_argument("--y must be runtime, memory or tokens_per_s, got '" + request.y +
+                                "'");
+  }
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::pair<double, double>>> series;
+  double y_min = 0, y_max = 0, x_min = 0, x_max = 0;
+  bool first = true;
+  for (const CaseRecord& c : cases) {
+    const auto x = XValue(c, request.x);
+    const auto y = YValue(c, request.y);
+    if (!x || !y || *y <= 0 || (c.status != "ok" && c.status != "mismatch")) continue;
+    const std::string name = c.variant_name + (c.mode == "train" ? "" : " (" + c.mode + ")");
+    if (!series.count(name)) order.push_back(name);
+    series[name].emplace_back(*x, *y);
+    y_min = first ? *y : std::min(y_min, *y);
+    y_max = first ? *y : std::max(y_max, *y);
+    x_min = first ? *x : std::min(x_min, *x);
+    x_max = first ? *x : std::max(x_max, *x);
+    first = false;
+  }
+  if (series.empty())
+    throw std::invalid_argument("no case of this run has " + request.y + " to plot");
+
+  // Units that keep the axis numbers readable.
+  Axis y_axis{"tokens/s", 1};
+  if (request.y == "runtime") {
+    y_axis = y_max < 1e-3 ? Axis{"median step time (µs)", 1e6}
+             : y_max < 1  ? Axis{"median step time (ms)", 1e3}
+                          : Axis{"median step time (s)", 1};
+  } else if (request.y == "memory") {
+    y_axis = y_max < (1 << 30) ? Axis{"activation memory (MiB)", 1.0 / (1 << 20)}
+                               : Axis{"activation memory (GiB)", 1.0 / (1 << 30)};
+  }
+  const std::string x_label =
+      request.x == "seq_len" ? "sequence length T (tokens)" : "batch size B";
+
+  std::string script;
+  script += "set terminal svg size 800,480 dynamic enhanced font 'sans,12'\n";
+  script += "set output " + Quoted(request.output) + "\n";
+  if (!request.title.empty()) script += "set title " + Quoted(request.title) + " noenhanced\n";
+  script += "set xlabel " + Quoted(x_label) + "\nset ylabel " + Quoted(y_axis.label) + "\n";
+  script += "set grid\nset key top left noenhanced\n";
+  if (x_max / x_min >= 10) script += "set logscale x 2\n";
+  if (y_max / y_min >= 10) script += "set logscale y 10\n";
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto& points = series[order[i]];
+    std::sort(points.begin(), points.end());
+    script += "$series" + std::to_string(i) + " << EOD\n";
+    for (const auto& [x, y] : points) {
+      char line[64];
+      std::snprintf(line, sizeof(line), "%.10g %.10g\n", x, y * y_axis.scale);
+      script += line;
+    }
+    script += "EOD\n";
+  }
+  script += "plot ";
+  for (size_t i = 0; i < order.size(); ++i) {
+    script += std::string(i ? ", \\\n     " : "") + "$series" + std::to_string(i) +
+              " using 1:2 with linespoints lw 2 pt 7 title " + Quoted(order[i]);
+  }
+  return script + "\n";
+}
+
+void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
+  const std::string script = BuildGnuplotScript(cases, request);
+  FILE* gnuplot = popen("gnuplot 2>&1", "w");
+  if (gnuplot == nullptr) throw std::runtime_error("cannot start gnuplot (install gnuplot-nox)");
+  std::fwrite(script.data(), 1, script.size(), gnuplot);
+  const int status = pclose(gnuplot);
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("gnuplot failed (exit status " +
+                             std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                             "; is gnuplot-nox installed?) while writing " + request.output);
+  }
+}
+
+}  // namespace seqbench

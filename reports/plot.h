@@ -1,0 +1,29 @@
+// SVG plots of a run through gnuplot: one line per variant, a metric against a workload
+// field (e.g. runtime against seq_len), log axes where the data spans a decade or more,
+// and labelled axes with units.
+//
+// Thread-safety: BuildGnuplotScript() is pure; RenderPlot() runs a gnuplot process.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+
+namespace seqbench {
+
+struct PlotRequest {
+  std::string x = "seq_len";  // seq_len | batch
+  std::string y = "runtime";  // runtime | memory | tokens_per_s
+  std::string title;
+  std::string output;  // the .svg file
+};
+
+// Throws std::invalid_argument for an unknown x or y, or when no case has the metric.
+std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request);
+
+// Runs gnuplot on the script; throws std::runtime_error with gnuplot's exit status or a
+// hint to install gnuplot-nox.
+void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request);
+
+}  // namespace seqbench

@@ -1,0 +1,385 @@
+// The renderers: Markdown tables are rectangular, escaped and carry the database's
+// numbers; README sections regenerate idempotently and touch nothing else; compare gives
+// the known verdicts; gbench-json has Google Benchmark's own field names and types; the
+// check and the plots do what they say.
+#include <benchmark/benchmark.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "reports/check.h"
+#include "reports/compare.h"
+#include "reports/format.h"
+#include "reports/markdown.h"
+#include "reports/plot.h"
+#include "reports/readme.h"
+#include "reports/report.h"
+
+namespace seqbench {
+namespace {
+
+using nlohmann::json;
+
+RunRecord Run() {
+  RunRecord run;
+  run.run_id = 7;
+  run.suite_name = "demo";
+  run.suite_path = "suites/demo.toml";
+  run.started_at = "2026-11-21T10:00:00Z";
+  run.status = "complete";
+  run.environment = {{"torch_version", "1.13.0"}, {"torch_threads", "2"},
+                     {"cpu_model", "Test CPU"},   {"git_sha", "0123456789abcdef"},
+                     {"hostname", "box"},         {"cpu_logical_cores", "2"}};
+  return run;
+}
+
+CaseRecord Case(const std::string& variant, const std::string& mode, int64_t batch,
+                std::vector<double> samples, const std::string& status = "ok") {
+  CaseRecord c;
+  c.variant_name = c.variant_key = variant;
+  c.mode = mode;
+  c.dtype = "float32";
+  c.device = "cpu";
+  c.batch = batch;
+  c.seq_len = 64;
+  c.status = status;
+  c.iterations = 1;
+  c.tokens_per_step = batch * 64;
+  c.category = "cat";
+  c.description = "does | things with `code`";
+  c.case_key = variant + " mode=" + mode + " B=" + std::to_string(batch);
+  c.samples_s = std::move(samples);
+  if (!c.samples_s.empty()) {
+    double mean = 0;
+    for (const double x : c.samples_s) mean += x;
+    mean /= c.samples_s.size();
+    c.metrics = {{"runtime_mean_s", mean, "s"},
+                 {"runtime_median_s", mean, "s"},
+                 {"runtime_stddev_s", mean * 0.01, "s"},
+                 {"runtime_cv", 0.01, "ratio"},
+                 {"tokens_per_s", c.tokens_per_step / mean, "tokens/s"},
+                 {"peak_bytes", 4096.0 * batch, "bytes"},
+                 {"activation_bytes", 1024.0 * batch, "bytes"}};
+  }
+  if (status == "error") c.message = "out of memory | `oops`";
+  return c;
+}
+
+std::vector<CaseRecord> Cases() {
+  return {
+      Case("baseline", "train", 1, {0.4, 0.4}),    Case("fused", "train", 1, {0.2, 0.2}),
+      Case("batched", "train", 8, {0.5, 0.5}),     Case("scan", "train", 8, {}, "error"),
+      Case("baseline", "generate", 1, {2.0, 2.0}), Case("stepwise", "generate", 1, {0.05, 0.05})};
+}
+
+// Splits a Markdown table row on pipes that are not backslash-escaped.
+std::vector<std::string> Cells(const std::string& row) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (size_t i = 1; i < row.size(); ++i) {
+    if (row[i] == '\\' && i + 1 < row.size()) {
+      cell += row.substr(i, 2);
+      ++i;
+    } else if (row[i] == '|') {
+      cells.push_back(cell);
+      cell.clear();
+    } else {
+      cell += row[i];
+    }
+  }
+  return cells;
+}
+
+TEST_CASE("Markdown tables are rectangular, escaped, and carry the stored numbers", "[reports]") {
+  const auto cases = Cases();
+  const std::string markdown = RenderMarkdown(Run(), cases, "baseline");
+  std::istringstream lines(markdown);
+  std::string line;
+  size_t columns = 0, tables = 0, rows = 0;
+  std::vector<std::vector<std::string>> body;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '|') {
+      columns = 0;
+      continue;
+    }
+    const auto cells = Cells(line);
+    if (columns == 0) {
+      columns = cells.size();
+      ++tables;
+    }
+    CHECK(cells.size() == columns);  // rectangular
+    if (line.rfind("|---", 0) != 0 && line.find("S/N") == std::string::npos) {
+      body.push_back(cells);
+      ++rows;
+    }
+  }
+  CHECK(tables == 2);           // train and generate
+  CHECK(rows == cases.size());  // failed cases are shown, not dropped
+  // Unescaped pipes or backticks from the data would break the table or start code.
+  CHECK(markdown.find("does \\| things with \\`code\\`") != std::string::npos);
+  CHECK(markdown.find("out of memory \\| \\`oops\\`") != std::string::npos);
+  // The numbers are the database's: runtime, memory and throughput of the fused row.
+  const auto& fused = body[1];
+  CHECK(fused[1].find("fused") != std::string::npos);
+  CHECK(fused[4] == " " + FormatMeanStd(0.2, 0.002) + " ");
+  CHECK(fused[5] == " " + FormatBytes(4096) + " ");
+  CHECK(fused[6] == " " + FormatBytes(1024) + " ");
+  CHECK(fused[7] == " 2.00× ");    // twice the baseline's throughput on the same workload
+  CHECK(fused[8] == " 320 ");      // 64 tokens / 0.2 s
+  CHECK(body[3][4] == " — ");      // the error row has no runtime
+  CHECK(body[5][7] == " 40.0× ");  // stepwise over baseline in generate mode
+}
+
+TEST_CASE("MarkdownTable rejects ragged rows", "[reports]") {
+  MarkdownTable table({"a", "b"});
+  CHECK_THROWS_AS(table.AddRow({"1"}), std::invalid_argument);
+  table.AddRow({"x|y", "`z`"});
+  CHECK(table.Render() == "| a | b |\n|---|---|\n| x\\|y | \\`z\\` |\n");
+}
+
+TEST_CASE("README sections regenerate idempotently and leave the rest alone", "[reports][readme]") {
+  const std::string before =
+      "# Title\r\nintro ünïcode  \n<!-- seqbench:begin suite=demo device=cpu -->\nold\ntable\n"
+      "<!-- seqbench:end -->\nmiddle\n<!-- seqbench:begin suite=other -->"
+      "<!-- seqbench:end -->\ntail without newline";
+  std::vector<std::map<std::string, std::string>> seen;
+  const SectionRenderer render = [&](const ReadmeSection& section) {
+    seen.push_back(section.attributes);
+    return "generated for " + section.attributes.at("suite") + "\n";
+  };
+  const std::string once = RewriteReadme(before, "README.md", render);
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].at("device") == "cpu");
+  CHECK(once.find("old\ntable") == std::string::npos);
+  CHECK(once.find("generated for demo\n<!-- seqbench:end -->") != std::string::npos);
+  // Outside the markers, byte for byte.
+  const auto outside = [](const std::string& text) {
+    return std::regex_replace(text, std::regex("-->[^]*?<!-- seqbench:end -->"),
+                              "--><!-- seqbench:end -->");
+  };
+  CHECK(outside(once) == outside(before));
+  CHECK(RewriteReadme(once, "README.md", render) == once);  // idempotent
+}
+
+TEST_CASE("README errors name the file and line", "[reports][readme]") {
+  const SectionRenderer render = [](const ReadmeSection&) -> std::string {
+    throw ReadmeError("no complete run of suite 'demo'");
+  };
+  const SectionRenderer fine = [](const ReadmeSection&) { return std::string("x\n"); };
+  CHECK_THROWS_WITH(RewriteReadme("no markers\n", "R.md", fine),
+                    Catch::Contains("R.md: no seqbench sections"));
+  CHECK_THROWS_WITH(RewriteReadme("a\n<!-- seqbench:begin suite=x -->\n", "R.md", fine),
+                    Catch::Contains("R.md:2: seqbench:begin without a matching"));
+  CHECK_THROWS_WITH(RewriteReadme("a\nb\n<!-- seqbench:end -->\n", "R.md", fine),
+                    Catch::Contains("R.md:3: seqbench:end without a seqbench:begin"));
+  CHECK_THROWS_WITH(
+      RewriteReadme(
+          "<!-- seqbench:begin suite=x -->\n<!-- seqbench:begin suite=y -->\n<!-- seqbench:end -->",
+          "R.md", fine),
+      Catch::Contains("R.md:2: seqbench:begin inside another section"));
+  CHECK_THROWS_WITH(
+      RewriteReadme("\n<!-- seqbench:begin suite=demo -->\n<!-- seqbench:end -->\n", "R.md",
+                    render),
+      Catch::Contains("R.md:2:") && Catch::Contains("no complete run of suite 'demo'"));
+  CHECK_THROWS_WITH(
+      RewriteReadme("<!-- seqbench:begin suite -->\n<!-- seqbench:end -->\n", "R.md", fine),
+      Catch::Contains("malformed attribute 'suite'"));
+}
+
+CaseRecord Timed(const std::string& key, std::vector<double> samples, double peak = 1000) {
+  CaseRecord c;
+  c.case_key = key;
+  c.status = "ok";
+  c.samples_s = std::move(samples);
+  c.metrics = {{"peak_bytes", peak, "bytes"}};
+  return c;
+}
+
+std::vector<double> Noisy(double center, size_t n, double spread = 0.01) {
+  std::vector<double> samples;
+  for (size_t i = 0; i < n; ++i)
+    samples.push_back(center * (1 + spread * ((i * 7 % n) / double(n) - 0.5)));
+  return samples;
+}
+
+TEST_CASE("the Mann-Whitney U test gives the textbook values", "[reports][compare]") {
+  const MannWhitney separated = MannWhitneyU({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10});
+  CHECK(separated.u == 0);
+  CHECK(separated.p_value ==
+        Approx(0.01219).epsilon(0.01));  // normal approximation, continuity corrected
+  const MannWhitney identical = MannWhitneyU({3, 3, 3}, {3, 3, 3});
+  CHECK(identical.p_value == 1);
+  const MannWhitney symmetric = MannWhitneyU({1, 4, 5, 8}, {2, 3, 6, 7});
+  CHECK(symmetric.p_value > 0.5);
+}
+
+TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][compare]") {
+  const CompareSettings settings;  // 5%, alpha 0.01, 9 samples
+  const auto base = std::vector<CaseRecord>{
+      Timed("same", Noisy(1.0, 10)), Timed("slow", Noisy(1.0, 10)), Timed("few", {1, 1, 1}),
+      Timed("fat", Noisy(2.0, 10), 1000), Timed("gone", Noisy(1.0, 10))};
+  const auto next = std::vector<CaseRecord>{
+      Timed("same", Noisy(1.0, 10)), Timed("slow", Noisy(1.2, 10)), Timed("few", {2, 2, 2}),
+      Timed("fat", Noisy(2.0, 10), 1500), Timed("new", Noisy(1.0, 10))};
+  const auto results = CompareCases(base, next, settings);
+  std::map<std::string, CaseComparison> by_key;
+  for (const auto& r : results) by_key[r.case_key] = r;
+  CHECK(by_key["same"].verdict == "same");
+  CHECK_FALSE(IsRegression(by_key["same"]));
+  CHECK(by_key["slow"].verdict == "slower");
+  CHECK(by_key["slow"].ratio == Approx(1.2).epsilon(0.02));
+  CHECK(IsRegression(by_key["slow"]));
+  CHECK(by_key["few"].verdict == "ambiguous");
+  CHECK_THAT(by_key["few"].note, Catch::Contains("cannot judge"));
+  CHECK_FALSE(IsRegression(by_key["few"]));
+  CHECK(by_key["fat"].verdict == "same");
+  CHECK(by_key["fat"].memory_verdict == "larger");
+  CHECK(IsRegression(by_key["fat"]));
+  CHECK(by_key["gone"].verdict == "only in base");
+  CHECK(by_key["new"].verdict == "only in new");
+  // A 2% change that is significant is not a verdict at a 5% threshold.
+  const auto small = CompareCases({Timed("x", Noisy(1.0, 12, 0.001))},
+                                  {Timed("x", Noisy(1.02, 12, 0.001))}, settings);
+  CHECK(small[0].verdict == "ambiguous");
+  CHECK_THAT(small[0].note, Catch::Contains("within the threshold"));
+}
+
+// Field name -> JSON type name, for every entry of one run_type.
+std::map<std::string, std::string> Schema(const json& document, const std::string& run_type) {
+  std::map<std::string, std::string> schema;
+  for (const auto& entry : document.at("benchmarks")) {
+    if (entry.at("run_type") != run_type) continue;
+    for (const auto& [key, value] : entry.items()) {
+      const std::string type = value.is_number() ? "number" : value.type_name();
+      schema[key] = type;
+    }
+  }
+  return schema;
+}
+
+TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][gbench]") {
+  // What Google Benchmark itself writes for a manual-time benchmark with repetitions.
+  benchmark::ClearRegisteredBenchmarks();
+  benchmark::RegisterBenchmark("reference",
+                               [](benchmark::State& state) {
+                                 for (auto _ : state) state.SetIterationTime(0.001);
+                               })
+      ->UseManualTime()
+      ->Iterations(2)
+      ->Repetitions(3)
+      ->Unit(benchmark::kMillisecond);
+  std::ostringstream output, errors;
+  benchmark::JSONReporter reporter;
+  reporter.SetOutputStream(&output);
+  reporter.SetErrorStream(&errors);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::ClearRegisteredBenchmarks();
+  const json theirs = json::parse(output.str());
+
+  const json ours = json::parse(RenderGbenchJson(Run(), Cases()));
+  for (const char* run_type : {"iteration", "aggregate"}) {
+    INFO(run_type);
+    const auto expected = Schema(theirs, run_type);
+    REQUIRE_FALSE(expected.empty());
+    CHECK(Schema(ours, run_type) == expected);
+  }
+  // What tools/compare.py reads: names, run types, times and units.
+  for (const auto& entry : ours.at("benchmarks")) {
+    CHECK(entry.at("name").is_string());
+    CHECK(entry.at("real_time").is_number());
+    CHECK(entry.at("cpu_time").is_number());
+    CHECK(entry.at("time_unit") == "ms");
+  }
+  CHECK(ours.at("context").contains("date"));
+  CHECK(ours.at("context").contains("num_cpus"));
+  // Repetitions are the stored samples; the error case has none and is left out.
+  int iterations = 0;
+  for (const auto& entry : ours.at("benchmarks")) iterations += entry.at("run_type") == "iteration";
+  CHECK(iterations == 10);
+}
+
+TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
+  const auto cases = Cases();
+  const std::string csv = RenderCsv(Run(), cases);
+  std::istringstream lines(csv);
+  std::string header, line;
+  std::getline(lines, header);
+  const auto columns = std::count(header.begin(), header.end(), ',');
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    ++rows;
+    // Quoted fields may hold commas; strip them before counting separators.
+    const std::string unquoted = std::regex_replace(line, std::regex("\"[^\"]*\""), "q");
+    CHECK(std::count(unquoted.begin(), unquoted.end(), ',') == columns);
+  }
+  CHECK(rows == static_cast<int>(cases.size()));
+  const json document = json::parse(RenderJson(Run(), cases));
+  CHECK(document.at("cases").size() == cases.size());
+  CHECK(document.at("cases")[1].at("metrics").at("tokens_per_s").at("value") == Approx(320));
+  CHECK(document.at("run").at("environment").at("torch_version") == "1.13.0");
+}
+
+TEST_CASE("check evaluates ratios on one workload and fails when one falls short",
+          "[reports][check]") {
+  const auto cases = Cases();
+  const std::vector<RatioExpectation> expectations = {
+      {"speedup", "fused", "baseline", 1.5, std::nullopt, {{"mode", "train"}}, 1},
+      {"speedup", "fused", "baseline", 3.0, std::nullopt, {}, 2},
+      {"speedup", "stepwise", "baseline", 20.0, std::nullopt, {{"mode", "generate"}}, 3},
+      {"memory_ratio", "fused", "baseline", std::nullopt, 1.1, {}, 4},
+      {"speedup", "batched", "baseline", 1.0, std::nullopt, {}, 5},  // no same-workload pair
+      {"all_correct", "", "", std::nullopt, std::nullopt, {}, 6},    // scan errored
+      {"all_correct", "", "", std::nullopt, std::nullopt, {{"mode", "generate"}}, 7},
+  };
+  const auto outcomes = EvaluateExpectations(expectations, cases);
+  REQUIRE(outcomes.size() == expectations.size());
+  CHECK(outcomes[0].held);  // 0.4 / 0.2 = 2
+  CHECK_THAT(outcomes[0].measured, Catch::Contains("2×"));
+  CHECK_FALSE(outcomes[1].held);
+  CHECK(outcomes[2].held);  // 2.0 / 0.05 = 40
+  CHECK(outcomes[3].held);  // same memory: ratio 1
+  CHECK_FALSE(outcomes[4].held);
+  CHECK_THAT(outcomes[4].measured, Catch::Contains("no pair"));
+  CHECK_FALSE(outcomes[5].held);
+  CHECK_THAT(outcomes[5].measured, Catch::Contains("scan"));
+  CHECK(outcomes[6].held);
+}
+
+TEST_CASE("plots: one series per variant, units on the axes, log axes over decades",
+          "[reports][plot]") {
+  std::vector<CaseRecord> cases;
+  for (const int64_t t : {128, 256, 512, 1024, 2048}) {
+    for (const char* variant : {"batched", "scan"}) {
+      CaseRecord c = Case(variant, "train", 4, {t * 1e-5, t * 1e-5});
+      c.seq_len = t;
+      cases.push_back(c);
+    }
+  }
+  PlotRequest request;
+  request.output = (std::filesystem::temp_directory_path() / "seqbench_plot_test.svg").string();
+  const std::string script = BuildGnuplotScript(cases, request);
+  CHECK(std::count(script.begin(), script.end(), '\n') > 10);
+  CHECK_THAT(script, Catch::Contains("set logscale x 2") && Catch::Contains("set logscale y") &&
+                         Catch::Contains("(ms)") && Catch::Contains("sequence length T (tokens)") &&
+                         Catch::Contains("title \"batched\"") && Catch::Contains("title \"scan\""));
+  request.y = "memory";
+  CHECK_THAT(BuildGnuplotScript(cases, request), Catch::Contains("activation memory (MiB)"));
+  request.y = "latency";
+  CHECK_THROWS_AS(BuildGnuplotScript(cases, request), std::invalid_argument);
+
+  request.y = "runtime";
+  std::filesystem::remove(request.output);
+  RenderPlot(cases, request);
+  std::ifstream svg(request.output);
+  std::stringstream content;
+  content << svg.rdbuf();
+  CHECK_THAT(content.str(), Catch::Contains("<svg"));
+}
+
+}  // namespace
+}  // namespace seqbench
