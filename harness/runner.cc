@@ -85,7 +85,14 @@ Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step
 CaseRunner::CaseRunner(const Suite& suite) : suite_(suite) {
   // Counting must start before the weights exist, so that every tensor of a case is seen.
   CountingCpuAllocator::Install();
-  weights_ = GlobalFamilies().Get(suite.model.family).init_weights(suite.model, suite.seed);
+}
+
+const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {
+  const ModelConfig config = suite_.ModelFor(workload);
+  const std::string key = std::to_string(config.num_layers) + "x" + std::to_string(config.width);
+  const auto cached = weights_.find(key);
+  if (cached != weights_.end()) return cached->second;
+  return weights_[key] = GlobalFamilies().Get(config.family).init_weights(config, suite_.seed);
 }
 
 const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::ScalarType dtype,
@@ -95,7 +102,7 @@ const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::Sca
   if (cached != references_.end()) return cached->second;
   const VariantSpec& baseline = suite_.Variant(suite_.baseline);
   auto variant = CreateVariant(baseline.key);
-  variant->Setup(suite_.model, weights_, device, dtype, baseline.options);
+  variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype, baseline.options);
   return references_[key] = RunStep(*variant, workload.mode, batch, workload.generate_tokens);
 }
 
@@ -103,6 +110,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
   const auto started = std::chrono::steady_clock::now();
   CaseResult result;
   result.spec = spec;
+  result.model = suite_.ModelFor(spec.workload);
   const Workload& workload = spec.workload;
   const Mode mode = workload.mode;
   try {
@@ -144,7 +152,8 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
         (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
     const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
     result.reference = baseline.name + " " + DtypeName(reference_dtype);
-    variant->Setup(suite_.model, weights_, device, dtype, spec.variant.options);
+    variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
+                   spec.variant.options);
     const Tolerance tolerance = caps.ToleranceFor(dtype);
     result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
                                          reference, mode, batch, tolerance);

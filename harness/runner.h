@@ -35,6 +35,7 @@ struct Timing {
 
 struct CaseResult {
   CaseSpec spec;
+  ModelConfig model;  // the suite's model with the workload's overrides
   std::string status;
   std::string message;  // why: the error, the mismatch, the skip
   bool checked = false;
@@ -67,7 +68,10 @@ class CaseRunner {
                                   torch::Device device, const Batch& batch);
 
   const Suite& suite_;
-  ParameterSet weights_;  // float64 on CPU; each variant copies them in Setup()
+  // The shared weights of a workload's model (float64 on CPU; each variant copies them in
+  // Setup()), one set per distinct layers/width override.
+  const ParameterSet& WeightsFor(const Workload& workload);
+  std::map<std::string, ParameterSet> weights_;
   std::map<std::string, StepOutcome> references_;
 };
 

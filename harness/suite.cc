@@ -23,7 +23,10 @@ SuiteError::SuiteError(std::string path, int64_t line, int64_t column, const std
 
 std::string Workload::Describe() const {
   std::ostringstream text;
-  text << "mode=" << ModeName(mode) << " B=" << batch << " T=" << seq_len;
+  text << "mode=" << ModeName(mode);
+  if (layers > 0) text << " L=" << layers;
+  if (width > 0) text << " D=" << width;
+  text << " B=" << batch << " T=" << seq_len;
   if (min_len > 0) text << " min_len=" << min_len;
   if (mode == Mode::kGenerate) text << " N=" << generate_tokens;
   text << " dtype=" << dtype << " device=" << device;
@@ -37,6 +40,13 @@ const VariantSpec& Suite::Variant(const std::string& name) const {
     if (spec.name == name) return spec;
   }
   throw std::out_of_range("suite '" + this->name + "' has no variant named '" + name + "'");
+}
+
+ModelConfig Suite::ModelFor(const Workload& workload) const {
+  ModelConfig config = model;
+  if (workload.layers > 0) config.num_layers = workload.layers;
+  if (workload.width > 0) config.width = workload.width;
+  return config;
 }
 
 std::vector<CaseSpec> Suite::Expand() const {
@@ -187,8 +197,8 @@ class SuiteReader {
 const std::vector<std::string> kModes = {"train", "forward", "generate"};
 const std::vector<std::string> kDtypes = {"float32", "float64"};
 const std::vector<std::string> kDevices = {"cpu", "cuda"};
-const std::vector<std::string> kWorkloadKeys = {"mode",  "batch",  "seq_len",        "min_len",
-                                                "dtype", "device", "generate_tokens"};
+const std::vector<std::string> kWorkloadKeys = {
+    "mode", "batch", "seq_len", "min_len", "dtype", "device", "generate_tokens", "layers", "width"};
 constexpr int64_t kMaxSize = int64_t{1} << 30;
 
 VariantSpec ReadVariant(const SuiteReader& reader, const toml::table& table,
@@ -226,7 +236,16 @@ VariantSpec ReadVariant(const SuiteReader& reader, const toml::table& table,
   return spec;
 }
 
-void CheckWorkload(const SuiteReader& reader, const toml::source_region& where, const Workload& w) {
+void CheckWorkload(const SuiteReader& reader, const toml::source_region& where, const Workload& w,
+                   const Suite& suite) {
+  if (w.layers > 0 || w.width > 0) {
+    const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
+    try {
+      if (family.validate) family.validate(suite.ModelFor(w));
+    } catch (const std::exception& error) {
+      reader.Fail(where, "invalid layers/width override: " + DescribeError(error));
+    }
+  }
   if (w.min_len > w.seq_len) {
     reader.Fail(where, "min_len (" + std::to_string(w.min_len) + ") must not exceed seq_len (" +
                            std::to_string(w.seq_len) + ")");
@@ -375,17 +394,22 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
               for (const int64_t min_len :
                    reader.OneOrMany<int64_t>(grid, "min_len", {0}, read_size(0)))
                 for (const int64_t tokens :
-                     reader.OneOrMany<int64_t>(grid, "generate_tokens", {0}, read_size(1))) {
-                  Workload w{mode, batch, seq_len, min_len, dtype, device, tokens};
-                  // Padding and token counts apply to some modes only; keep one copy.
-                  if (mode == Mode::kGenerate) w.min_len = 0;
-                  if (mode != Mode::kGenerate) w.generate_tokens = 0;
-                  CheckWorkload(reader, grid.source(), w);
-                  const bool seen =
-                      std::any_of(suite.grid.begin(), suite.grid.end(),
-                                  [&](const Workload& o) { return o.Describe() == w.Describe(); });
-                  if (!seen) suite.grid.push_back(w);
-                }
+                     reader.OneOrMany<int64_t>(grid, "generate_tokens", {0}, read_size(1)))
+                  for (const int64_t layers :
+                       reader.OneOrMany<int64_t>(grid, "layers", {0}, read_size(1)))
+                    for (const int64_t width :
+                         reader.OneOrMany<int64_t>(grid, "width", {0}, read_size(1))) {
+                      Workload w{mode,   batch,  seq_len, min_len, dtype,
+                                 device, tokens, layers,  width};
+                      // Padding and token counts apply to some modes only; keep one copy.
+                      if (mode == Mode::kGenerate) w.min_len = 0;
+                      if (mode != Mode::kGenerate) w.generate_tokens = 0;
+                      CheckWorkload(reader, grid.source(), w, suite);
+                      const bool seen = std::any_of(
+                          suite.grid.begin(), suite.grid.end(),
+                          [&](const Workload& o) { return o.Describe() == w.Describe(); });
+                      if (!seen) suite.grid.push_back(w);
+                    }
   }
 
   if (const toml::node* cases_node = root.get("cases")) {
@@ -413,7 +437,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       if (auto* n = table.get("device")) w.device = read_device(*n, "device");
       if (auto* n = table.get("generate_tokens"))
         w.generate_tokens = reader.Integer(*n, "generate_tokens", 1, kMaxSize);
-      CheckWorkload(reader, table.source(), w);
+      if (auto* n = table.get("layers")) w.layers = reader.Integer(*n, "layers", 1, 1024);
+      if (auto* n = table.get("width")) w.width = reader.Integer(*n, "width", 1, kMaxSize);
+      CheckWorkload(reader, table.source(), w, suite);
       suite.extra_cases.push_back(CaseSpec{suite.Variant(name), w});
     }
   }

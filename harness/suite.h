@@ -50,6 +50,8 @@ struct Workload {
   std::string dtype = "float32";
   std::string device = "cpu";
   int64_t generate_tokens = 0;  // N, generate mode only
+  int64_t layers = 0;           // overrides the suite's [model] layers when > 0
+  int64_t width = 0;            // overrides the suite's [model] width when > 0
 
   // "mode=train B=32 T=512 ...": stable text that names the workload in keys and output.
   std::string Describe() const;
@@ -95,6 +97,8 @@ struct Suite {
   std::vector<Expectation> expectations;
 
   const VariantSpec& Variant(const std::string& name) const;
+  // The suite's model with the workload's overrides applied.
+  ModelConfig ModelFor(const Workload& workload) const;
   // Every grid variant at every grid point, then the extra cases; duplicates dropped.
   std::vector<CaseSpec> Expand() const;
 };

@@ -22,6 +22,8 @@ std::string Field(const CaseRecord& c, const std::string& name) {
   if (name == "seq_len") return std::to_string(c.seq_len);
   if (name == "min_len") return std::to_string(c.min_len);
   if (name == "generate_tokens") return std::to_string(c.generate_tokens);
+  if (name == "layers") return std::to_string(c.layers);
+  if (name == "width") return std::to_string(c.width);
   return "";
 }
 

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
+
+#include "reports/report.h"
 
 namespace seqbench {
 namespace {
@@ -19,14 +22,36 @@ struct Axis {
 std::optional<double> XValue(const CaseRecord& c, const std::string& x) {
   if (x == "seq_len") return static_cast<double>(c.seq_len);
   if (x == "batch") return static_cast<double>(c.batch);
+  if (x == "layers") return static_cast<double>(c.layers);
   return std::nullopt;
 }
 
-std::optional<double> YValue(const CaseRecord& c, const std::string& y) {
+std::optional<double> YValue(const CaseRecord& c, const std::string& y, const std::string& over,
+                             const std::vector<CaseRecord>& cases) {
   if (y == "runtime") return c.MetricValue("runtime_median_s");
   if (y == "memory") return c.MetricValue("activation_bytes");
   if (y == "tokens_per_s") return c.MetricValue("tokens_per_s");
+  if (y == "speedup") {
+    const auto mine = c.MetricValue("runtime_median_s");
+    for (const CaseRecord& other : cases) {
+      if (other.variant_name != over || !SameWorkload(other, c)) continue;
+      const auto theirs = other.MetricValue("runtime_median_s");
+      if (mine && theirs && *mine > 0) return *theirs / *mine;
+    }
+  }
   return std::nullopt;
+}
+
+// The workload fields other than x, as "B=8 D=256"; only those in `varying` are named,
+// so that one line never mixes workloads and a legend says no more than it must.
+std::string SeriesSuffix(const CaseRecord& c, const std::set<std::string>& varying) {
+  std::string suffix;
+  if (varying.count("batch")) suffix += " B=" + std::to_string(c.batch);
+  if (varying.count("seq_len")) suffix += " T=" + std::to_string(c.seq_len);
+  if (varying.count("layers")) suffix += " L=" + std::to_string(c.layers);
+  if (varying.count("width")) suffix += " D=" + std::to_string(c.width);
+  if (varying.count("mode")) suffix += " " + c.mode;
+  return suffix;
 }
 
 std::string Quoted(const std::string& text) {
@@ -41,12 +66,28 @@ std::string Quoted(const std::string& text) {
 }  // namespace
 
 std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
-  if (request.x != "seq_len" && request.x != "batch") {
-    throw std::invalid_argument("--x must be seq_len or batch, got '" + request.x + "'");
+  if (request.x != "seq_len" && request.x != "batch" && request.x != "layers") {
+    throw std::invalid_argument("--x must be seq_len, batch or layers, got '" + request.x + "'");
   }
-  if (request.y != "runtime" && request.y != "memory" && request.y != "tokens_per_s") {
-    throw std::invalid_argument("--y must be runtime, memory or tokens_per_s, got '" + request.y +
-                                "'");
+  if (request.y != "runtime" && request.y != "memory" && request.y != "tokens_per_s" &&
+      request.y != "speedup") {
+    throw std::invalid_argument("--y must be runtime, memory, tokens_per_s or speedup, got '" +
+                                request.y + "'");
+  }
+  if (request.y == "speedup" && request.over.empty()) {
+    throw std::invalid_argument("--y speedup needs --over VARIANT, the variant it is relative to");
+  }
+  std::map<std::string, std::set<std::string>> values;
+  for (const CaseRecord& c : cases) {
+    values["batch"].insert(std::to_string(c.batch));
+    values["seq_len"].insert(std::to_string(c.seq_len));
+    values["layers"].insert(std::to_string(c.layers));
+    values["width"].insert(std::to_string(c.width));
+    values["mode"].insert(c.mode);
+  }
+  std::set<std::string> varying;
+  for (const auto& [field, distinct] : values) {
+    if (field != request.x && distinct.size() > 1) varying.insert(field);
   }
   std::vector<std::string> order;
   std::map<std::string, std::vector<std::pair<double, double>>> series;
@@ -54,9 +95,10 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   bool first = true;
   for (const CaseRecord& c : cases) {
     const auto x = XValue(c, request.x);
-    const auto y = YValue(c, request.y);
+    const auto y = YValue(c, request.y, request.over, cases);
     if (!x || !y || *y <= 0 || (c.status != "ok" && c.status != "mismatch")) continue;
-    const std::string name = c.variant_name + (c.mode == "train" ? "" : " (" + c.mode + ")");
+    if (request.y == "speedup" && c.variant_name == request.over) continue;
+    const std::string name = c.variant_name + SeriesSuffix(c, varying);
     if (!series.count(name)) order.push_back(name);
     series[name].emplace_back(*x, *y);
     y_min = first ? *y : std::min(y_min, *y);
@@ -74,15 +116,31 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     y_axis = y_max < 1e-3 ? Axis{"median step time (µs)", 1e6}
              : y_max < 1  ? Axis{"median step time (ms)", 1e3}
                           : Axis{"median step time (s)", 1};
+  } else if (request.y == "speedup") {
+    y_axis = Axis{"speedup over " + request.over + " (×)", 1};
   } else if (request.y == "memory") {
     y_axis = y_max < (1 << 30) ? Axis{"activation memory (MiB)", 1.0 / (1 << 20)}
                                : Axis{"activation memory (GiB)", 1.0 / (1 << 30)};
   }
-  const std::string x_label =
-      request.x == "seq_len" ? "sequence length T (tokens)" : "batch size B";
+  const std::string x_label = request.x == "seq_len" ? "sequence length T (tokens)"
+                              : request.x == "batch" ? "batch size B"
+                                                     : "layers L";
+  if (request.y == "speedup" && request.x == "layers") {
+    // The wavefront's ideal: L*T cells on a critical path of T+L-1.
+    int64_t steps = 0;
+    for (const CaseRecord& c : cases) steps = std::max(steps, c.seq_len);
+    const std::string name = "ideal L·T/(T+L-1), T=" + std::to_string(steps);
+    order.push_back(name);
+    for (double layers = x_min; layers <= x_max; layers *= 2) {
+      const double ideal = layers * steps / (steps + layers - 1);
+      series[name].emplace_back(layers, ideal);
+      y_max = std::max(y_max, ideal);
+    }
+  }
 
   std::string script;
-  script += "set terminal svg size 800,480 dynamic enhanced font 'sans,12'\n";
+  script +=
+      "set terminal svg size 800,480 dynamic enhanced font 'sans,12' background rgb 'white'\n";
   script += "set output " + Quoted(request.output) + "\n";
   if (!request.title.empty()) script += "set title " + Quoted(request.title) + " noenhanced\n";
   script += "set xlabel " + Quoted(x_label) + "\nset ylabel " + Quoted(y_axis.label) + "\n";

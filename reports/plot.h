@@ -13,12 +13,16 @@
 namespace seqbench {
 
 struct PlotRequest {
-  std::string x = "seq_len";  // seq_len | batch
-  std::string y = "runtime";  // runtime | memory | tokens_per_s
+  std::string x = "seq_len";  // seq_len | batch | layers
+  std::string y = "runtime";  // runtime | memory | tokens_per_s | speedup
+  std::string over;           // y = speedup: median runtime of this variant / the case's,
+                              // on the same workload; x = layers also draws the ideal
+                              // wavefront speedup L*T/(T+L-1)
   std::string title;
   std::string output;  // the .svg file
 };
 
+// One line per variant and per other workload field (e.g. batch, width) that varies.
 // Throws std::invalid_argument for an unknown x or y, or when no case has the metric.
 std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request);
 

@@ -58,11 +58,14 @@ std::string ModificationsCell(const CaseRecord& c) {
 }
 
 std::string ShapeCell(const CaseRecord& c) {
-  std::string text = "B=" + std::to_string(c.batch) + " T=" + std::to_string(c.seq_len);
+  const std::string model =
+      c.layers > 0 ? "L=" + std::to_string(c.layers) + " D=" + std::to_string(c.width) + " " : "";
+  std::string text = model + "B=" + std::to_string(c.batch) + " T=" + std::to_string(c.seq_len);
   if (c.min_len > 0) text += " (min " + std::to_string(c.min_len) + ")";
-  if (c.mode == "generate")
-    text = "B=" + std::to_string(c.batch) + " P=" + std::to_string(c.seq_len) +
+  if (c.mode == "generate") {
+    text = model + "B=" + std::to_string(c.batch) + " P=" + std::to_string(c.seq_len) +
            " N=" + std::to_string(c.generate_tokens);
+  }
   return text;
 }
 
@@ -92,7 +95,9 @@ std::string EnvironmentValue(const RunRecord& run, const std::string& key) {
 
 std::string WorkloadLabel(const CaseRecord& c) {
   std::ostringstream text;
-  text << "mode=" << c.mode << " B=" << c.batch << " T=" << c.seq_len;
+  text << "mode=" << c.mode;
+  if (c.layers > 0) text << " L=" << c.layers << " D=" << c.width;
+  text << " B=" << c.batch << " T=" << c.seq_len;
   if (c.min_len > 0) text << " min_len=" << c.min_len;
   if (c.mode == "generate") text << " N=" << c.generate_tokens;
   text << " dtype=" << c.dtype << " device=" << c.device;

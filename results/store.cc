@@ -80,6 +80,9 @@ constexpr Migration kMigrations[] = {
     {2,
      "ALTER TABLE cases ADD COLUMN category TEXT NOT NULL DEFAULT '';"
      "ALTER TABLE cases ADD COLUMN description TEXT NOT NULL DEFAULT '';"},
+    {3,
+     "ALTER TABLE cases ADD COLUMN layers INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN width INTEGER NOT NULL DEFAULT 0;"},
 };
 
 }  // namespace
@@ -272,16 +275,17 @@ void Store::AddCase(int64_t run_id, const CaseRecord& record) {
       *this,
       "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, "
       "options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, "
-      "message, reference, iterations, tokens_per_step, wall_s, category, description) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-      "?19, ?20, ?21)");
+      "message, reference, iterations, tokens_per_step, wall_s, category, description, layers, "
+      "width) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+      "?18, ?19, ?20, ?21, ?22, ?23)");
   insert.Bind(1, run_id).Bind(2, record.case_key).Bind(3, record.position);
   insert.Bind(4, record.variant_name).Bind(5, record.variant_key).Bind(6, record.options);
   insert.Bind(7, record.mode).Bind(8, record.dtype).Bind(9, record.device);
   insert.Bind(10, record.batch).Bind(11, record.seq_len).Bind(12, record.min_len);
   insert.Bind(13, record.generate_tokens).Bind(14, record.status).Bind(15, record.message);
   insert.Bind(16, record.reference).Bind(17, record.iterations).Bind(18, record.tokens_per_step);
-  insert.Bind(19, record.wall_s).Bind(20, record.category).Bind(21, record.description).Run();
+  insert.Bind(19, record.wall_s).Bind(20, record.category).Bind(21, record.description);
+  insert.Bind(22, record.layers).Bind(23, record.width).Run();
   const int64_t case_id = sqlite3_last_insert_rowid(db_);
   Statement sample(*this, "INSERT INTO samples (case_id, repetition, seconds) VALUES (?1, ?2, ?3)");
   for (size_t i = 0; i < record.samples_s.size(); ++i) {
@@ -355,7 +359,8 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
       *this,
       "SELECT case_id, case_key, position, variant_name, variant_key, options, mode, "
       "dtype, device, batch, seq_len, min_len, generate_tokens, status, message, "
-      "reference, iterations, tokens_per_step, wall_s, category, description FROM cases "
+      "reference, iterations, tokens_per_step, wall_s, category, description, layers, width "
+      "FROM cases "
       "WHERE run_id = ?1 "
       "ORDER BY position, case_id");
   select.Bind(1, run_id);
@@ -386,6 +391,8 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
     record.wall_s = select.Real(18);
     record.category = select.Text(19);
     record.description = select.Text(20);
+    record.layers = select.Integer(21);
+    record.width = select.Integer(22);
     samples.Bind(1, case_id);
     while (samples.Step()) record.samples_s.push_back(samples.Real(0));
     samples.Run();

@@ -28,7 +28,7 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Run statuses: "running" until the last case is stored; "complete" then; "interrupted"
 // when stopped early (resume with --resume).
@@ -58,7 +58,8 @@ struct CaseRecord {
   std::string category, description;               // the variant's improvement category and summary
   std::string mode, dtype, device;
   int64_t batch = 0, seq_len = 0, min_len = 0, generate_tokens = 0;
-  std::string status;  // ok | mismatch | error | skipped
+  int64_t layers = 0, width = 0;  // the model the case ran (0 in databases before v3)
+  std::string status;             // ok | mismatch | error | skipped
   std::string message;
   std::string reference;   // what correctness compared with
   int64_t iterations = 0;  // steps per repetition

@@ -133,8 +133,9 @@ int RunReadme(const std::vector<std::string>& args) {
       "Regenerates every section between <!-- seqbench:begin ATTRS --> and\n"
       "<!-- seqbench:end --> from the latest complete run that matches, and leaves the\n"
       "rest of the file byte for byte. Attributes: suite=NAME (required), device=cpu|cuda,\n"
-      "and for a plot instead of tables: plot=runtime|memory|tokens_per_s, x=seq_len|batch,\n"
-      "file=PATH.svg (relative to the README).\n\nOptions");
+      "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup,\n"
+      "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n\n"
+      "Options");
   options.add_options()("help,h", "show this help")(
       "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database");
   po::options_description hidden;
@@ -172,6 +173,7 @@ int RunReadme(const std::vector<std::string>& args) {
       PlotRequest request;
       request.y = attribute("plot");
       request.x = attribute("x").empty() ? "seq_len" : attribute("x");
+      request.over = attribute("over");
       const std::string file = attribute("file");
       if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
       request.output = (readme_dir / file).string();
@@ -330,14 +332,17 @@ int RunPlot(const std::vector<std::string>& args) {
   int64_t run_id = 0;
   PlotRequest request;
   po::options_description options(
-      "Usage: seqbench plot RUN_ID --x seq_len|batch --y runtime|memory|tokens_per_s\n"
-      "                     [--out FILE.svg] [--db FILE]\n\n"
+      "Usage: seqbench plot RUN_ID --x seq_len|batch|layers --y "
+      "runtime|memory|tokens_per_s|speedup\n"
+      "                     [--over VARIANT] [--out FILE.svg] [--db FILE]\n\n"
       "Plots one line per variant through gnuplot (SVG), log axes where the data spans a\n"
       "decade or more. runtime is the median step time; memory the activation memory.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
-      "x", po::value(&request.x)->default_value("seq_len"), "seq_len or batch")(
-      "y", po::value(&request.y)->default_value("runtime"), "runtime, memory or tokens_per_s")(
+      "x", po::value(&request.x)->default_value("seq_len"), "seq_len, batch or layers")(
+      "y", po::value(&request.y)->default_value("runtime"),
+      "runtime, memory, tokens_per_s or speedup")(
+      "over", po::value(&request.over), "with --y speedup: the variant it is relative to")(
       "out", po::value(&request.output), "the SVG file (default: run<ID>_<y>.svg)");
   po::options_description hidden;
   hidden.add_options()("run", po::value(&run_id));

@@ -58,6 +58,8 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   record.seq_len = w.seq_len;
   record.min_len = w.min_len;
   record.generate_tokens = w.generate_tokens;
+  record.layers = result.model.num_layers;
+  record.width = result.model.width;
   record.status = result.status;
   record.message = result.message;
   record.reference = result.reference;

@@ -57,7 +57,8 @@ set -e
 [[ $(count "$work/all.db" "select count(*) from runs") -eq 2 ]] || fail "merge duplicated runs"
 
 # 5. show and the other read commands work on the result.
-"$seqbench" show 1 --db "$work/r.db" | grep -q "torch_version" || fail "show lacks the environment"
+"$seqbench" show 1 --db "$work/r.db" >"$work/show"
+grep -q "torch_version" "$work/show" || fail "show lacks the environment"
 set +e
 "$seqbench" show 1 --db "$work/missing.db" 2>/dev/null
 rc=$?
@@ -65,16 +66,22 @@ set -e
 [[ $rc -eq 2 ]] || fail "show on a missing database exited $rc, expected 2"
 # 6. Reports from the resumed run: every format parses; README sections regenerate
 #    idempotently; a section without a matching run is refused with exit 2.
-"$seqbench" report 1 --db "$work/r.db" --format md | grep -q "| S/N | Modifications |" || fail "report md"
-"$seqbench" report 1 --db "$work/r.db" --format csv | awk -F, 'NR > 1' | wc -l | grep -qx "$total" || fail "report csv rows"
+# (Output goes to files first: with pipefail, `grep -q` closing the pipe early would fail
+# the writer with SIGPIPE.)
+"$seqbench" report 1 --db "$work/r.db" --format md >"$work/report.md"
+grep -q "| S/N | Modifications |" "$work/report.md" || fail "report md"
+"$seqbench" report 1 --db "$work/r.db" --format csv >"$work/report.csv"
+[[ $(($(wc -l <"$work/report.csv") - 1)) -eq $total ]] || fail "report csv rows"
 for format in json gbench-json; do
   "$seqbench" report --latest --db "$work/r.db" --format "$format" --out "$work/report.json"
   python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report.json" || fail "report $format is not JSON"
 done
 printf '# T\n\n<!-- seqbench:begin suite=ci device=cpu -->\n<!-- seqbench:end -->\nafter\n' >"$work/README.md"
-"$seqbench" readme "$work/README.md" --db "$work/r.db" | grep -q regenerated || fail "readme did not regenerate"
+"$seqbench" readme "$work/README.md" --db "$work/r.db" >"$work/out"
+grep -q regenerated "$work/out" || fail "readme did not regenerate"
 cp "$work/README.md" "$work/README.once"
-"$seqbench" readme "$work/README.md" --db "$work/r.db" | grep -q "up to date" || fail "readme not idempotent"
+"$seqbench" readme "$work/README.md" --db "$work/r.db" >"$work/out"
+grep -q "up to date" "$work/out" || fail "readme not idempotent"
 cmp -s "$work/README.md" "$work/README.once" || fail "second readme run changed the file"
 grep -q "| S/N |" "$work/README.md" && tail -n1 "$work/README.md" | grep -qx after || fail "readme content"
 printf '<!-- seqbench:begin suite=nosuch -->\n<!-- seqbench:end -->\n' >"$work/R2.md"

@@ -68,10 +68,6 @@ Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
   return weights;
 }
 
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
-}
-
 LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
                          const torch::Tensor& mask) {
   const int64_t d = u.size(-1);
@@ -150,19 +146,7 @@ torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
 }
 
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights) {
-  return torch::matmul(RmsNorm(h, weights.norm_out), weights.w_out);
-}
-
-torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch) {
-  const int64_t t = batch.max_length();
-  const auto predictions = logits.slice(1, 0, t - 1);          // [B,T-1,V]
-  const auto targets = batch.tokens.slice(1, 1, t);            // [B,T-1]
-  const auto has_target = batch.PaddingMask().slice(1, 1, t);  // [B,T-1]
-  const auto losses = torch::nn::functional::cross_entropy(
-      predictions.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  const auto count = has_target.sum().clamp_min(1).to(logits.scalar_type());
-  return (losses * has_target.reshape({-1}).to(logits.scalar_type())).sum() / count;
+  return LanguageModelHead(h, weights.norm_out, weights.w_out);
 }
 
 ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,

@@ -11,12 +11,12 @@
 #include <functional>
 #include <vector>
 
+#include "variants/core/language_model.h"
 #include "variants/core/variant.h"
 
 namespace seqbench::simple_rnn {
 
 inline constexpr char kFamily[] = "simple_rnn";
-inline constexpr double kRmsNormEpsilon = 1e-6;
 
 // Throws unless the config describes a valid simple_rnn (positive sizes, H divides D).
 void ValidateConfig(const ModelConfig& config);
@@ -39,9 +39,6 @@ struct Weights {
 
   static Weights View(const ParameterSet& parameters, int64_t num_layers);
 };
-
-// x: [...,D], gain: [D] -> [...,D]
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
 
 // The four per-position projections of one layer, each [B,T,H,dh].
 struct LayerInputs {
@@ -91,10 +88,6 @@ torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
 
 // logits = RMSNorm(h)·W_out. h: [...,D] -> [...,V]
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
-
-// Mean cross-entropy of next-token prediction over non-padding targets (0 when the batch
-// has none). logits: [B,T,V]
-torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch);
 
 // The whole batched model with a given time mixer: what `batched`, `scan` and
 // `checkpointed` share.

@@ -1,0 +1,175 @@
+// Every lstm variant equals torch::nn::LSTM loaded with the same weights: the top layer's
+// outputs and the final (h, c) in forward mode, and every parameter gradient in train
+// mode, over several L, H, B and T, with ragged batches. lstm_wavefront gives the same
+// bits for any thread count, including more layers than steps.
+#include <catch2/catch.hpp>
+
+#include "harness/equivalence.h"
+#include "harness/workload.h"
+#include "variants/core/registry.h"
+#include "variants/lstm/model.h"
+
+namespace seqbench {
+namespace {
+
+namespace rnn = torch::nn::utils::rnn;
+
+struct Shape {
+  int64_t layers, hidden, batch, steps, min_len;
+};
+
+ModelConfig LstmConfig(const Shape& shape) {
+  ModelConfig config;
+  config.family = lstm::kFamily;
+  config.vocab_size = 23;
+  config.width = shape.hidden;
+  config.num_layers = shape.layers;
+  return config;
+}
+
+// torch::nn::LSTM with the shared weights, run the way a user would run it: packed when
+// the batch is ragged. Returns its outputs and, after backward through the shared head and
+// loss, its parameters' gradients under seqbench's names.
+struct ModuleResult {
+  lstm::LstmOutputs outputs;
+  ParameterSet lstm_gradients;
+};
+
+ModuleResult RunModule(const ModelConfig& config, const ParameterSet& weights, const Batch& batch) {
+  torch::nn::LSTM module(torch::nn::LSTMOptions(config.width, config.width)
+                             .num_layers(config.num_layers)
+                             .batch_first(true));
+  module->to(torch::kFloat64);
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t l = 0; l < config.num_layers; ++l) {
+      const std::string layer = "layers." + std::to_string(l) + ".";
+      const std::string suffix = "_l" + std::to_string(l);
+      for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+        module->named_parameters()[name + suffix].copy_(weights[layer + name]);
+      }
+    }
+  }
+  const auto embedding = weights["embedding"].detach().clone().requires_grad_(true);
+  const auto norm_out = weights["norm_out"].detach().clone().requires_grad_(true);
+  const auto w_out = weights["w_out"].detach().clone().requires_grad_(true);
+  const auto inputs = torch::embedding(embedding, batch.tokens);
+  const auto packed = rnn::pack_padded_sequence(inputs, batch.lengths, /*batch_first=*/true,
+                                                /*enforce_sorted=*/false);
+  auto [packed_outputs, state] = module->forward_with_packed_input(packed);
+  auto [outputs, unused] =
+      rnn::pad_packed_sequence(packed_outputs, /*batch_first=*/true, 0.0, batch.max_length());
+  const auto logits = LanguageModelHead(outputs, norm_out, w_out);
+  NextTokenLoss(logits, batch).backward();
+  ModuleResult result;
+  result.outputs = {outputs, std::get<0>(state), std::get<1>(state)};
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const std::string suffix = "_l" + std::to_string(l);
+    for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+      result.lstm_gradients.insert("layers." + std::to_string(l) + "." + name,
+                                   module->named_parameters()[name + suffix].grad());
+    }
+  }
+  return result;
+}
+
+const std::vector<Shape> kShapes = {
+    {1, 8, 1, 5, 0},    // one layer, one sequence
+    {3, 16, 4, 9, 2},   // ragged batch
+    {4, 12, 3, 2, 1},   // fewer steps than layers
+    {2, 24, 2, 17, 9},  // wider
+};
+
+TEST_CASE("every lstm variant equals torch::nn::LSTM: outputs, final state, gradients", "[lstm]") {
+  const Tolerance tolerance{1e-9, 1e-11};
+  for (const std::string key : {"lstm_loop", "lstm_fused", "lstm_torch", "lstm_wavefront"}) {
+    for (const Shape& shape : kShapes) {
+      DYNAMIC_SECTION(key << " L=" << shape.layers << " H=" << shape.hidden << " B=" << shape.batch
+                          << " T=" << shape.steps) {
+        const ModelConfig config = LstmConfig(shape);
+        const ParameterSet weights = lstm::InitWeights(config, 5);
+        const Batch batch =
+            MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 6);
+        const ModuleResult expected = RunModule(config, weights, batch);
+
+        auto variant = CreateVariant(key);
+        variant->Setup(config, weights, torch::kCPU, torch::kFloat64);
+        auto* stack = dynamic_cast<lstm::LstmVariant*>(variant.get());
+        REQUIRE(stack != nullptr);
+        lstm::LstmOutputs actual;
+        {
+          torch::NoGradGuard no_grad;
+          actual = stack->RunBatch(batch);
+        }
+        CHECK(Compare(actual.outputs, expected.outputs.outputs, tolerance, batch.PaddingMask())
+                  .within);
+        CHECK(Compare(actual.h_n, expected.outputs.h_n, tolerance).within);
+        CHECK(Compare(actual.c_n, expected.outputs.c_n, tolerance).within);
+
+        variant->TrainStep(batch);
+        for (const auto& item : expected.lstm_gradients) {
+          INFO(item.key());
+          CHECK(Compare(variant->parameters()[item.key()].grad(), item.value(), tolerance).within);
+        }
+        // The embedding and head gradients: against lstm_torch, itself checked above.
+        auto reference = CreateVariant("lstm_torch");
+        reference->Setup(config, weights, torch::kCPU, torch::kFloat64);
+        auto fresh = CreateVariant(key);
+        fresh->Setup(config, weights, torch::kCPU, torch::kFloat64);
+        const auto result = CheckEquivalence(*fresh, *reference, Mode::kTrain, batch, tolerance);
+        INFO("worst gradient " << result.worst_gradient);
+        CHECK(result.passed());
+      }
+    }
+  }
+}
+
+TEST_CASE("float32 lstm variants stay within their declared tolerance", "[lstm]") {
+  const Shape shape{3, 32, 4, 33, 8};
+  const ModelConfig config = LstmConfig(shape);
+  const ParameterSet weights = lstm::InitWeights(config, 9);
+  const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 10);
+  for (const std::string key : {"lstm_loop", "lstm_fused", "lstm_wavefront"}) {
+    DYNAMIC_SECTION(key) {
+      auto reference = CreateVariant("lstm_torch");
+      auto candidate = CreateVariant(key);
+      reference->Setup(config, weights, torch::kCPU, torch::kFloat32);
+      candidate->Setup(config, weights, torch::kCPU, torch::kFloat32);
+      const auto result = CheckEquivalence(*candidate, *reference, Mode::kTrain, batch,
+                                           candidate->capabilities().float32);
+      INFO("logits " << result.logits.max_abs << ", grads " << result.gradients.max_rel);
+      CHECK(result.passed());
+    }
+  }
+}
+
+TEST_CASE("lstm_wavefront gives identical results for 1, 2 and L threads, and T < L",
+          "[lstm][wavefront]") {
+  for (const Shape& shape : {Shape{4, 16, 3, 11, 3}, Shape{5, 8, 2, 3, 1}, Shape{8, 8, 1, 6, 0}}) {
+    const ModelConfig config = LstmConfig(shape);
+    const ParameterSet weights = lstm::InitWeights(config, 2);
+    const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 3);
+    for (const int64_t threads : {int64_t{2}, int64_t{3}, shape.layers, shape.layers + 4}) {
+      DYNAMIC_SECTION("L=" << shape.layers << " T=" << shape.steps << " threads=" << threads) {
+        auto parallel = CreateVariant("lstm_wavefront");
+        parallel->Setup(config, weights, torch::kCPU, torch::kFloat32, {{"threads", threads}});
+        auto reference = CreateVariant("lstm_wavefront");
+        reference->Setup(config, weights, torch::kCPU, torch::kFloat32, {{"threads", 1}});
+        // Bit for bit: every cell does the same arithmetic whatever thread runs it.
+        const auto result =
+            CheckEquivalence(*parallel, *reference, Mode::kTrain, batch, Tolerance{0, 0});
+        CHECK(result.logits.within);
+        CHECK(result.gradients.within);
+        torch::NoGradGuard no_grad;
+        auto* a = dynamic_cast<lstm::LstmVariant*>(parallel.get());
+        auto* b = dynamic_cast<lstm::LstmVariant*>(reference.get());  // same step taken
+        const auto x = a->RunBatch(batch), y = b->RunBatch(batch);
+        CHECK(torch::equal(x.h_n, y.h_n));
+        CHECK(torch::equal(x.c_n, y.c_n));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace seqbench

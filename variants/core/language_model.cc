@@ -1,0 +1,26 @@
+#include "variants/core/language_model.h"
+
+namespace seqbench {
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
+}
+
+torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gain,
+                                const torch::Tensor& w_out) {
+  return torch::matmul(RmsNorm(h, gain), w_out);
+}
+
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch) {
+  const int64_t t = batch.max_length();
+  const auto predictions = logits.slice(1, 0, t - 1);          // [B,T-1,V]
+  const auto targets = batch.tokens.slice(1, 1, t);            // [B,T-1]
+  const auto has_target = batch.PaddingMask().slice(1, 1, t);  // [B,T-1]
+  const auto losses = torch::nn::functional::cross_entropy(
+      predictions.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const auto count = has_target.sum().clamp_min(1).to(logits.scalar_type());
+  return (losses * has_target.reshape({-1}).to(logits.scalar_type())).sum() / count;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,26 @@
+// Pieces every language-model family shares: RMSNorm, the output head and the
+// next-token loss, so that families differ only in their recurrent stack.
+//
+// Thread-safety: free functions over tensors; safe from any thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "variants/core/variant.h"
+
+namespace seqbench {
+
+inline constexpr double kRmsNormEpsilon = 1e-6;
+
+// x: [...,D], gain: [D] -> [...,D]
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
+
+// logits = RMSNorm(h; gain)·W_out. h: [...,D], w_out: [D,V] -> [...,V]
+torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gain,
+                                const torch::Tensor& w_out);
+
+// Mean cross-entropy of next-token prediction over non-padding targets (0 when the batch
+// has none). logits: [B,T,V]
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch);
+
+}  // namespace seqbench
