@@ -149,24 +149,51 @@ TEST_CASE("lstm_wavefront gives identical results for 1, 2 and L threads, and T 
     const ModelConfig config = LstmConfig(shape);
     const ParameterSet weights = lstm::InitWeights(config, 2);
     const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 3);
-    for (const int64_t threads : {int64_t{2}, int64_t{3}, shape.layers, shape.layers + 4}) {
-      DYNAMIC_SECTION("L=" << shape.layers << " T=" << shape.steps << " threads=" << threads) {
-        auto parallel = CreateVariant("lstm_wavefront");
-        parallel->Setup(config, weights, torch::kCPU, torch::kFloat32, {{"threads", threads}});
-        auto reference = CreateVariant("lstm_wavefront");
-        reference->Setup(config, weights, torch::kCPU, torch::kFloat32, {{"threads", 1}});
-        // Bit for bit: every cell does the same arithmetic whatever thread runs it.
-        const auto result =
-            CheckEquivalence(*parallel, *reference, Mode::kTrain, batch, Tolerance{0, 0});
-        CHECK(result.logits.within);
-        CHECK(result.gradients.within);
-        torch::NoGradGuard no_grad;
-        auto* a = dynamic_cast<lstm::LstmVariant*>(parallel.get());
-        auto* b = dynamic_cast<lstm::LstmVariant*>(reference.get());  // same step taken
-        const auto x = a->RunBatch(batch), y = b->RunBatch(batch);
-        CHECK(torch::equal(x.h_n, y.h_n));
-        CHECK(torch::equal(x.c_n, y.c_n));
+    for (const int64_t block : {int64_t{1}, int64_t{4}, int64_t{64}}) {
+      for (const int64_t threads : {int64_t{2}, int64_t{3}, shape.layers, shape.layers + 4}) {
+        DYNAMIC_SECTION("L=" << shape.layers << " T=" << shape.steps << " block=" << block
+                             << " threads=" << threads) {
+          auto parallel = CreateVariant("lstm_wavefront");
+          parallel->Setup(config, weights, torch::kCPU, torch::kFloat32,
+                          {{"threads", threads}, {"block", block}});
+          auto reference = CreateVariant("lstm_wavefront");
+          reference->Setup(config, weights, torch::kCPU, torch::kFloat32,
+                           {{"threads", 1}, {"block", block}});
+          // Bit for bit: every cell does the same arithmetic whatever thread runs it.
+          const auto result =
+              CheckEquivalence(*parallel, *reference, Mode::kTrain, batch, Tolerance{0, 0});
+          CHECK(result.logits.within);
+          CHECK(result.gradients.within);
+          torch::NoGradGuard no_grad;
+          auto* a = dynamic_cast<lstm::LstmVariant*>(parallel.get());
+          auto* b = dynamic_cast<lstm::LstmVariant*>(reference.get());  // same step taken
+          const auto x = a->RunBatch(batch), y = b->RunBatch(batch);
+          CHECK(torch::equal(x.h_n, y.h_n));
+          CHECK(torch::equal(x.c_n, y.c_n));
+        }
       }
+    }
+  }
+}
+
+TEST_CASE("lstm_wavefront equals torch::nn::LSTM for every block size", "[lstm][wavefront]") {
+  const Shape shape{3, 16, 3, 21, 5};
+  const ModelConfig config = LstmConfig(shape);
+  const ParameterSet weights = lstm::InitWeights(config, 8);
+  const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 4);
+  const ModuleResult expected = RunModule(config, weights, batch);
+  for (const int64_t block : {1, 2, 5, 21, 100}) {
+    DYNAMIC_SECTION("block=" << block) {
+      auto variant = CreateVariant("lstm_wavefront");
+      variant->Setup(config, weights, torch::kCPU, torch::kFloat64,
+                     {{"threads", 2}, {"block", block}});
+      torch::NoGradGuard no_grad;
+      const auto actual = dynamic_cast<lstm::LstmVariant*>(variant.get())->RunBatch(batch);
+      const Tolerance tolerance{1e-9, 1e-11};
+      CHECK(
+          Compare(actual.outputs, expected.outputs.outputs, tolerance, batch.PaddingMask()).within);
+      CHECK(Compare(actual.h_n, expected.outputs.h_n, tolerance).within);
+      CHECK(Compare(actual.c_n, expected.outputs.c_n, tolerance).within);
     }
   }
 }

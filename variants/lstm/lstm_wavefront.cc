@@ -3,16 +3,29 @@
 // layers and T steps the critical path drops from L*T cells to T+L-1.
 //
 // On CPU the layers are split into `threads` contiguous stages, one thread each (the
-// caller runs the first). A stage walks t = 0..T-1 and, for each of its layers, waits
-// until the layer below has published step t, computes the cell and publishes it: a
-// release-store of a per-layer step counter, read with acquire by the layer above. No
-// lock per cell; a waiting stage spins with yield. Every cell does the same arithmetic
-// whatever the thread count, so results are identical for 1, 2 or L threads.
+// caller runs the first), and time into blocks of `block` steps. For each block a stage
+// runs its layers in order; a layer first projects the whole block of inputs from the
+// layer below in one GEMM (lstm_fused's hoisting, per block), then steps through it with
+// one recurrent addmm a step. A finished block is published with a release-store of the
+// layer's step counter, which the next stage reads with acquire: no lock per cell, and a
+// waiting stage spins with yield. The critical path is (T/block + stages - 1) blocks.
+// Every cell does the same arithmetic whatever the thread count, so results are
+// identical for 1, 2 or L threads.
+//
+// BLAS threads: the stages are the parallelism, one core each; a BLAS that threads every
+// GEMM as well (OpenBLAS does by default) oversubscribes those cores. While more than one
+// stage runs, OpenBLAS is set to one thread for the life of the variant (set in OnSetup,
+// restored by the destructor: switching it every forward wakes and parks OpenBLAS's own
+// threads, which measured as ±30% noise), found at run time so that any other BLAS is
+// left alone.
 //
 // Gradients: the forward runs in the worker threads with the caller's grad mode, and
 // backward goes through the autograd engine as usual (the wavefront covers forward only).
+#include <dlfcn.h>
+
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "variants/core/registry.h"
@@ -21,10 +34,33 @@
 namespace seqbench::lstm {
 namespace {
 
+// Sets OpenBLAS (if it is the loaded BLAS) to one thread for this object's lifetime. The
+// setting is process-wide: the harness runs one variant at a time, so lifetimes nest.
+class SingleThreadedOpenBlas {
+ public:
+  SingleThreadedOpenBlas() {
+    set_ = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    const auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (set_ == nullptr || get == nullptr) return;
+    previous_ = get();
+    set_(1);
+  }
+  ~SingleThreadedOpenBlas() {
+    if (set_ != nullptr && previous_ > 0) set_(previous_);
+  }
+  SingleThreadedOpenBlas(const SingleThreadedOpenBlas&) = delete;
+  SingleThreadedOpenBlas& operator=(const SingleThreadedOpenBlas&) = delete;
+
+ private:
+  void (*set_)(int) = nullptr;
+  int previous_ = 0;
+};
+
 class LstmWavefront final : public LstmVariant {
  public:
   Capabilities capabilities() const override {
     Capabilities caps = LstmCapabilities("layer parallelism");
+    caps.options["block"] = "steps per hand-off between stages (default 16)";
     caps.options["threads"] =
         "worker threads, each running a contiguous group of layers (default: one per layer)";
     return caps;
@@ -35,7 +71,9 @@ class LstmWavefront final : public LstmVariant {
     const int64_t layers = static_cast<int64_t>(w.layers.size());
     const int64_t steps = inputs.size(1);
     const int64_t stages = std::min(OptionOr("threads", layers), layers);
+    const int64_t block = OptionOr("block", 16);
     TORCH_CHECK(stages >= 1, "lstm_wavefront: threads must be at least 1, got ", stages);
+    TORCH_CHECK(block >= 1, "lstm_wavefront: block must be at least 1, got ", block);
 
     // Shared, read-only during the wavefront.
     std::vector<torch::Tensor> input_weights, recurrent_weights, biases;
@@ -65,26 +103,34 @@ class LstmWavefront final : public LstmVariant {
           h.push_back(torch::zeros({inputs.size(0), inputs.size(2)}, inputs.options()));
           c.push_back(h.back());
         }
-        for (int64_t t = 0; t < steps; ++t) {
-          const auto keep = mask.defined() ? mask.select(1, t).unsqueeze(1) : torch::Tensor();
+        for (int64_t start = 0; start < steps; start += block) {
+          const int64_t size = std::min(block, steps - start);
           for (int64_t l = first; l < last; ++l) {
-            torch::Tensor input_part;
+            torch::Tensor projected;  // [B,size,4H]: this block's input part of the gates
             if (l == 0) {
-              input_part = first_projection.select(1, t);
+              projected = first_projection.narrow(1, start, size);
             } else {
-              while (done[l - 1].load(std::memory_order_acquire) <= t) {
-                if (failed.load(std::memory_order_relaxed)) return;
-                std::this_thread::yield();
+              if (l == first) {  // the layer below belongs to another stage
+                while (done[l - 1].load(std::memory_order_acquire) < start + size) {
+                  if (failed.load(std::memory_order_relaxed)) return;
+                  std::this_thread::yield();
+                }
               }
-              input_part = torch::addmm(biases[l], outputs[l - 1][t], input_weights[l]);
+              const std::vector<torch::Tensor> below(outputs[l - 1].begin() + start,
+                                                     outputs[l - 1].begin() + start + size);
+              projected = torch::matmul(torch::stack(below, 1), input_weights[l]) + biases[l];
             }
             const int64_t k = l - first;
-            const auto gates = torch::addmm(input_part, h[k], recurrent_weights[l]);
-            auto [h_next, c_next] = FusedCellUpdate(gates, c[k]);
-            c[k] = KeepWhere(keep, c_next, c[k]);
-            h[k] = KeepWhere(keep, h_next, h[k]);
-            outputs[l][t] = h[k];
-            done[l].store(t + 1, std::memory_order_release);
+            for (int64_t t = start; t < start + size; ++t) {
+              const auto gates =
+                  torch::addmm(projected.select(1, t - start), h[k], recurrent_weights[l]);
+              auto [h_next, c_next] = FusedCellUpdate(gates, c[k]);
+              const auto keep = mask.defined() ? mask.select(1, t).unsqueeze(1) : torch::Tensor();
+              c[k] = KeepWhere(keep, c_next, c[k]);
+              h[k] = KeepWhere(keep, h_next, h[k]);
+              outputs[l][t] = h[k];
+            }
+            done[l].store(start + size, std::memory_order_release);
           }
         }
         for (int64_t l = first; l < last; ++l) {
@@ -106,6 +152,17 @@ class LstmWavefront final : public LstmVariant {
     }
     return {torch::stack(outputs[layers - 1], 1), torch::stack(h_n, 0), torch::stack(c_n, 0)};
   }
+
+ protected:
+  void OnSetup() override {
+    blas_threads_.reset();
+    if (std::min(OptionOr("threads", config().num_layers), config().num_layers) > 1) {
+      blas_threads_.emplace();
+    }
+  }
+
+ private:
+  std::optional<SingleThreadedOpenBlas> blas_threads_;
 };
 
 }  // namespace
