@@ -1,11 +1,13 @@
 # Run at every build (cmake -P): records the source tree's git SHA and whether it was
-# dirty into git_info.h, rewriting the header only when they change.
+# dirty into git_info.h, rewriting the header only when they change. Published result
+# databases are data, not code: writing a run into one must not make the next build dirty.
 execute_process(COMMAND git rev-parse HEAD WORKING_DIRECTORY "${SOURCE_DIR}"
                 OUTPUT_VARIABLE sha OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   set(sha "unknown")
 endif()
-execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY "${SOURCE_DIR}"
+execute_process(COMMAND git status --porcelain --untracked-files=no -- . ":(exclude)results/published"
+                WORKING_DIRECTORY "${SOURCE_DIR}"
                 OUTPUT_VARIABLE changes ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   set(dirty "unknown")
