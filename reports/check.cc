@@ -14,22 +14,9 @@ std::string Fixed(double value) {
   return text;
 }
 
-std::string Field(const CaseRecord& c, const std::string& name) {
-  if (name == "mode") return c.mode;
-  if (name == "dtype") return c.dtype;
-  if (name == "device") return c.device;
-  if (name == "batch") return std::to_string(c.batch);
-  if (name == "seq_len") return std::to_string(c.seq_len);
-  if (name == "min_len") return std::to_string(c.min_len);
-  if (name == "generate_tokens") return std::to_string(c.generate_tokens);
-  if (name == "layers") return std::to_string(c.layers);
-  if (name == "width") return std::to_string(c.width);
-  return "";
-}
-
 bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& where) {
   return std::all_of(where.begin(), where.end(),
-                     [&](const auto& item) { return Field(c, item.first) == item.second; });
+                     [&](const auto& item) { return CaseField(c, item.first) == item.second; });
 }
 
 double Median(std::vector<double> values) {

@@ -140,11 +140,11 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 
   std::string script;
   script +=
-      "set terminal svg size 800,480 dynamic enhanced font 'sans,12' background rgb 'white'\n";
+      "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
   script += "set output " + Quoted(request.output) + "\n";
-  if (!request.title.empty()) script += "set title " + Quoted(request.title) + " noenhanced\n";
+  if (!request.title.empty()) script += "set title " + Quoted(request.title) + "\n";
   script += "set xlabel " + Quoted(x_label) + "\nset ylabel " + Quoted(y_axis.label) + "\n";
-  script += "set grid\nset key top left noenhanced\n";
+  script += "set grid\nset key outside right top\n";
   if (x_max / x_min >= 10) script += "set logscale x 2\n";
   if (y_max / y_min >= 10) script += "set logscale y 10\n";
   for (size_t i = 0; i < order.size(); ++i) {

@@ -104,6 +104,19 @@ std::string WorkloadLabel(const CaseRecord& c) {
   return text.str();
 }
 
+std::string CaseField(const CaseRecord& c, const std::string& name) {
+  if (name == "mode") return c.mode;
+  if (name == "dtype") return c.dtype;
+  if (name == "device") return c.device;
+  if (name == "batch") return std::to_string(c.batch);
+  if (name == "seq_len") return std::to_string(c.seq_len);
+  if (name == "min_len") return std::to_string(c.min_len);
+  if (name == "generate_tokens") return std::to_string(c.generate_tokens);
+  if (name == "layers") return std::to_string(c.layers);
+  if (name == "width") return std::to_string(c.width);
+  return "";
+}
+
 bool SameWorkload(const CaseRecord& a, const CaseRecord& b) {
   return WorkloadLabel(a) == WorkloadLabel(b);
 }

@@ -132,7 +132,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "Usage: seqbench readme README.md [--db FILE]\n\n"
       "Regenerates every section between <!-- seqbench:begin ATTRS --> and\n"
       "<!-- seqbench:end --> from the latest complete run that matches, and leaves the\n"
-      "rest of the file byte for byte. Attributes: suite=NAME (required), device=cpu|cuda,\n"
+      "rest of the file byte for byte. Attributes: suite=NAME (required); any workload field\n"
+      "as a filter (device=cpu, batch=1, mode=train, ...);\n"
       "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup,\n"
       "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n\n"
       "Options");
@@ -163,9 +164,19 @@ int RunReadme(const std::vector<std::string>& args) {
     if (suite.empty()) throw ReadmeError("the section needs suite=NAME");
     for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
       if (it->status != "complete" || it->suite_name != suite) continue;
+      // Attributes that are not the section's own are workload filters, e.g. batch=1.
+      std::map<std::string, std::string> where;
+      for (const auto& [key, value] : section.attributes) {
+        if (key != "suite" && key != "plot" && key != "x" && key != "over" && key != "file") {
+          where[key] = value;
+        }
+      }
       std::vector<CaseRecord> cases;
       for (CaseRecord& c : store->Cases(it->run_id)) {
-        if (device.empty() || c.device == device) cases.push_back(std::move(c));
+        const bool selected = std::all_of(where.begin(), where.end(), [&](const auto& item) {
+          return CaseField(c, item.first) == item.second;
+        });
+        if (selected) cases.push_back(std::move(c));
       }
       if (cases.empty()) continue;
       const RunRecord run = *store->FindRun(it->run_id);
