@@ -4,7 +4,9 @@
 // Thread-safety: commands run on the main thread only.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +47,16 @@ const std::string& CommandLine();
 void SetCommandLine(int argc, char** argv);
 // Now, as ISO 8601 UTC ("2026-11-21T14:08:01Z").
 std::string UtcNow();
+// Parses a command's arguments: `options` are what --help shows, `hidden` the slots that
+// `positional` fills. Bad input throws UsageError naming `command`; with --help the options
+// are printed and nullopt comes back (the command then exits 0).
+std::optional<boost::program_options::variables_map> ParseArguments(
+    const std::vector<std::string>& args,
+    const boost::program_options::options_description& options,
+    const boost::program_options::options_description& hidden = {},
+    const boost::program_options::positional_options_description& positional = {},
+    const std::string& command = "");
+
 // Opens a database that must already exist; a missing file is a UsageError naming
 // `command`, rather than a new empty database.
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);

@@ -32,17 +32,8 @@ int RunList(const std::vector<std::string>& args) {
       "modes, devices, dtypes and options, and the suites in DIR.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "suites", po::value(&suites_dir)->default_value("suites"), "folder of suite files");
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(std::string("list: ") + error.what() + " (see seqbench list --help)");
-  }
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, {}, {}, "list");
+  if (!values) return 0;
 
   std::cout << "Model families:\n";
   for (const FamilyEntry* family : GlobalFamilies().Entries()) {

@@ -41,6 +41,26 @@ void SetCommandLine(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
 }
 
+std::optional<po::variables_map> ParseArguments(
+    const std::vector<std::string>& args, const po::options_description& options,
+    const po::options_description& hidden, const po::positional_options_description& positional,
+    const std::string& command) {
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::variables_map values;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
+    po::notify(values);
+  } catch (const po::error& error) {
+    throw UsageError(command + ": " + error.what() + " (see seqbench " + command + " --help)");
+  }
+  if (values.count("help")) {
+    std::cout << options;
+    return std::nullopt;
+  }
+  return values;
+}
+
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command) {
   if (!std::filesystem::exists(path)) {
     throw UsageError(command + ": no results database at " + path +

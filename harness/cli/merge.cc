@@ -21,21 +21,10 @@ int RunMerge(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")("into", po::value(&into), "target database");
   po::options_description hidden;
   hidden.add_options()("sources", po::value(&sources));
-  po::options_description all;
-  all.add(options).add(hidden);
   po::positional_options_description positional;
   positional.add("sources", -1);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(std::string("merge: ") + error.what() + " (see seqbench merge --help)");
-  }
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "merge");
+  if (!values) return 0;
   if (sources.empty() || into.empty()) {
     throw UsageError(
         "merge: give one or more source databases and --into TARGET (see seqbench merge --help)");

@@ -23,23 +23,6 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 namespace {
 
-po::variables_map Parse(const std::vector<std::string>& args,
-                        const po::options_description& options,
-                        const po::options_description& hidden,
-                        const po::positional_options_description& positional,
-                        const std::string& command) {
-  po::options_description all;
-  all.add(options).add(hidden);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(command + ": " + error.what() + " (see seqbench " + command + " --help)");
-  }
-  return values;
-}
-
 // The run named by id, or the latest complete run (of `suite`, if given).
 RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
                      const std::string& command) {
@@ -106,16 +89,13 @@ int RunReport(const std::vector<std::string>& args) {
   hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
   positional.add("run", 1);
-  const auto values = Parse(args, options, hidden, positional, "report");
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "report");
+  if (!values) return 0;
   if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
     throw UsageError("report: --format must be md, csv, json or gbench-json, got '" + format + "'");
   }
   const auto store = OpenExistingStore(db_path, "report");
-  const RunRecord run = ResolveRun(*store, run_id, values.count("latest"), suite, "report");
+  const RunRecord run = ResolveRun(*store, run_id, values->count("latest"), suite, "report");
   const auto cases = store->Cases(run.run_id);
   std::string text;
   if (format == "md") text = RenderMarkdown(run, cases, BaselineOf(run));
@@ -143,11 +123,8 @@ int RunReadme(const std::vector<std::string>& args) {
   hidden.add_options()("readme", po::value(&readme_path));
   po::positional_options_description positional;
   positional.add("readme", 1);
-  const auto values = Parse(args, options, hidden, positional, "readme");
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "readme");
+  if (!values) return 0;
   if (readme_path.empty()) throw UsageError("readme: give the Markdown file to update");
   const std::string text = ReadFile(readme_path, "readme");
   const auto store = OpenExistingStore(db_path, "readme");
@@ -236,11 +213,8 @@ int RunCompare(const std::vector<std::string>& args) {
   hidden.add_options()("base", po::value(&base_id))("new", po::value(&new_id));
   po::positional_options_description positional;
   positional.add("base", 1).add("new", 1);
-  const auto values = Parse(args, options, hidden, positional, "compare");
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "compare");
+  if (!values) return 0;
   if (base_id <= 0 || new_id <= 0) throw UsageError("compare: give BASE_RUN and NEW_RUN ids");
   const std::regex percent("([0-9]*\\.?[0-9]+)%?");
   std::smatch match;
@@ -299,13 +273,10 @@ int RunCheck(const std::vector<std::string>& args) {
   hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
   positional.add("run", 1);
-  const auto values = Parse(args, options, hidden, positional, "check");
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "check");
+  if (!values) return 0;
   const auto store = OpenExistingStore(db_path, "check");
-  const RunRecord run = ResolveRun(*store, run_id, values.count("latest"), "", "check");
+  const RunRecord run = ResolveRun(*store, run_id, values->count("latest"), "", "check");
   if (run.status != "complete") {
     throw UsageError("check: run " + std::to_string(run.run_id) + " is " + run.status +
                      "; finish it with seqbench run " + run.suite_path + " --resume " +
@@ -359,11 +330,8 @@ int RunPlot(const std::vector<std::string>& args) {
   hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
   positional.add("run", 1);
-  const auto values = Parse(args, options, hidden, positional, "plot");
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "plot");
+  if (!values) return 0;
   const auto store = OpenExistingStore(db_path, "plot");
   const RunRecord run = ResolveRun(*store, run_id, false, "", "plot");
   if (request.output.empty())

@@ -143,26 +143,15 @@ int RunRun(const std::vector<std::string>& args) {
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))(
       "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)");
-  po::options_description all;
-  all.add(options).add(hidden);
   po::positional_options_description positional;
   positional.add("suite", 1);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(std::string("run: ") + error.what() + " (see seqbench run --help)");
-  }
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "run");
+  if (!values) return 0;
   if (suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
-  if (values.count("device") && device != "cpu" && device != "cuda") {
+  if (values->count("device") && device != "cpu" && device != "cuda") {
     throw UsageError("run: --device must be cpu or cuda, got '" + device + "'");
   }
-  if (values.count("repetitions") && repetitions < 1) {
+  if (values->count("repetitions") && repetitions < 1) {
     throw UsageError("run: --repetitions must be at least 1");
   }
   int64_t shard_index = 1, shard_count = 1;
@@ -190,10 +179,10 @@ int RunRun(const std::vector<std::string>& args) {
   } catch (const SuiteError& error) {
     throw UsageError(error.what());
   }
-  if (values.count("repetitions")) suite.measurement.repetitions = repetitions;
+  if (values->count("repetitions")) suite.measurement.repetitions = repetitions;
   std::vector<CaseSpec> cases;
   for (CaseSpec spec : suite.Expand()) {
-    if (values.count("device")) spec.workload.device = device;
+    if (values->count("device")) spec.workload.device = device;
     if (std::regex_search(spec.Key(), case_filter)) cases.push_back(spec);
   }
   cases = Shard(cases, shard_index, shard_count);

@@ -23,27 +23,16 @@ int RunShow(const std::vector<std::string>& args) {
       "latest", "show the most recent run");
   po::options_description hidden;
   hidden.add_options()("run", po::value(&run_id));
-  po::options_description all;
-  all.add(options).add(hidden);
   po::positional_options_description positional;
   positional.add("run", 1);
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(std::string("show: ") + error.what() + " (see seqbench show --help)");
-  }
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, hidden, positional, "show");
+  if (!values) return 0;
   const auto store = OpenExistingStore(db_path, "show");
-  if (values.count("latest")) {
+  if (values->count("latest")) {
     const auto runs = store->Runs();
     if (runs.empty()) throw UsageError("show: " + db_path + " has no runs yet");
     run_id = runs.back().run_id;
-  } else if (!values.count("run")) {
+  } else if (!values->count("run")) {
     std::printf("%-6s %-10s %-12s %-7s %-21s %s\n", "run", "status", "suite", "shard", "started",
                 "command");
     for (const RunRecord& run : store->Runs()) {

@@ -50,17 +50,8 @@ int RunVerify(const std::vector<std::string>& args) {
       "shortest sequence (0: no padding)")(
       "generate", po::value(&generate_tokens)->default_value(16), "tokens to generate")(
       "seed", po::value(&seed)->default_value(1), "seed of weights and data");
-  po::variables_map values;
-  try {
-    po::store(po::command_line_parser(args).options(options).run(), values);
-    po::notify(values);
-  } catch (const po::error& error) {
-    throw UsageError(std::string("verify: ") + error.what() + " (see seqbench verify --help)");
-  }
-  if (values.count("help")) {
-    std::cout << options;
-    return 0;
-  }
+  const auto values = ParseArguments(args, options, {}, {}, "verify");
+  if (!values) return 0;
   const torch::ScalarType dtype = DtypeOption(dtype_name);
   std::regex pattern;
   try {

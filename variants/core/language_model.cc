@@ -2,6 +2,10 @@
 
 namespace seqbench {
 
+std::string LayerParameterName(int64_t layer, const char* name) {
+  return "layers." + std::to_string(layer) + "." + name;
+}
+
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
 }

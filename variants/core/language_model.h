@@ -6,11 +6,16 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
 #include "variants/core/variant.h"
 
 namespace seqbench {
 
 inline constexpr double kRmsNormEpsilon = 1e-6;
+
+// "layers.{layer}.{name}": how every family names a layer's parameters in a ParameterSet.
+std::string LayerParameterName(int64_t layer, const char* name);
 
 // x: [...,D], gain: [D] -> [...,D]
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);

@@ -7,14 +7,6 @@
 #include "variants/core/torch_compat.h"
 
 namespace seqbench::lstm {
-namespace {
-
-std::string LayerKey(int64_t layer, const char* name) {
-  return "layers." + std::to_string(layer) + "." + name;
-}
-
-}  // namespace
-
 void ValidateConfig(const ModelConfig& config) {
   TORCH_CHECK(config.vocab_size > 0 && config.width > 0 && config.num_layers > 0,
               "lstm needs positive vocab_size, width and layers");
@@ -32,10 +24,10 @@ ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
   ParameterSet weights;
   weights.insert("embedding", torch::randn({config.vocab_size, h}, generator, options));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    weights.insert(LayerKey(layer, "weight_ih"), uniform({4 * h, h}));
-    weights.insert(LayerKey(layer, "weight_hh"), uniform({4 * h, h}));
-    weights.insert(LayerKey(layer, "bias_ih"), uniform({4 * h}));
-    weights.insert(LayerKey(layer, "bias_hh"), uniform({4 * h}));
+    weights.insert(LayerParameterName(layer, "weight_ih"), uniform({4 * h, h}));
+    weights.insert(LayerParameterName(layer, "weight_hh"), uniform({4 * h, h}));
+    weights.insert(LayerParameterName(layer, "bias_ih"), uniform({4 * h}));
+    weights.insert(LayerParameterName(layer, "bias_hh"), uniform({4 * h}));
   }
   weights.insert("norm_out", 1.0 + torch::randn({h}, generator, options) * 0.1);
   weights.insert("w_out", torch::randn({h, config.vocab_size}, generator, options) * bound);
@@ -46,9 +38,10 @@ Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
   Weights weights;
   weights.embedding = parameters["embedding"];
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    weights.layers.push_back(LayerWeights{
-        parameters[LayerKey(layer, "weight_ih")], parameters[LayerKey(layer, "weight_hh")],
-        parameters[LayerKey(layer, "bias_ih")], parameters[LayerKey(layer, "bias_hh")]});
+    weights.layers.push_back(LayerWeights{parameters[LayerParameterName(layer, "weight_ih")],
+                                          parameters[LayerParameterName(layer, "weight_hh")],
+                                          parameters[LayerParameterName(layer, "bias_ih")],
+                                          parameters[LayerParameterName(layer, "bias_hh")]});
   }
   weights.norm_out = parameters["norm_out"];
   weights.w_out = parameters["w_out"];

@@ -7,14 +7,6 @@
 #include "variants/core/torch_compat.h"
 
 namespace seqbench::simple_rnn {
-namespace {
-
-std::string LayerKey(int64_t layer, const char* name) {
-  return "layers." + std::to_string(layer) + "." + name;
-}
-
-}  // namespace
-
 void ValidateConfig(const ModelConfig& config) {
   TORCH_CHECK(
       config.vocab_size > 0 && config.width > 0 && config.num_layers > 0 && config.num_heads > 0,
@@ -38,15 +30,15 @@ ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
   ParameterSet weights;
   weights.insert("embedding", normal({config.vocab_size, d}, 1.0));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    weights.insert(LayerKey(layer, "norm"), gain());
-    weights.insert(LayerKey(layer, "w_q"), normal({d, d}, projection_std));
-    weights.insert(LayerKey(layer, "w_k"), normal({d, d}, projection_std));
-    weights.insert(LayerKey(layer, "w_v"), normal({d, d}, projection_std));
-    weights.insert(LayerKey(layer, "w_g"), normal({d, d}, projection_std));
+    weights.insert(LayerParameterName(layer, "norm"), gain());
+    weights.insert(LayerParameterName(layer, "w_q"), normal({d, d}, projection_std));
+    weights.insert(LayerParameterName(layer, "w_k"), normal({d, d}, projection_std));
+    weights.insert(LayerParameterName(layer, "w_v"), normal({d, d}, projection_std));
+    weights.insert(LayerParameterName(layer, "w_g"), normal({d, d}, projection_std));
     // Decays start between 0.9 and 0.999 at zero input: long but finite memory.
     const auto decay = torch::rand({d}, generator, options) * 0.099 + 0.9;
-    weights.insert(LayerKey(layer, "b_g"), torch::log(decay / (1.0 - decay)));
-    weights.insert(LayerKey(layer, "w_o"), normal({d, d}, projection_std));
+    weights.insert(LayerParameterName(layer, "b_g"), torch::log(decay / (1.0 - decay)));
+    weights.insert(LayerParameterName(layer, "w_o"), normal({d, d}, projection_std));
   }
   weights.insert("norm_out", gain());
   weights.insert("w_out", normal({d, config.vocab_size}, projection_std));
@@ -57,11 +49,11 @@ Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
   Weights weights;
   weights.embedding = parameters["embedding"];
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    weights.layers.push_back(
-        LayerWeights{parameters[LayerKey(layer, "norm")], parameters[LayerKey(layer, "w_q")],
-                     parameters[LayerKey(layer, "w_k")], parameters[LayerKey(layer, "w_v")],
-                     parameters[LayerKey(layer, "w_g")], parameters[LayerKey(layer, "b_g")],
-                     parameters[LayerKey(layer, "w_o")]});
+    weights.layers.push_back(LayerWeights{
+        parameters[LayerParameterName(layer, "norm")], parameters[LayerParameterName(layer, "w_q")],
+        parameters[LayerParameterName(layer, "w_k")], parameters[LayerParameterName(layer, "w_v")],
+        parameters[LayerParameterName(layer, "w_g")], parameters[LayerParameterName(layer, "b_g")],
+        parameters[LayerParameterName(layer, "w_o")]});
   }
   weights.norm_out = parameters["norm_out"];
   weights.w_out = parameters["w_out"];
