@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "harness/workload.h"
 #include "variants/core/registry.h"
+#include "variants/core/trace.h"
 
 namespace seqbench {
 namespace {
@@ -113,6 +115,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
   result.model = suite_.ModelFor(spec.workload);
   const Workload& workload = spec.workload;
   const Mode mode = workload.mode;
+  TraceRange case_range("case " + spec.Key());
   try {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
     const torch::Device device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
@@ -150,6 +153,8 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
         CreateVariant(baseline.key)->capabilities().Supports(torch::kFloat64);
     const torch::ScalarType reference_dtype =
         (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
+    std::optional<TraceRange> phase;  // one NVTX range per harness phase
+    phase.emplace("check");
     const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
     result.reference = baseline.name + " " + DtypeName(reference_dtype);
     variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
@@ -158,6 +163,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
                                          reference, mode, batch, tolerance);
     result.checked = true;
+    phase.reset();
 
     // 2. Warmup, then timing.
     const std::function<void()> step = [&, mode]() {
@@ -180,21 +186,27 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       Synchronize(device);
       return Seconds(std::chrono::steady_clock::now() - begin);
     };
+    phase.emplace("warmup");
     for (int64_t i = 0; i < suite_.measurement.warmup; ++i) step();
     int64_t iterations = 1;
     if (suite_.measurement.min_time_s > 0) {
       const double one_step = timed_step();
       iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
     }
+    phase.reset();
+    phase.emplace("timed");
     result.timing = MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations,
                                                suite_.measurement.repetitions);
+    phase.reset();
 
     // 3. Memory of one more step.
+    phase.emplace("memory");
     MemoryProbe probe(device.type());
     probe.Begin();
     step();
     Synchronize(device);
     result.memory = probe.End();
+    phase.reset();
 
     if (result.correctness.passed()) {
       result.status = kStatusOk;

@@ -15,6 +15,7 @@
 #include "harness/runner.h"
 #include "reports/format.h"
 #include "results/store.h"
+#include "variants/core/trace.h"
 
 namespace po = boost::program_options;
 
@@ -139,7 +140,8 @@ int RunRun(const std::vector<std::string>& args) {
       "filter", po::value(&filter), "only cases whose key matches this regex")(
       "repetitions", po::value(&repetitions), "override the suite's repetitions")(
       "resume", po::value(&resume), "complete run RUN_ID: skip its finished cases")(
-      "shard", po::value(&shard_text), "run shard i of n (i/n, 1-based): a deterministic subset");
+      "shard", po::value(&shard_text), "run shard i of n (i/n, 1-based): a deterministic subset")(
+      "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))(
       "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)");
@@ -148,6 +150,14 @@ int RunRun(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "run");
   if (!values) return 0;
   if (suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
+  if (values->count("nvtx")) {
+    if (!TracingCompiledIn()) {
+      throw UsageError(
+          "run: --nvtx: this seqbench was built without NVTX3 (no nvtx3/nvToolsExt.h found "
+          "at configure time; install the CUDA Toolkit and reconfigure)");
+    }
+    SetTracing(true);
+  }
   if (values->count("device") && device != "cpu" && device != "cuda") {
     throw UsageError("run: --device must be cpu or cuda, got '" + device + "'");
   }
@@ -226,6 +236,9 @@ int RunRun(const std::vector<std::string>& args) {
     run.environment.emplace_back("timer", "steady_clock around the step (device synchronised)");
     run.environment.emplace_back("repetitions", std::to_string(suite.measurement.repetitions));
     run.environment.emplace_back("warmup", std::to_string(suite.measurement.warmup));
+    run.environment.emplace_back("nvtx", !TracingCompiledIn() ? "not compiled in"
+                                         : TracingEnabled()   ? "on"
+                                                              : "off");
     run.warnings = env.warnings;
     run_id = store.CreateRun(run);
     for (const auto& warning : env.warnings) std::cerr << "seqbench: warning: " << warning << "\n";

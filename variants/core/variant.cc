@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "variants/core/torch_compat.h"
+#include "variants/core/trace.h"
 
 namespace seqbench {
 
@@ -119,14 +120,23 @@ int64_t Variant::OptionOr(const std::string& name, int64_t fallback) const {
 ForwardOutput Variant::TrainStep(const Batch& batch) {
   TORCH_CHECK(optimizer_ != nullptr, "Setup() must run before TrainStep()");
   compat::ClearGradients(parameters_.values());
-  ForwardOutput output = Forward(batch);
-  output.loss.backward();
+  ForwardOutput output;
+  {
+    TraceRange range("forward");
+    output = Forward(batch);
+  }
+  {
+    TraceRange range("backward");
+    output.loss.backward();
+  }
+  TraceRange range("optimizer");
   optimizer_->step();
   return output;
 }
 
 ForwardOutput Variant::InferStep(const Batch& batch) {
   torch::NoGradGuard no_grad;
+  TraceRange range("forward");
   return Forward(batch);
 }
 
@@ -138,6 +148,7 @@ torch::Tensor Variant::Generate(const torch::Tensor& prompt, int64_t num_tokens)
   std::vector<torch::Tensor> generated;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const auto lengths = torch::full({sequence.size(0)}, sequence.size(1), torch::kLong);
+    TraceRange range("decode (whole prefix)");
     const ForwardOutput output = Forward(Batch{sequence, lengths});
     const auto next = output.logits.select(1, -1).argmax(-1);  // [B]
     generated.push_back(next);

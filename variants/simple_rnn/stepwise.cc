@@ -3,6 +3,7 @@
 // N generated tokens cost O(N) work instead of re-running the growing prefix (O(N*(P+N))).
 // Forward and train run the prefill over the whole batch, i.e. `batched`.
 #include "variants/core/registry.h"
+#include "variants/core/trace.h"
 #include "variants/simple_rnn/model.h"
 
 namespace seqbench::simple_rnn {
@@ -38,11 +39,18 @@ class Stepwise final : public Variant, public IncrementalDecoder {
     TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
     torch::NoGradGuard no_grad;
     DecodeState state;
-    auto logits = Prefill(prompt, state);
+    torch::Tensor logits;
+    {
+      TraceRange range("prefill");
+      logits = Prefill(prompt, state);
+    }
     std::vector<torch::Tensor> generated;
     for (int64_t i = 0; i < num_tokens; ++i) {
       generated.push_back(logits.argmax(-1));
-      if (i + 1 < num_tokens) logits = Step(generated.back(), state);
+      if (i + 1 < num_tokens) {
+        TraceRange range("decode");
+        logits = Step(generated.back(), state);
+      }
     }
     return torch::stack(generated, 1);
   }
