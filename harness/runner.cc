@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 #include "harness/workload.h"
@@ -99,7 +100,11 @@ const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {
 
 const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::ScalarType dtype,
                                             torch::Device device, const Batch& batch) {
-  const std::string key = workload.Describe() + " reference=" + DtypeName(dtype);
+  // Keyed by the reference's dtype, not the case's: float32 and float64 cases of one shape
+  // share one float64 reference.
+  Workload reference_workload = workload;
+  reference_workload.dtype = DtypeName(dtype);
+  const std::string key = reference_workload.Describe();
   const auto cached = references_.find(key);
   if (cached != references_.end()) return cached->second;
   const VariantSpec& baseline = suite_.Variant(suite_.baseline);
@@ -193,8 +198,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       const double one_step = timed_step();
       iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
     }
-    phase.reset();
-    phase.emplace("timed");
+    phase.emplace("timed");  // ends the warmup range first
     result.timing = MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations,
                                                suite_.measurement.repetitions);
     phase.reset();
@@ -212,8 +216,10 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       result.status = kStatusOk;
     } else {
       result.status = kStatusMismatch;
-      result.message = "outside tolerance (rtol " + std::to_string(tolerance.rtol) + ", atol " +
-                       std::to_string(tolerance.atol) + ") against " + result.reference;
+      char bounds[64];
+      std::snprintf(bounds, sizeof(bounds), "rtol %g, atol %g", tolerance.rtol, tolerance.atol);
+      result.message =
+          std::string("outside tolerance (") + bounds + ") against " + result.reference;
     }
   } catch (const std::exception& error) {
     result.status = kStatusError;

@@ -77,6 +77,21 @@ class AlwaysThrows final : public Variant {
 };
 SEQBENCH_REGISTER_VARIANT("test_always_throws", AlwaysThrows, "fails on purpose (tests only)");
 
+// A variant that computes a slightly different function: batched, with the logits off by
+// 1e-3, well outside the float32 tolerance (1e-5 + 1e-4 * |x|) for logits of order 1.
+class SlightlyWrong final : public Variant {
+ public:
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities("test"); }
+  ForwardOutput Forward(const Batch& batch) override {
+    ForwardOutput output =
+        simple_rnn::ForwardBatched(simple_rnn::Weights::View(parameters(), config().num_layers),
+                                   batch, config().num_heads, simple_rnn::StepLoopMixer());
+    output.logits = output.logits + 1e-3;
+    return output;
+  }
+};
+SEQBENCH_REGISTER_VARIANT("test_slightly_wrong", SlightlyWrong, "off by 1e-3 (tests only)");
+
 TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {
   const Suite suite = ParseSuite(R"toml(
 name = "failing"
@@ -97,6 +112,8 @@ key = "baseline"
 key = "test_always_throws"
 [[variants]]
 key = "batched"
+[[variants]]
+key = "test_slightly_wrong"
 [grid]
 mode = "train"
 batch = 2
@@ -109,7 +126,7 @@ device = "cuda"
   CaseRunner runner(suite);
   std::vector<CaseResult> results;
   for (const CaseSpec& spec : suite.Expand()) results.push_back(runner.Run(spec));
-  REQUIRE(results.size() == 4);
+  REQUIRE(results.size() == 5);
   CHECK(results[0].status == kStatusOk);
   CHECK(results[1].status == kStatusError);
   CHECK_THAT(results[1].message, Catch::Contains("this variant always fails"));
@@ -120,10 +137,16 @@ device = "cuda"
   CHECK(results[2].correctness.passed());
   CHECK(results[2].memory.peak_bytes > 0);
   CHECK(results[2].tokens_per_step == 12);
+  // A wrong function is a mismatch, with its errors and its timings kept.
+  CHECK(results[3].status == kStatusMismatch);
+  CHECK(results[3].correctness.logits.max_abs == Approx(1e-3).epsilon(0.01));
+  CHECK_THAT(results[3].message,
+             Catch::Contains("rtol 0.0001, atol 1e-05") && Catch::Contains("baseline float64"));
+  CHECK(results[3].timing.samples_s.size() == 2);
   // CPU-only LibTorch: a CUDA case is skipped with a reason, not failed.
   if (!torch::cuda::is_available()) {
-    CHECK(results[3].status == kStatusSkipped);
-    CHECK_THAT(results[3].message, Catch::Contains("CUDA"));
+    CHECK(results[4].status == kStatusSkipped);
+    CHECK_THAT(results[4].message, Catch::Contains("CUDA"));
   }
 }
 
