@@ -185,8 +185,8 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
   };
   std::string text =
       "run_id,suite,case_key,variant_name,variant_key,category,options,mode,dtype,device,batch,"
-      "seq_len,min_len,generate_tokens,status,message,reference,iterations,repetitions,"
-      "tokens_per_step,wall_s";
+      "seq_len,min_len,generate_tokens,layers,width,status,message,reference,iterations,"
+      "repetitions,tokens_per_step,wall_s";
   for (const auto& metric : kMetricColumns) text += "," + metric;
   text += "\n";
   for (const CaseRecord& c : cases) {
@@ -204,6 +204,8 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
                                              std::to_string(c.seq_len),
                                              std::to_string(c.min_len),
                                              std::to_string(c.generate_tokens),
+                                             std::to_string(c.layers),
+                                             std::to_string(c.width),
                                              c.status,
                                              c.message,
                                              c.reference,
@@ -257,6 +259,8 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                                  {"seq_len", c.seq_len},
                                  {"min_len", c.min_len},
                                  {"generate_tokens", c.generate_tokens},
+                                 {"layers", c.layers},
+                                 {"width", c.width},
                                  {"status", c.status},
                                  {"message", c.message},
                                  {"reference", c.reference},

@@ -321,6 +321,8 @@ TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
   const json document = json::parse(RenderJson(Run(), cases));
   CHECK(document.at("cases").size() == cases.size());
   CHECK(document.at("cases")[1].at("metrics").at("tokens_per_s").at("value") == Approx(320));
+  CHECK(document.at("cases")[1].at("layers") == 0);
+  CHECK(header.find(",layers,width,") != std::string::npos);
   CHECK(document.at("run").at("environment").at("torch_version") == "1.13.0");
 }
 
