@@ -3,6 +3,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/resource.h>
 
+#include "harness/cuda_probe.h"
+
 namespace seqbench {
 namespace {
 
@@ -57,7 +59,12 @@ void CountingCpuAllocator::Add(int64_t bytes) const {
 }
 
 void MemoryProbe::Begin() {
-  if (device_ == c10::DeviceType::CPU) {
+  if (device_.is_cuda()) {
+    cuda_probe::ResetPeak(device_);
+    start_bytes_ = cuda_probe::AllocatedBytes(device_);
+    return;
+  }
+  if (device_.is_cpu()) {
     if (CountingCpuAllocator* allocator = CountingCpuAllocator::Installed()) {
       allocator->ResetPeak();
       start_bytes_ = allocator->live_bytes();
@@ -68,7 +75,12 @@ void MemoryProbe::Begin() {
 MemoryUsage MemoryProbe::End() {
   MemoryUsage usage;
   usage.max_rss_bytes = MaxRssBytes();
-  if (device_ == c10::DeviceType::CPU) {
+  if (device_.is_cuda()) {
+    usage.peak_bytes = cuda_probe::PeakBytes(device_);
+    if (usage.peak_bytes >= 0) usage.activation_bytes = usage.peak_bytes - start_bytes_;
+    return usage;
+  }
+  if (device_.is_cpu()) {
     if (CountingCpuAllocator* allocator = CountingCpuAllocator::Installed()) {
       usage.peak_bytes = allocator->peak_bytes();
       usage.activation_bytes = usage.peak_bytes - start_bytes_;

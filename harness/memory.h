@@ -49,15 +49,16 @@ struct MemoryUsage {
   int64_t max_rss_bytes = -1;     // the process's max resident set size so far
 };
 
-// Brackets one step: Begin() before it, End() after it.
+// Brackets one step: Begin() before it, End() after it. On CUDA the figures are the
+// caching allocator's allocated bytes (its peak reset in Begin()).
 class MemoryProbe {
  public:
-  explicit MemoryProbe(c10::DeviceType device) : device_(device) {}
+  explicit MemoryProbe(torch::Device device) : device_(device) {}
   void Begin();
   MemoryUsage End();
 
  private:
-  c10::DeviceType device_;
+  torch::Device device_;
   int64_t start_bytes_ = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "harness/cuda_probe.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
 #include "variants/core/trace.h"
@@ -185,6 +186,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       }
     };
     const TimedStep timed_step = [&]() {
+      if (device.is_cuda() && cuda_probe::Compiled()) return cuda_probe::TimeStep(step, device);
       Synchronize(device);
       const auto begin = std::chrono::steady_clock::now();
       step();
@@ -205,7 +207,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
 
     // 3. Memory of one more step.
     phase.emplace("memory");
-    MemoryProbe probe(device.type());
+    MemoryProbe probe(device);
     probe.Begin();
     step();
     Synchronize(device);

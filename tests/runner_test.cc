@@ -52,7 +52,7 @@ TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[m
   allocator.ResetPeak();
   const int64_t start = allocator.live_bytes();
   constexpr int64_t kMiB = 1 << 20;
-  MemoryProbe probe(c10::DeviceType::CPU);
+  MemoryProbe probe(torch::kCPU);
   probe.Begin();
   {
     auto a = torch::empty({kMiB}, torch::kUInt8);

@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "harness/cli/command.h"
+#include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "harness/memory.h"
 #include "harness/runner.h"
@@ -233,7 +234,11 @@ int RunRun(const std::vector<std::string>& args) {
     run.status = "running";
     run.started_at = UtcNow();
     run.environment = env.entries;
-    run.environment.emplace_back("timer", "steady_clock around the step (device synchronised)");
+    run.environment.emplace_back(
+        "timer", cuda_probe::Compiled()
+                     ? "CUDA events around the step on CUDA; steady_clock around the step on CPU"
+                     : "steady_clock around the step (device synchronised)");
+    for (const auto& entry : cuda_probe::Environment()) run.environment.push_back(entry);
     run.environment.emplace_back("repetitions", std::to_string(suite.measurement.repetitions));
     run.environment.emplace_back("warmup", std::to_string(suite.measurement.warmup));
     run.environment.emplace_back("nvtx", !TracingCompiledIn() ? "not compiled in"

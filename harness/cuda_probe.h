@@ -1,0 +1,37 @@
+// What the harness needs from a CUDA build of LibTorch, behind one interface: CUDA-event
+// timing of a step, the caching allocator's peak per case, and the device's properties and
+// library settings for the run's environment. cuda_probe_cuda.cc implements it against a
+// CUDA LibTorch 2.x; cuda_probe_none.cc stands in on CPU-only builds (Debian's 1.13),
+// which therefore compile without any CUDA header.
+//
+// Thread-safety: call from the thread that runs the case.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace seqbench::cuda_probe {
+
+// Whether this binary was built against a CUDA LibTorch.
+bool Compiled();
+
+// Seconds of one step on `device`, between CUDA events recorded on the current stream
+// before and after it (the host waits for the second one).
+double TimeStep(const std::function<void()>& step, torch::Device device);
+
+// The caching allocator's statistics for `device`: ResetPeak() starts a new peak from
+// what is allocated now.
+void ResetPeak(torch::Device device);
+int64_t AllocatedBytes(torch::Device device);
+int64_t PeakBytes(torch::Device device);
+
+// GPU name, SMs, memory, compute capability, clock; CUDA runtime, driver and cuDNN
+// versions; TF32 and cuDNN settings. Empty when no CUDA device is usable.
+std::vector<std::pair<std::string, std::string>> Environment();
+
+}  // namespace seqbench::cuda_probe
