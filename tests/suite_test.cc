@@ -176,7 +176,8 @@ TEST_CASE("shards are disjoint and together cover every case", "[suite]") {
 }
 
 TEST_CASE("the shipped suites parse", "[suite]") {
-  for (const char* name : {"ci", "readme", "scaling", "lstm_layers", "lstm_block", "gpu_readme", "gpu_scaling"}) {
+  for (const char* name :
+       {"ci", "readme", "scaling", "lstm_layers", "lstm_block", "gpu_readme", "gpu_scaling"}) {
     DYNAMIC_SECTION(name) {
       const Suite suite =
           LoadSuiteFile(std::string(SEQBENCH_SOURCE_DIR) + "/suites/" + name + ".toml");
