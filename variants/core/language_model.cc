@@ -6,6 +6,16 @@ std::string LayerParameterName(int64_t layer, const char* name) {
   return "layers." + std::to_string(layer) + "." + name;
 }
 
+Capabilities LanguageModelCapabilities(const std::string& family, const std::string& category) {
+  Capabilities caps;
+  caps.family = family;
+  caps.category = category;
+  caps.modes = {Mode::kTrain, Mode::kForward, Mode::kGenerate};
+  caps.devices = {torch::kCPU, torch::kCUDA};
+  caps.dtypes = {torch::kFloat32, torch::kFloat64};
+  return caps;
+}
+
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
 }

@@ -17,6 +17,10 @@ inline constexpr double kRmsNormEpsilon = 1e-6;
 // "layers.{layer}.{name}": how every family names a layer's parameters in a ParameterSet.
 std::string LayerParameterName(int64_t layer, const char* name);
 
+// What a language-model variant supports unless it says otherwise: every mode, CPU and
+// CUDA, float32 and float64, under `family` and its improvement `category`.
+Capabilities LanguageModelCapabilities(const std::string& family, const std::string& category);
+
 // x: [...,D], gain: [D] -> [...,D]
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
 

@@ -80,13 +80,7 @@ torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
 }
 
 Capabilities LstmVariant::LstmCapabilities(const std::string& category) {
-  Capabilities caps;
-  caps.family = kFamily;
-  caps.category = category;
-  caps.modes = {Mode::kTrain, Mode::kForward, Mode::kGenerate};
-  caps.devices = {torch::kCPU, torch::kCUDA};
-  caps.dtypes = {torch::kFloat32, torch::kFloat64};
-  return caps;
+  return LanguageModelCapabilities(kFamily, category);
 }
 
 Capabilities LstmVariant::capabilities() const { return LstmCapabilities("reference"); }

@@ -153,13 +153,7 @@ ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t
 }
 
 Capabilities BaseCapabilities(const std::string& category) {
-  Capabilities caps;
-  caps.family = kFamily;
-  caps.category = category;
-  caps.modes = {Mode::kTrain, Mode::kForward, Mode::kGenerate};
-  caps.devices = {torch::kCPU, torch::kCUDA};
-  caps.dtypes = {torch::kFloat32, torch::kFloat64};
-  return caps;
+  return LanguageModelCapabilities(kFamily, category);
 }
 
 SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig,
