@@ -3,32 +3,22 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "reports/format.h"
 #include "reports/report.h"
 
 namespace seqbench {
 namespace {
-
-std::string Fixed(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3g", value);
-  return text;
-}
 
 bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& where) {
   return std::all_of(where.begin(), where.end(),
                      [&](const auto& item) { return CaseField(c, item.first) == item.second; });
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 std::string Bound(const RatioExpectation& e) {
   std::string text;
-  if (e.at_least) text += ">= " + Fixed(*e.at_least);
-  if (e.at_most) text += std::string(text.empty() ? "" : " and ") + "<= " + Fixed(*e.at_most);
+  if (e.at_least) text += ">= " + FormatSignificant(*e.at_least);
+  if (e.at_most)
+    text += std::string(text.empty() ? "" : " and ") + "<= " + FormatSignificant(*e.at_most);
   return text;
 }
 
@@ -75,7 +65,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
       any = true;
       std::optional<double> ratio;
       if (speedup && !candidate.samples_s.empty() && !other->samples_s.empty()) {
-        ratio = Median(other->samples_s) / Median(candidate.samples_s);
+        ratio = SampleMedian(other->samples_s) / SampleMedian(candidate.samples_s);
       } else if (!speedup) {
         const auto mine = candidate.MetricValue("activation_bytes");
         const auto theirs = other->MetricValue("activation_bytes");
@@ -87,7 +77,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
       all_hold = all_hold && holds;
       outcome.measured +=
           std::string(outcome.measured.empty() ? "" : "; ") +
-          (ratio ? Fixed(*ratio) + "×" : std::string("no measurement")) +
+          (ratio ? FormatSignificant(*ratio) + "×" : std::string("no measurement")) +
           (usable ? "" : " (status " + candidate.status + "/" + other->status + ")") + " at " +
           WorkloadLabel(candidate);
     }

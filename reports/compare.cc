@@ -7,16 +7,6 @@
 #include "reports/report.h"
 
 namespace seqbench {
-namespace {
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-}  // namespace
-
 MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second) {
   const double n1 = static_cast<double>(first.size()), n2 = static_cast<double>(second.size());
   MannWhitney result;
@@ -71,8 +61,8 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
       comparisons.push_back(comparison);
       continue;
     }
-    comparison.base_median_s = Median(b.samples_s);
-    comparison.new_median_s = Median(n.samples_s);
+    comparison.base_median_s = SampleMedian(b.samples_s);
+    comparison.new_median_s = SampleMedian(n.samples_s);
     comparison.ratio = comparison.new_median_s / comparison.base_median_s;
     if (b.samples_s.size() < settings.min_samples || n.samples_s.size() < settings.min_samples) {
       comparison.verdict = "ambiguous";

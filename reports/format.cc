@@ -49,6 +49,12 @@ std::string FormatMeanStd(double mean_s, double std_s) {
   return buffer;
 }
 
+std::string FormatSignificant(double value, int digits) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
+  return buffer;
+}
+
 std::string FormatBytes(int64_t bytes) {
   if (bytes < 0) return "n/a";
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -16,6 +16,8 @@ std::string FormatDuration(double seconds);
 std::string FormatMeanStd(double mean_s, double std_s);
 // 1536 -> "1.5 KiB"; negative (unknown) -> "n/a".
 std::string FormatBytes(int64_t bytes);
+// `digits` significant figures, %g style: (2.0914, 3) -> "2.09".
+std::string FormatSignificant(double value, int digits = 3);
 // 80 -> "1m20s", 3.2 -> "3s".
 std::string FormatEta(double seconds);
 

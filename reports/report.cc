@@ -1,5 +1,6 @@
 #include "reports/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,12 +21,6 @@ const std::vector<std::string> kMetricColumns = {
     "activation_bytes", "max_rss_bytes",    "logits_max_abs",   "logits_max_rel",
     "loss_max_abs",     "grad_max_abs",     "grad_max_rel",     "mismatched_tokens",
     "correct"};
-
-std::string Number(double value, int significant = 3) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.*g", significant, value);
-  return text;
-}
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {
@@ -85,6 +80,12 @@ const CaseRecord* SpeedupReference(const CaseRecord& c, const std::vector<const 
 std::string DateOf(const std::string& timestamp) { return timestamp.substr(0, 10); }
 
 }  // namespace
+
+double SampleMedian(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
 
 std::string EnvironmentValue(const RunRecord& run, const std::string& key) {
   for (const auto& [name, value] : run.environment) {
@@ -212,12 +213,12 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
                                              std::to_string(c.iterations),
                                              std::to_string(c.samples_s.size()),
                                              std::to_string(c.tokens_per_step),
-                                             Number(c.wall_s, 6)};
+                                             FormatSignificant(c.wall_s, 6)};
     std::string line;
     for (const auto& field : fields) line += (line.empty() ? "" : ",") + quote(field);
     for (const auto& metric : kMetricColumns) {
       const auto value = c.MetricValue(metric);
-      line += "," + (value ? Number(*value, 10) : std::string());
+      line += "," + (value ? FormatSignificant(*value, 10) : std::string());
     }
     text += line + "\n";
   }

@@ -25,6 +25,8 @@ std::string WorkloadLabel(const CaseRecord& record);
 // Cases on the same workload compare directly (speedup, expectations, compare).
 bool SameWorkload(const CaseRecord& a, const CaseRecord& b);
 std::string EnvironmentValue(const RunRecord& run, const std::string& key);
+// The median of repetition samples (the mean of the middle two for an even count).
+double SampleMedian(std::vector<double> samples);
 // A workload field of a case as text (mode, dtype, device, batch, seq_len, min_len,
 // generate_tokens, layers, width), or "" for another name: what `where` filters match.
 std::string CaseField(const CaseRecord& c, const std::string& name);

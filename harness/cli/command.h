@@ -61,4 +61,10 @@ std::optional<boost::program_options::variables_map> ParseArguments(
 // `command`, rather than a new empty database.
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);
 
+// The run a command works on: `run_id`, or with `latest` the newest run (only complete
+// ones when `complete_only`, and only of `suite` if given). A missing run is a UsageError
+// naming `command`.
+RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
+                     const std::string& command, bool complete_only = true);
+
 }  // namespace seqbench::cli

@@ -69,6 +69,30 @@ std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::str
   return std::make_unique<Store>(path);
 }
 
+RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
+                     const std::string& command, bool complete_only) {
+  if (!latest && run_id <= 0) throw UsageError(command + ": give a RUN_ID or --latest");
+  if (latest) {
+    const auto runs = store.Runs();
+    for (auto it = runs.rbegin(); it != runs.rend() && run_id <= 0; ++it) {
+      if ((!complete_only || it->status == "complete") &&
+          (suite.empty() || it->suite_name == suite)) {
+        run_id = it->run_id;
+      }
+    }
+    if (run_id <= 0) {
+      throw UsageError(command + ": no " + (complete_only ? "complete " : "") + "run" +
+                       (suite.empty() ? "" : " of suite '" + suite + "'") + " in " + store.path());
+    }
+  }
+  const auto run = store.FindRun(run_id);
+  if (!run) {
+    throw UsageError(command + ": no run " + std::to_string(run_id) + " in " + store.path() +
+                     " (seqbench show --db " + store.path() + " lists them)");
+  }
+  return *run;
+}
+
 namespace {
 
 std::string GlobalUsage(const po::options_description& options) {

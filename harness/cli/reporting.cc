@@ -23,28 +23,6 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 namespace {
 
-// The run named by id, or the latest complete run (of `suite`, if given).
-RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
-                     const std::string& command) {
-  if (!latest && run_id <= 0) throw UsageError(command + ": give a RUN_ID or --latest");
-  if (latest) {
-    const auto runs = store.Runs();
-    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-      if (it->status == "complete" && (suite.empty() || it->suite_name == suite))
-        run_id = it->run_id;
-      if (run_id > 0) break;
-    }
-    if (run_id <= 0) {
-      throw UsageError(command + ": no complete run" +
-                       (suite.empty() ? "" : " of suite '" + suite + "'") + " in " + store.path());
-    }
-  }
-  const auto run = store.FindRun(run_id);
-  if (!run)
-    throw UsageError(command + ": no run " + std::to_string(run_id) + " in " + store.path());
-  return *run;
-}
-
 std::string BaselineOf(const RunRecord& run) {
   const std::regex pattern("^\\s*baseline\\s*=\\s*\"([^\"]+)\"", std::regex::multiline);
   std::smatch match;

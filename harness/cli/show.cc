@@ -28,11 +28,7 @@ int RunShow(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "show");
   if (!values) return 0;
   const auto store = OpenExistingStore(db_path, "show");
-  if (values->count("latest")) {
-    const auto runs = store->Runs();
-    if (runs.empty()) throw UsageError("show: " + db_path + " has no runs yet");
-    run_id = runs.back().run_id;
-  } else if (!values->count("run")) {
+  if (!values->count("run") && !values->count("latest")) {
     std::printf("%-6s %-10s %-12s %-7s %-21s %s\n", "run", "status", "suite", "shard", "started",
                 "command");
     for (const RunRecord& run : store->Runs()) {
@@ -42,19 +38,19 @@ int RunShow(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  const auto run = store->FindRun(run_id);
-  if (!run)
-    throw UsageError("show: no run " + std::to_string(run_id) + " in " + db_path +
-                     " (seqbench show --db " + db_path + " lists them)");
-  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run->run_id,
-              run->status.c_str(), run->suite_name.c_str(), run->suite_path.c_str(),
-              run->suite_hash.c_str(), run->shard.empty() ? "" : ("  shard " + run->shard).c_str());
+  // --latest here is the newest run whatever its status: an interrupted one is worth seeing.
+  const auto run = ResolveRun(*store, run_id, values->count("latest"), "", "show",
+                              /*complete_only=*/false);
+  run_id = run.run_id;
+  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id, run.status.c_str(),
+              run.suite_name.c_str(), run.suite_path.c_str(), run.suite_hash.c_str(),
+              run.shard.empty() ? "" : ("  shard " + run.shard).c_str());
   std::printf("started %s  finished %s  seed %llu\ncommand: %s\n\nEnvironment:\n",
-              run->started_at.c_str(), run->finished_at.empty() ? "-" : run->finished_at.c_str(),
-              (unsigned long long)run->seed, run->command_line.c_str());
-  for (const auto& [key, value] : run->environment)
+              run.started_at.c_str(), run.finished_at.empty() ? "-" : run.finished_at.c_str(),
+              (unsigned long long)run.seed, run.command_line.c_str());
+  for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", key.c_str(), value.c_str());
-  for (const auto& warning : run->warnings) std::printf("warning: %s\n", warning.c_str());
+  for (const auto& warning : run.warnings) std::printf("warning: %s\n", warning.c_str());
   std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status", "runtime (mean ± std)",
               "peak", "activation", "tokens/s", "max error (logits / grads)");
   for (const CaseRecord& c : store->Cases(run_id)) {
