@@ -3,17 +3,27 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/resource.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "harness/cuda_probe.h"
 
 namespace seqbench {
 namespace {
 
-// What each counted allocation carries to its deleter.
+// The wrapped allocations, by data pointer. The DataPtr handed out has context == data
+// (with Free as its deleter) because LibTorch's raw_allocate() path, which oneDNN's
+// bfloat16 kernels take, requires exactly that.
 struct CountedBlock {
   at::DataPtr wrapped;
-  int64_t bytes;
-  const CountingCpuAllocator* owner;
+  int64_t bytes = 0;
+  const CountingCpuAllocator* owner = nullptr;
 };
+std::mutex blocks_mutex;
+std::unordered_map<void*, CountedBlock>& Blocks() {
+  static auto* blocks = new std::unordered_map<void*, CountedBlock>();  // outlives tensors
+  return *blocks;
+}
 
 std::atomic<CountingCpuAllocator*> installed{nullptr};
 
@@ -40,15 +50,27 @@ at::DataPtr CountingCpuAllocator::allocate(size_t bytes) SEQBENCH_ALLOCATE_QUALI
   at::DataPtr wrapped = wrapped_->allocate(bytes);
   void* data = wrapped.get();
   const at::Device device = wrapped.device();
-  auto* block = new CountedBlock{std::move(wrapped), static_cast<int64_t>(bytes), this};
+  if (data == nullptr) return wrapped;  // zero bytes: nothing to count
+  {
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    Blocks().emplace(data, CountedBlock{std::move(wrapped), static_cast<int64_t>(bytes), this});
+  }
   Add(static_cast<int64_t>(bytes));
-  return at::DataPtr(data, block, &CountingCpuAllocator::Free, device);
+  return at::DataPtr(data, data, &CountingCpuAllocator::Free, device);
 }
 
-void CountingCpuAllocator::Free(void* context) {
-  auto* block = static_cast<CountedBlock*>(context);
-  block->owner->Add(-block->bytes);
-  delete block;  // frees the wrapped allocation
+at::DeleterFnPtr CountingCpuAllocator::raw_deleter() const { return &CountingCpuAllocator::Free; }
+
+void CountingCpuAllocator::Free(void* data) {
+  CountedBlock block;
+  {
+    std::lock_guard<std::mutex> lock(blocks_mutex);
+    auto node = Blocks().extract(data);
+    if (node.empty()) return;
+    block = std::move(node.mapped());
+  }
+  block.owner->Add(-block.bytes);
+  // `block` going out of scope frees the wrapped allocation, outside the lock.
 }
 
 void CountingCpuAllocator::Add(int64_t bytes) const {

@@ -25,6 +25,7 @@ class CountingCpuAllocator final : public at::Allocator {
   static CountingCpuAllocator* Installed();
 
   at::DataPtr allocate(size_t bytes) SEQBENCH_ALLOCATE_QUALIFIER override;
+  at::DeleterFnPtr raw_deleter() const override;
   SEQBENCH_ALLOCATOR_COPY_DATA
 
   int64_t live_bytes() const { return live_bytes_.load(); }
@@ -35,7 +36,7 @@ class CountingCpuAllocator final : public at::Allocator {
   explicit CountingCpuAllocator(at::Allocator* wrapped) : wrapped_(wrapped) {}
 
  private:
-  static void Free(void* context);
+  static void Free(void* data);
   void Add(int64_t bytes) const;
 
   at::Allocator* wrapped_;

@@ -86,6 +86,27 @@ std::vector<int64_t> Encode(std::string_view text, const std::string& source) {
   return ids;
 }
 
+std::vector<int64_t> EncodeWithSpecialTokens(std::string_view text, const std::string& source) {
+  static constexpr std::pair<std::string_view, int64_t> kSpecials[] = {
+      {"<pad>", kPad}, {"<en>", kEn}, {"<ja>", kJa}, {"<eos>", kEos}};
+  std::vector<int64_t> ids;
+  size_t plain_begin = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (const auto& [marker, id] : kSpecials) {
+      if (text.compare(i, marker.size(), marker) != 0) continue;
+      const auto plain = Encode(text.substr(plain_begin, i - plain_begin), source);
+      ids.insert(ids.end(), plain.begin(), plain.end());
+      ids.push_back(id);
+      i += marker.size() - 1;
+      plain_begin = i + 1;
+      break;
+    }
+  }
+  const auto rest = Encode(text.substr(std::min(plain_begin, text.size())), source);
+  ids.insert(ids.end(), rest.begin(), rest.end());
+  return ids;
+}
+
 std::string Decode(const std::vector<int64_t>& ids) {
   std::string text;
   for (const int64_t id : ids) {

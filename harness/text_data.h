@@ -38,6 +38,10 @@ void CheckUtf8(std::string_view text, const std::string& source);
 
 // UTF-8 bytes to ids (validated first). No special tokens are added.
 std::vector<int64_t> Encode(std::string_view text, const std::string& source = "text");
+// As Encode(), but the markers "<pad>", "<en>", "<ja>" and "<eos>" become their special
+// tokens: "<en> I love apple <ja>" -> [kEn, ' ', 'I', ..., ' ', kJa].
+std::vector<int64_t> EncodeWithSpecialTokens(std::string_view text,
+                                             const std::string& source = "text");
 // Ids back to text; special tokens print as "<pad>", "<en>", "<ja>", "<eos>".
 std::string Decode(const std::vector<int64_t>& ids);
 

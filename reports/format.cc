@@ -84,4 +84,12 @@ std::string FormatEta(double seconds) {
   return buffer;
 }
 
+std::string FormatCount(double value) {
+  const double magnitude = std::abs(value);
+  if (magnitude >= 1e9) return FormatSignificant(value / 1e9) + "G";
+  if (magnitude >= 1e6) return FormatSignificant(value / 1e6) + "M";
+  if (magnitude >= 1e3) return FormatSignificant(value / 1e3) + "k";
+  return FormatSignificant(value);
+}
+
 }  // namespace seqbench

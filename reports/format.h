@@ -18,6 +18,8 @@ std::string FormatMeanStd(double mean_s, double std_s);
 std::string FormatBytes(int64_t bytes);
 // `digits` significant figures, %g style: (2.0914, 3) -> "2.09".
 std::string FormatSignificant(double value, int digits = 3);
+// 12775 -> "12.8k", 1234567 -> "1.23M", 950 -> "950": counts such as tokens/s.
+std::string FormatCount(double value);
 // 80 -> "1m20s", 3.2 -> "3s".
 std::string FormatEta(double seconds);
 

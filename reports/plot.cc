@@ -167,7 +167,10 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 }
 
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
-  const std::string script = BuildGnuplotScript(cases, request);
+  RunGnuplot(BuildGnuplotScript(cases, request), request.output);
+}
+
+void RunGnuplot(const std::string& script, const std::string& output) {
   FILE* gnuplot = popen("gnuplot 2>&1", "w");
   if (gnuplot == nullptr) throw std::runtime_error("cannot start gnuplot (install gnuplot-nox)");
   std::fwrite(script.data(), 1, script.size(), gnuplot);
@@ -175,7 +178,7 @@ void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request
   if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error("gnuplot failed (exit status " +
                              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                             "; is gnuplot-nox installed?) while writing " + request.output);
+                             "; is gnuplot-nox installed?) while writing " + output);
   }
 }
 

@@ -30,4 +30,7 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 // hint to install gnuplot-nox.
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request);
 
+// Feeds a gnuplot script (which writes `output`) to a gnuplot process.
+void RunGnuplot(const std::string& script, const std::string& output);
+
 }  // namespace seqbench

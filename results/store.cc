@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+
 namespace seqbench {
 namespace {
 
@@ -83,6 +85,20 @@ constexpr Migration kMigrations[] = {
     {3,
      "ALTER TABLE cases ADD COLUMN layers INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE cases ADD COLUMN width INTEGER NOT NULL DEFAULT 0;"},
+    {4,
+     "CREATE TABLE training_steps ("
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  step            INTEGER NOT NULL,"
+     "  loss            REAL NOT NULL,"
+     "  validation_loss REAL,"
+     "  learning_rate   REAL NOT NULL,"
+     "  grad_norm       REAL,"
+     "  loss_scale      REAL NOT NULL,"
+     "  skipped         INTEGER NOT NULL,"
+     "  tokens          INTEGER NOT NULL,"
+     "  elapsed_s       REAL NOT NULL,"
+     "  PRIMARY KEY (run_id, case_key, step));"},
 };
 
 }  // namespace
@@ -110,6 +126,14 @@ class Store::Statement {
   Statement& Bind(int index, double value) {
     store_.Check(sqlite3_bind_double(statement_, index, value), sql_);
     return *this;
+  }
+  Statement& Bind(int index, const std::optional<double>& value) {
+    // NaN too: SQLite would store it as NULL anyway.
+    if (!value || std::isnan(*value)) {
+      store_.Check(sqlite3_bind_null(statement_, index), sql_);
+      return *this;
+    }
+    return Bind(index, *value);
   }
   Statement& BindNullIfEmpty(int index, const std::string& value) {
     if (value.empty()) {
@@ -141,6 +165,10 @@ class Store::Statement {
   }
   int64_t Integer(int column) const { return sqlite3_column_int64(statement_, column); }
   double Real(int column) const { return sqlite3_column_double(statement_, column); }
+  std::optional<double> OptionalReal(int column) const {
+    if (sqlite3_column_type(statement_, column) == SQLITE_NULL) return std::nullopt;
+    return Real(column);
+  }
 
  private:
   const Store& store_;
@@ -413,6 +441,46 @@ std::set<std::string> Store::CaseKeys(int64_t run_id) const {
   return keys;
 }
 
+void Store::AddTrainingSteps(int64_t run_id, const std::string& case_key,
+                             const std::vector<TrainingStepRecord>& steps) {
+  Transaction transaction(*this);
+  Statement insert(*this,
+                   "INSERT INTO training_steps (run_id, case_key, step, loss, validation_loss, "
+                   "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s) VALUES "
+                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  for (const TrainingStepRecord& step : steps) {
+    insert.Bind(1, run_id).Bind(2, case_key).Bind(3, step.step).Bind(4, step.loss);
+    insert.Bind(5, step.validation_loss).Bind(6, step.learning_rate);
+    insert.Bind(7, std::optional<double>(step.grad_norm)).Bind(8, step.loss_scale);
+    insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s).Run();
+  }
+  transaction.Commit();
+}
+
+std::vector<TrainingStepRecord> Store::TrainingSteps(int64_t run_id,
+                                                     const std::string& case_key) const {
+  Statement select(*this,
+                   "SELECT step, loss, validation_loss, learning_rate, grad_norm, loss_scale, "
+                   "skipped, tokens, elapsed_s FROM training_steps WHERE run_id = ?1 AND "
+                   "case_key = ?2 ORDER BY step");
+  select.Bind(1, run_id).Bind(2, case_key);
+  std::vector<TrainingStepRecord> steps;
+  while (select.Step()) {
+    TrainingStepRecord step;
+    step.step = select.Integer(0);
+    step.loss = select.Real(1);
+    step.validation_loss = select.OptionalReal(2);
+    step.learning_rate = select.Real(3);
+    step.grad_norm = select.OptionalReal(4).value_or(std::nan(""));
+    step.loss_scale = select.Real(5);
+    step.skipped = select.Integer(6) != 0;
+    step.tokens = select.Integer(7);
+    step.elapsed_s = select.Real(8);
+    steps.push_back(step);
+  }
+  return steps;
+}
+
 MergeCounts Store::MergeFrom(const Store& other) {
   MergeCounts counts;
   for (const RunRecord& summary : other.Runs()) {
@@ -433,6 +501,8 @@ MergeCounts Store::MergeFrom(const Store& other) {
         continue;
       }
       AddCase(target_id, record);
+      const auto steps = other.TrainingSteps(summary.run_id, record.case_key);
+      if (!steps.empty()) AddTrainingSteps(target_id, record.case_key, steps);
       ++counts.cases_added;
     }
     // A run finished in the source (e.g. resumed there) is finished here too.

@@ -28,7 +28,7 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // Run statuses: "running" until the last case is stored; "complete" then; "interrupted"
 // when stopped early (resume with --resume).
@@ -71,6 +71,21 @@ struct CaseRecord {
   std::optional<double> MetricValue(const std::string& name) const;
 };
 
+// One optimizer step of a `seqbench train` pipeline (schema v4). The pipeline's case row
+// (its throughput and final losses) is written when it finishes; its steps are written
+// as it goes, so that a long training can be followed and an interrupted one still shows.
+struct TrainingStepRecord {
+  int64_t step = 0;                       // 1-based
+  double loss = 0;                        // mean next-token loss of the step's batch (nats/token)
+  std::optional<double> validation_loss;  // at evaluation steps only
+  double learning_rate = 0;
+  double grad_norm = 0;  // before clipping; NaN (stored NULL) for a skipped step
+  double loss_scale = 1;
+  bool skipped = false;
+  int64_t tokens = 0;    // non-padding tokens of the step
+  double elapsed_s = 0;  // wall time from the pipeline's start to the end of this step
+};
+
 struct MergeCounts {
   int64_t runs_added = 0, cases_added = 0, cases_already_present = 0;
 };
@@ -96,7 +111,13 @@ class Store {
   std::vector<CaseRecord> Cases(int64_t run_id) const;  // in suite order
   std::set<std::string> CaseKeys(int64_t run_id) const;
 
-  // Copies every run of `other` (matched by uuid) and every case it lacks.
+  // Appends a pipeline's steps (one transaction). Throws on a step already stored.
+  void AddTrainingSteps(int64_t run_id, const std::string& case_key,
+                        const std::vector<TrainingStepRecord>& steps);
+  std::vector<TrainingStepRecord> TrainingSteps(int64_t run_id, const std::string& case_key) const;
+
+  // Copies every run of `other` (matched by uuid) and every case it lacks, with the
+  // case's training steps.
   MergeCounts MergeFrom(const Store& other);
 
   const std::string& path() const { return path_; }

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -180,6 +181,7 @@ TEST_CASE("a version-1 database is migrated in place", "[store]") {
     const std::string drop = std::string("ALTER TABLE cases DROP COLUMN ") + column;
     REQUIRE(sqlite3_exec(db, drop.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   }
+  REQUIRE(sqlite3_exec(db, "DROP TABLE training_steps", nullptr, nullptr, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db, "UPDATE schema_version SET version = 1", nullptr, nullptr, nullptr) ==
           SQLITE_OK);
   sqlite3_close(db);
@@ -192,6 +194,42 @@ TEST_CASE("a version-1 database is migrated in place", "[store]") {
   migrated.AddCase(1, fresh);
   CHECK(migrated.Cases(1)[1].category == "batching");
   CHECK(cases[0].layers == 0);  // what the migration fills in for old rows
+  TrainingStepRecord step;
+  step.step = 1;
+  step.loss = 2.5;
+  migrated.AddTrainingSteps(1, "a", {step});
+  CHECK(migrated.TrainingSteps(1, "a").size() == 1);
+}
+
+TEST_CASE("training steps round-trip, NaN and missing values as NULL", "[store]") {
+  Store store(":memory:");
+  const int64_t run = store.CreateRun(SampleRun("uuid-train"));
+  std::vector<TrainingStepRecord> steps(3);
+  for (int i = 0; i < 3; ++i) {
+    steps[i].step = i + 1;
+    steps[i].loss = 3.0 - i;
+    steps[i].learning_rate = 1e-3 * (i + 1);
+    steps[i].grad_norm = i == 1 ? std::nan("") : 0.5;
+    steps[i].skipped = i == 1;
+    steps[i].tokens = 100 + i;
+    steps[i].elapsed_s = 0.1 * (i + 1);
+  }
+  steps[2].validation_loss = 1.75;
+  store.AddTrainingSteps(run, "plain", steps);
+  const auto read = store.TrainingSteps(run, "plain");
+  REQUIRE(read.size() == 3);
+  CHECK(read[0].loss == 3.0);
+  CHECK_FALSE(read[0].validation_loss.has_value());
+  CHECK(read[2].validation_loss == 1.75);
+  CHECK(std::isnan(read[1].grad_norm));
+  CHECK(read[1].skipped);
+  CHECK(read[2].tokens == 102);
+  CHECK(store.TrainingSteps(run, "other").empty());
+  // A step stored twice is an error, and the failed batch leaves nothing behind.
+  TrainingStepRecord fourth = steps[0];
+  fourth.step = 4;
+  CHECK_THROWS(store.AddTrainingSteps(run, "plain", {fourth, steps[0]}));
+  CHECK(store.TrainingSteps(run, "plain").size() == 3);
 }
 
 }  // namespace

@@ -45,6 +45,10 @@ int RunPlot(const std::vector<std::string>& args);
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();
 void SetCommandLine(int argc, char** argv);
+// A random 128-bit identifier as 32 hex digits: a run's identity across databases.
+std::string NewUuid();
+int RunTrain(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);
 // Now, as ISO 8601 UTC ("2026-11-21T14:08:01Z").
 std::string UtcNow();
 // Parses a command's arguments: `options` are what --help shows, `hidden` the slots that

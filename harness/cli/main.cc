@@ -26,6 +26,9 @@ const std::vector<Command>& Commands() {
       {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
+      {"train", "train on real text: pipelines side by side, every step's loss stored", RunTrain},
+      {"generate", "greedy generation from a training checkpoint, with per-token latency",
+       RunGenerate},
   };
   return commands;
 }

@@ -10,6 +10,7 @@
 
 #include "harness/cli/command.h"
 #include "harness/suite.h"
+#include "harness/training/training_suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/format.h"
@@ -17,6 +18,7 @@
 #include "reports/plot.h"
 #include "reports/readme.h"
 #include "reports/report.h"
+#include "reports/training.h"
 
 namespace po = boost::program_options;
 
@@ -44,6 +46,58 @@ std::string ReadFile(const std::string& path, const std::string& command) {
   std::ostringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+}  // namespace
+
+namespace {
+
+// The cases named in `list` ("a,b,c"), in that order; a name no case has is an error.
+std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
+                                        const std::string& list) {
+  std::vector<CaseRecord> selected;
+  std::istringstream names(list);
+  std::string name;
+  while (std::getline(names, name, ',')) {
+    const auto it = std::find_if(cases.begin(), cases.end(),
+                                 [&](const CaseRecord& c) { return c.variant_name == name; });
+    if (it == cases.end()) throw ReadmeError("pipelines=: no pipeline '" + name + "' in the run");
+    selected.push_back(*it);
+  }
+  return selected;
+}
+
+TrainingCurves CurvesOf(const Store& store, int64_t run_id, const std::vector<CaseRecord>& cases) {
+  TrainingCurves curves;
+  for (const CaseRecord& c : cases) curves[c.case_key] = store.TrainingSteps(run_id, c.case_key);
+  return curves;
+}
+
+// A README section from a training run: the pipeline table, or a loss plot.
+std::string RenderTrainingSection(const Store& store, const RunRecord& run,
+                                  const std::vector<CaseRecord>& cases,
+                                  const ReadmeSection& section,
+                                  const std::filesystem::path& readme_dir) {
+  const auto attribute = [&](const std::string& key) {
+    const auto it = section.attributes.find(key);
+    return it == section.attributes.end() ? std::string() : it->second;
+  };
+  if (attribute("plot").empty()) return RenderTrainingTable(cases);
+  LossPlotRequest request;
+  request.y = attribute("plot");
+  request.x = attribute("x").empty() ? "step" : attribute("x");
+  const std::string file = attribute("file");
+  if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
+  request.output = (readme_dir / file).string();
+  request.title =
+      run.suite_name + ", run " + std::to_string(run.run_id) + ", " + run.started_at.substr(0, 10);
+  std::filesystem::create_directories(std::filesystem::path(request.output).parent_path());
+  try {
+    RenderLossPlot(cases, CurvesOf(store, run.run_id, cases), request);
+  } catch (const std::invalid_argument& error) {
+    throw ReadmeError(error.what());
+  }
+  return "![" + request.y + " against " + request.x + ": " + request.title + "](" + file + ")\n";
 }
 
 }  // namespace
@@ -76,7 +130,12 @@ int RunReport(const std::vector<std::string>& args) {
   const RunRecord run = ResolveRun(*store, run_id, values->count("latest"), suite, "report");
   const auto cases = store->Cases(run.run_id);
   std::string text;
-  if (format == "md") text = RenderMarkdown(run, cases, BaselineOf(run));
+  if (format == "md") {
+    text = training::IsTrainingSuiteText(run.suite_text)
+               ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
+                     ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
+               : RenderMarkdown(run, cases, BaselineOf(run));
+  }
   if (format == "csv") text = RenderCsv(run, cases);
   if (format == "json") text = RenderJson(run, cases);
   if (format == "gbench-json") text = RenderGbenchJson(run, cases);
@@ -93,7 +152,10 @@ int RunReadme(const std::vector<std::string>& args) {
       "rest of the file byte for byte. Attributes: suite=NAME (required); any workload field\n"
       "as a filter (device=cpu, batch=1, mode=train, ...);\n"
       "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup,\n"
-      "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n\n"
+      "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n"
+      "Training runs (seqbench train) render their pipeline table, or with\n"
+      "plot=loss|validation_loss and x=step|time their loss curves; pipelines=A,B,... picks\n"
+      "and orders the pipelines shown.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
       "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database");
@@ -122,7 +184,8 @@ int RunReadme(const std::vector<std::string>& args) {
       // Attributes that are not the section's own are workload filters, e.g. batch=1.
       std::map<std::string, std::string> where;
       for (const auto& [key, value] : section.attributes) {
-        if (key != "suite" && key != "plot" && key != "x" && key != "over" && key != "file") {
+        if (key != "suite" && key != "plot" && key != "x" && key != "over" && key != "file" &&
+            key != "pipelines") {
           where[key] = value;
         }
       }
@@ -133,8 +196,12 @@ int RunReadme(const std::vector<std::string>& args) {
         });
         if (selected) cases.push_back(std::move(c));
       }
+      if (!attribute("pipelines").empty()) cases = SelectPipelines(cases, attribute("pipelines"));
       if (cases.empty()) continue;
       const RunRecord run = *store->FindRun(it->run_id);
+      if (training::IsTrainingSuiteText(run.suite_text)) {
+        return RenderTrainingSection(*store, run, cases, section, readme_dir);
+      }
       if (attribute("plot").empty()) return RenderMarkdown(run, cases, BaselineOf(run));
       PlotRequest request;
       request.y = attribute("plot");
@@ -260,28 +327,35 @@ int RunCheck(const std::vector<std::string>& args) {
                      "; finish it with seqbench run " + run.suite_path + " --resume " +
                      std::to_string(run.run_id));
   }
-  Suite suite;
+  const bool training_run = training::IsTrainingSuiteText(run.suite_text);
+  const std::string stored_path =
+      run.suite_path + " (as stored with run " + std::to_string(run.run_id) + ")";
+  std::vector<Expectation> suite_expectations;
   try {
-    suite = ParseSuite(run.suite_text,
-                       run.suite_path + " (as stored with run " + std::to_string(run.run_id) + ")");
+    suite_expectations =
+        training_run ? training::ParseTrainingSuite(run.suite_text, stored_path).expectations
+                     : ParseSuite(run.suite_text, stored_path).expectations;
   } catch (const SuiteError& error) {
     throw UsageError(std::string("check: ") + error.what());
   }
   std::vector<RatioExpectation> expectations;
-  for (const Expectation& e : suite.expectations) {
+  for (const Expectation& e : suite_expectations) {
     expectations.push_back({e.what, e.variant, e.over, e.at_least, e.at_most, e.where, e.line});
   }
   if (expectations.empty()) {
-    throw UsageError("check: suite '" + suite.name + "' has no [[expect]] entries to check");
+    throw UsageError("check: suite '" + run.suite_name + "' has no [[expect]] entries to check");
   }
-  const auto outcomes = EvaluateExpectations(expectations, store->Cases(run.run_id));
+  const auto cases = store->Cases(run.run_id);
+  const auto outcomes = training_run ? EvaluateTrainingExpectations(
+                                           expectations, cases, CurvesOf(*store, run.run_id, cases))
+                                     : EvaluateExpectations(expectations, cases);
   MarkdownTable table({"", "expectation", "measured"});
   int failed = 0;
   for (const ExpectationOutcome& outcome : outcomes) {
     table.AddRow({outcome.held ? "✓" : "✗", outcome.expectation, outcome.measured});
     failed += outcome.held ? 0 : 1;
   }
-  std::cout << "check of run " << run.run_id << " (suite " << suite.name << ")\n\n"
+  std::cout << "check of run " << run.run_id << " (suite " << run.suite_name << ")\n\n"
             << table.Render() << "\n";
   std::cout << (outcomes.size() - failed) << " held, " << failed << " fell short\n";
   return failed ? 1 : 0;

@@ -26,15 +26,6 @@ namespace {
 volatile std::sig_atomic_t stop_requested = 0;
 void RequestStop(int) { stop_requested = 1; }
 
-std::string NewUuid() {
-  std::random_device device;
-  std::mt19937_64 generator((static_cast<uint64_t>(device()) << 32) ^ device());
-  char text[33];
-  std::snprintf(text, sizeof(text), "%016llx%016llx", (unsigned long long)generator(),
-                (unsigned long long)generator());
-  return text;
-}
-
 std::string OptionsText(const VariantOptions& options) {
   std::string text;
   for (const auto& [name, value] : options) {
@@ -116,6 +107,15 @@ std::string ProgressLine(const CaseResult& result, const CaseRecord& record) {
 }
 
 }  // namespace
+
+std::string NewUuid() {
+  std::random_device device;
+  std::mt19937_64 generator((static_cast<uint64_t>(device()) << 32) ^ device());
+  char text[33];
+  std::snprintf(text, sizeof(text), "%016llx%016llx", (unsigned long long)generator(),
+                (unsigned long long)generator());
+  return text;
+}
 
 std::string UtcNow() {
   const std::time_t now = std::time(nullptr);

@@ -5,6 +5,7 @@
 // Thread-safety: stateless free functions; safe from any thread.
 #pragma once
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -52,5 +53,34 @@ inline void ClearGradients(const std::vector<torch::Tensor>& parameters) {
 #define SEQBENCH_ALLOCATE_QUALIFIER const
 #define SEQBENCH_ALLOCATOR_COPY_DATA
 #endif
+
+// Autocast (mixed precision) on one device type. LibTorch 2.4 replaced the per-device
+// setters (set_enabled for CUDA, set_cpu_enabled for CPU) with ones that take the device.
+inline void SetAutocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
+#if SEQBENCH_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+
+// Whether autocast to `dtype` works on `device` here: CUDA takes float16 and bfloat16;
+// CPU autocast takes bfloat16 only in 1.13 (float16 on CPU came with 2.4).
+inline bool AutocastSupports(c10::DeviceType device, at::ScalarType dtype) {
+  if (device == c10::DeviceType::CUDA) return dtype == at::kHalf || dtype == at::kBFloat16;
+  if (device != c10::DeviceType::CPU) return false;
+#if SEQBENCH_TORCH_AT_LEAST(2, 4)
+  return dtype == at::kHalf || dtype == at::kBFloat16;
+#else
+  return dtype == at::kBFloat16;
+#endif
+}
 
 }  // namespace seqbench::compat

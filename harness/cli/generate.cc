@@ -1,0 +1,124 @@
+// `seqbench generate`: greedy decoding from a `seqbench train` checkpoint through an
+// incremental decoder (the `stepwise` variant by default), printing the text and the
+// latency of the prefill and of each new token.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "harness/cli/command.h"
+#include "harness/text_data.h"
+#include "harness/training/trainer.h"
+#include "reports/format.h"
+#include "reports/report.h"
+#include "variants/core/registry.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+// Seconds since `start`, after the device has finished its queued work.
+double SecondsSince(std::chrono::steady_clock::time_point start, const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int RunGenerate(const std::vector<std::string>& args) {
+  std::string checkpoint, prompt, variant_key, device_name;
+  int64_t num_tokens = 20;
+  po::options_description options(
+      "Usage: seqbench generate --checkpoint FILE --prompt TEXT [-n N] [OPTIONS]\n\n"
+      "Greedy generation from a training checkpoint: the prompt is prefilled once, then\n"
+      "each new token costs one recurrent step. The markers <en>, <ja>, <eos> and <pad> in\n"
+      "the prompt are special tokens, as in the edict training data, e.g.\n"
+      "  seqbench generate --checkpoint edict.pt --prompt \"<en> I love apple <ja>\" -n 20\n"
+      "Stops early after <eos>.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "checkpoint", po::value(&checkpoint), "a checkpoint written by seqbench train --checkpoint")(
+      "prompt", po::value(&prompt), "the text to continue")(
+      "tokens,n", po::value(&num_tokens)->default_value(20), "tokens to generate at most")(
+      "variant", po::value(&variant_key)->default_value("stepwise"),
+      "an incremental-decoding variant of the checkpoint's family")(
+      "device", po::value(&device_name)->default_value("cpu"), "cpu or cuda");
+  const auto values = ParseArguments(args, options, {}, {}, "generate");
+  if (!values) return 0;
+  if (checkpoint.empty())
+    throw UsageError("generate: give --checkpoint FILE (from seqbench train --checkpoint)");
+  if (prompt.empty()) throw UsageError("generate: give --prompt TEXT");
+  if (num_tokens < 1) throw UsageError("generate: -n must be at least 1");
+  if (device_name != "cpu" && device_name != "cuda")
+    throw UsageError("generate: --device must be cpu or cuda");
+
+  training::CheckpointModel model;
+  std::vector<int64_t> prompt_ids;
+  try {
+    model = training::ReadCheckpointModel(checkpoint);
+    prompt_ids = text::EncodeWithSpecialTokens(prompt, "--prompt");
+  } catch (const std::exception& error) {
+    throw UsageError("generate: " + DescribeError(error));
+  }
+  std::unique_ptr<Variant> variant;
+  try {
+    variant = CreateVariant(variant_key);
+  } catch (const std::exception& error) {
+    throw UsageError("generate: --variant: " + std::string(error.what()));
+  }
+  auto* decoder = dynamic_cast<IncrementalDecoder*>(variant.get());
+  if (decoder == nullptr) {
+    throw UsageError("generate: variant '" + variant_key +
+                     "' does not decode incrementally; use stepwise");
+  }
+  if (variant->capabilities().family != model.model.family) {
+    throw UsageError("generate: variant '" + variant_key + "' is of family '" +
+                     variant->capabilities().family + "', the checkpoint of '" +
+                     model.model.family + "'");
+  }
+  const torch::Device device(device_name);
+  variant->Setup(model.model, model.weights, device, torch::kFloat32);
+  torch::NoGradGuard no_grad;
+
+  const auto prompt_tensor = torch::tensor(prompt_ids, torch::kInt64).reshape({1, -1}).to(device);
+  IncrementalDecoder::DecodeState state;
+  auto start = std::chrono::steady_clock::now();
+  torch::Tensor logits = decoder->Prefill(prompt_tensor, state);
+  int64_t next = logits.argmax(-1).item<int64_t>();
+  const double prefill_s = SecondsSince(start, device);
+  std::vector<int64_t> generated{next};
+  std::vector<double> token_s;
+  while (static_cast<int64_t>(generated.size()) < num_tokens && next != text::kEos) {
+    start = std::chrono::steady_clock::now();
+    logits = decoder->Step(torch::tensor({next}, torch::kInt64).to(device), state);
+    next = logits.argmax(-1).item<int64_t>();
+    token_s.push_back(SecondsSince(start, device));
+    generated.push_back(next);
+  }
+  const std::string output = text::Decode(generated);
+  std::printf("%s%s\n", prompt.c_str(), output.c_str());
+  try {
+    text::CheckUtf8(output, "output");
+  } catch (const text::DataError&) {
+    // Byte-level tokens: -n may stop inside a multi-byte character, or the model may emit
+    // bytes that form none.
+    std::printf(
+        "(the generated bytes are not all valid UTF-8: a character cut by -n, or "
+        "bytes the model put together wrongly)\n");
+  }
+  std::printf("\ncheckpoint %s (step %lld, %s D=%lld L=%lld), variant %s on %s\n",
+              checkpoint.c_str(), (long long)model.step, model.model.family.c_str(),
+              (long long)model.model.width, (long long)model.model.num_layers, variant_key.c_str(),
+              device_name.c_str());
+  std::printf("prefill: %zu prompt tokens in %s (first new token included)\n", prompt_ids.size(),
+              FormatDuration(prefill_s).c_str());
+  if (!token_s.empty()) {
+    const auto [fastest, slowest] = std::minmax_element(token_s.begin(), token_s.end());
+    std::printf("per new token: median %s (min %s, max %s) over %zu tokens\n",
+                FormatDuration(SampleMedian(token_s)).c_str(), FormatDuration(*fastest).c_str(),
+                FormatDuration(*slowest).c_str(), token_s.size());
+  }
+  return 0;
+}
+
+}  // namespace seqbench::cli

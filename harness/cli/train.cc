@@ -1,0 +1,442 @@
+// `seqbench train`: runs a training suite's pipelines (or one pipeline described on the
+// command line) on real text, logging every step's loss into the results database and
+// storing each pipeline's throughput, memory and final losses as a case of the run.
+// `seqbench generate`: greedy decoding from a training checkpoint through `stepwise`.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "harness/cli/command.h"
+#include "harness/environment.h"
+#include "harness/memory.h"
+#include "harness/text_data.h"
+#include "harness/training/training_suite.h"
+#include "reports/format.h"
+#include "reports/training.h"
+#include "variants/core/registry.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+using training::PipelineSpec;
+using training::StepResult;
+using training::Trainer;
+using training::TrainingSuite;
+
+volatile std::sig_atomic_t stop_requested = 0;
+int64_t stop_after_steps = 0;  // tests: stop after this many steps, as if interrupted
+void RequestStop(int) { stop_requested = 1; }
+
+// TOML text for a one-pipeline suite from the command line's flags: parsed like any
+// suite file (one validation path), and stored with the run as its provenance.
+std::string CommandLineSuite(const po::variables_map& values) {
+  std::ostringstream toml;
+  const auto quoted = [](const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  const auto number = [&](const char* flag, const char* key) {
+    if (values.count(flag)) toml << key << " = " << values[flag].as<std::string>() << "\n";
+  };
+  const auto text = [&](const char* flag, const char* key) {
+    if (values.count(flag)) toml << key << " = " << quoted(values[flag].as<std::string>()) << "\n";
+  };
+  toml << "name = \"train\"\ndescription = "
+       << quoted("seqbench train " + CommandLine().substr(CommandLine().find("train") + 5))
+       << "\n[data]\n";
+  text("data", "corpus");
+  text("data-path", "path");
+  number("max-length", "max_length");
+  number("validation-samples", "validation_samples");
+  number("max-samples", "max_samples");
+  toml << "[model]\n";
+  number("width", "width");
+  number("layers", "layers");
+  number("heads", "heads");
+  toml << "[[pipelines]]\nname = "
+       << quoted(values.count("variant") ? values["variant"].as<std::string>() : "batched") << "\n";
+  text("variant", "variant");
+  number("steps", "steps");
+  text("batching", "batching");
+  number("batch-size", "batch_size");
+  number("token-budget", "token_budget");
+  number("workers", "workers");
+  number("accumulation", "accumulation");
+  text("amp", "amp");
+  number("learning-rate", "learning_rate");
+  number("warmup-steps", "warmup_steps");
+  number("clip-norm", "clip_norm");
+  number("eval-every", "eval_every");
+  number("seed", "seed");
+  text("device", "device");
+  if (values.count("loss-scaling")) toml << "loss_scaling = true\n";
+  if (values.count("restarts")) toml << "restarts = true\n";
+  return toml.str();
+}
+
+struct PipelineOutcome {
+  CaseRecord record;
+  bool interrupted = false;
+};
+
+double Mean(const std::vector<double>& values) {
+  return values.empty() ? 0 : std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+}
+
+double SampleStddev(const std::vector<double>& values) {
+  if (values.size() < 2) return 0;
+  const double mean = Mean(values);
+  double sum = 0;
+  for (const double v : values) sum += (v - mean) * (v - mean);
+  return std::sqrt(sum / (values.size() - 1));
+}
+
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::string name, int64_t total) : name_(std::move(name)), total_(total) {}
+
+  void Update(const StepResult& step, double elapsed_s, double tokens_per_s,
+              std::optional<double> validation, int64_t first_step, bool last) {
+    const double eta =
+        elapsed_s / std::max<int64_t>(1, step.step - first_step) * (total_ - step.step);
+    char line[256];
+    std::snprintf(line, sizeof(line), "[%s] step %lld/%lld  loss %.3f%s  %.0f tok/s  ETA %s",
+                  name_.c_str(), (long long)step.step, (long long)total_, step.loss,
+                  validation ? ("  val " + FormatSignificant(*validation, 4)).c_str() : "",
+                  tokens_per_s, FormatEta(eta).c_str());
+    if (terminal_) {
+      const int width = 20;
+      const int filled = static_cast<int>(width * step.step / std::max<int64_t>(1, total_));
+      std::fprintf(stderr, "\r%s [%s%s]\033[K", line, std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str());
+      if (last) std::fprintf(stderr, "\n");
+    } else if (validation || last || step.step % std::max<int64_t>(1, total_ / 10) == 0) {
+      std::fprintf(stderr, "%s\n", line);  // logs: evaluations and every tenth of the run
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string name_;
+  int64_t total_;
+  bool terminal_ = isatty(fileno(stderr)) != 0;
+};
+
+PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
+                            const training::TrainingData& data, Store& store, int64_t run_id,
+                            int64_t position, const std::string& checkpoint,
+                            const std::string& resume, int64_t save_every) {
+  PipelineOutcome outcome;
+  CaseRecord& record = outcome.record;
+  const training::TrainingConfig& config = spec.config;
+  record.case_key = spec.name;
+  record.position = position;
+  record.variant_name = spec.name;
+  record.variant_key = config.variant;
+  record.options = spec.Describe();
+  record.category = "training pipeline";
+  record.description = GlobalVariants().Get(config.variant).description;
+  record.mode = "train";
+  record.dtype = "float32";
+  record.device = config.device;
+  record.batch = config.batching.policy == training::BatchingPolicy::kTokenBudget
+                     ? 0
+                     : config.batching.batch_size;
+  record.seq_len = suite.data.max_length;
+  record.layers = config.model.num_layers;
+  record.width = config.model.width;
+  record.reference = suite.reference;
+  record.status = "ok";
+
+  const auto started = std::chrono::steady_clock::now();
+  const torch::Device device(config.device);
+  if (device.is_cpu()) CountingCpuAllocator::Install();
+  MemoryProbe probe(device);
+  probe.Begin();
+  std::vector<StepResult> steps;
+  std::vector<double> validation_losses;
+  try {
+    Trainer trainer(config, data.train, data.validation);
+    if (!resume.empty()) {
+      trainer.Load(resume);
+      std::fprintf(stderr, "[%s] resumed from %s at step %lld\n", spec.name.c_str(), resume.c_str(),
+                   (long long)trainer.step());
+    }
+    const int64_t first_step = trainer.step();
+    ProgressPrinter progress(spec.name, spec.steps);
+    std::vector<TrainingStepRecord> pending;
+    double elapsed_s = 0;
+    int64_t tokens = 0;
+    while (trainer.step() < spec.steps) {
+      if (stop_requested ||
+          (stop_after_steps > 0 && static_cast<int64_t>(steps.size()) >= stop_after_steps)) {
+        outcome.interrupted = true;
+        break;
+      }
+      const StepResult step = trainer.Step();
+      steps.push_back(step);
+      elapsed_s += step.seconds;
+      tokens += step.tokens;
+      TrainingStepRecord row{step.step,          step.loss,      std::nullopt,
+                             step.learning_rate, step.grad_norm, step.loss_scale,
+                             step.skipped,       step.tokens,    elapsed_s};
+      const bool last = step.step == spec.steps;
+      if (step.step % spec.eval_every == 0 || last) {
+        row.validation_loss = trainer.Evaluate();
+        validation_losses.push_back(*row.validation_loss);
+      }
+      pending.push_back(row);
+      if (row.validation_loss) {  // the log reaches the database at every evaluation
+        store.AddTrainingSteps(run_id, record.case_key, pending);
+        pending.clear();
+      }
+      if (!checkpoint.empty() && save_every > 0 && step.step % save_every == 0) {
+        trainer.Save(checkpoint);
+      }
+      progress.Update(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
+    }
+    if (!pending.empty()) store.AddTrainingSteps(run_id, record.case_key, pending);
+    if (!checkpoint.empty()) {
+      trainer.Save(checkpoint);
+      std::fprintf(stderr, "[%s] checkpoint at step %lld: %s\n", spec.name.c_str(),
+                   (long long)trainer.step(), checkpoint.c_str());
+    }
+    const auto padding = trainer.loader().EpochPadding();
+    record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
+  } catch (const std::exception& error) {
+    record.status = "error";
+    record.message = DescribeError(error);
+    std::fprintf(stderr, "[%s] error: %s\n", spec.name.c_str(), record.message.c_str());
+  }
+  const MemoryUsage memory = probe.End();
+  record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  record.iterations = static_cast<int64_t>(steps.size());
+  if (steps.empty()) return outcome;
+
+  // Throughput over the timed steps; losses over every step.
+  int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
+  double timed_seconds = 0;
+  std::vector<double> rates;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    all_tokens += steps[i].tokens;
+    padded_tokens += steps[i].padded_tokens;
+    skipped += steps[i].skipped ? 1 : 0;
+    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
+    record.samples_s.push_back(steps[i].seconds);
+    timed_tokens += steps[i].tokens;
+    timed_seconds += steps[i].seconds;
+    rates.push_back(steps[i].tokens / steps[i].seconds);
+  }
+  record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
+  const auto add = [&](const std::string& name, double value, const char* unit) {
+    record.metrics.push_back({name, value, unit});
+  };
+  if (timed_seconds > 0) {
+    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
+    if (rates.size() >= 2) add("tokens_per_s_stddev", SampleStddev(rates), "tokens/s");
+    add("runtime_mean_s", Mean(record.samples_s), "s");
+    if (rates.size() >= 2) add("runtime_stddev_s", SampleStddev(record.samples_s), "s");
+  }
+  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+  const size_t tail = std::max<size_t>(1, steps.size() / 10);
+  double tail_loss = 0;
+  for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
+  add("final_train_loss", tail_loss / tail, "nats/token");
+  if (!validation_losses.empty())
+    add("final_validation_loss", validation_losses.back(), "nats/token");
+  add("skipped_steps", skipped, "count");
+  if (config.loss_scaling || config.precision == training::Precision::kFloat16) {
+    add("final_loss_scale", steps.back().loss_scale, "ratio");
+  }
+  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
+  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
+  return outcome;
+}
+
+}  // namespace
+
+int RunTrain(const std::vector<std::string>& args) {
+  std::string suite_path, db_path, checkpoint, resume, device;
+  std::vector<std::string> only;
+  int64_t save_every = 0;
+  po::options_description options(
+      "Usage: seqbench train [SUITE.toml] [OPTIONS]\n\n"
+      "Trains on real text and stores every step's loss and each pipeline's throughput,\n"
+      "peak memory and final losses in the results database. With a training suite\n"
+      "(suites/training.toml), runs its pipelines side by side; without one, runs a single\n"
+      "pipeline described by the flags below. Exits 0 when every pipeline finished, 1 when\n"
+      "one failed or the run was interrupted (Ctrl-C; what ran is stored), 2 on bad input.\n\n"
+      "Options");
+  // Numbers are taken as text and parsed with the suite file's rules (one validation path).
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
+      "pipeline", po::value(&only)->composing(),
+      "with a suite: run only this pipeline (repeatable)")(
+      "steps", po::value<std::string>(), "optimizer steps (overrides the suite's)")(
+      "device", po::value(&device), "cpu or cuda (overrides the suite's)")(
+      "checkpoint", po::value(&checkpoint), "save the (single) pipeline's state here at the end")(
+      "save-every", po::value(&save_every), "also save the checkpoint every N steps")(
+      "resume", po::value(&resume), "load this checkpoint first and continue to --steps")(
+      "data", po::value<std::string>(),
+      "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic")(
+      "data-path", po::value<std::string>(), "corpus location (default: the Debian package's)")(
+      "max-length", po::value<std::string>(), "longest sample in tokens (longer text is split)")(
+      "validation-samples", po::value<std::string>(), "held-out samples")(
+      "max-samples", po::value<std::string>(), "use at most this many samples")(
+      "variant", po::value<std::string>(), "variant key (default batched)")(
+      "width", po::value<std::string>(), "model width D")("layers", po::value<std::string>(),
+                                                          "model layers L")(
+      "heads", po::value<std::string>(), "heads H")("batching", po::value<std::string>(),
+                                                    "fixed | bucketed | token_budget")(
+      "batch-size", po::value<std::string>(), "samples per batch (fixed, bucketed)")(
+      "token-budget", po::value<std::string>(), "B·T_max per batch (token_budget)")(
+      "workers", po::value<std::string>(), "background loader threads")(
+      "accumulation", po::value<std::string>(), "micro-batches per optimizer step")(
+      "amp", po::value<std::string>(), "fp32 | bf16 | fp16 autocast")(
+      "loss-scaling", "dynamic loss scaling (always on with fp16)")(
+      "learning-rate", po::value<std::string>(), "peak learning rate (AdamW)")(
+      "warmup-steps", po::value<std::string>(), "linear warmup steps")(
+      "restarts", "cosine schedule with warm restarts")(
+      "clip-norm", po::value<std::string>(), "clip gradients to this global norm (0: off)")(
+      "eval-every", po::value<std::string>(), "validation loss every N steps")(
+      "seed", po::value<std::string>(), "weights and batch order");
+  po::options_description hidden;
+  hidden.add_options()("suite", po::value(&suite_path))("stop-after-steps",
+                                                        po::value(&stop_after_steps));
+  po::positional_options_description positional;
+  positional.add("suite", 1);
+  const auto values = ParseArguments(args, options, hidden, positional, "train");
+  if (!values) return 0;
+
+  static const char* kPipelineFlags[] = {
+      "data",          "data-path",    "max-length", "validation-samples",
+      "max-samples",   "variant",      "width",      "layers",
+      "heads",         "batching",     "batch-size", "token-budget",
+      "workers",       "accumulation", "amp",        "loss-scaling",
+      "learning-rate", "warmup-steps", "restarts",   "clip-norm",
+      "eval-every",    "seed"};
+  TrainingSuite suite;
+  try {
+    if (!suite_path.empty()) {
+      for (const char* flag : kPipelineFlags) {
+        if (values->count(flag)) {
+          throw UsageError(std::string("train: --") + flag +
+                           " describes a pipeline; with a suite file, set it in the suite (or "
+                           "drop the suite to train one pipeline from flags)");
+        }
+      }
+      suite = training::LoadTrainingSuiteFile(suite_path);
+    } else {
+      suite = training::ParseTrainingSuite(CommandLineSuite(*values), "the command line");
+    }
+  } catch (const SuiteError& error) {
+    throw UsageError("train: " + std::string(error.what()));
+  }
+  std::vector<PipelineSpec> pipelines;
+  for (PipelineSpec spec : suite.pipelines) {
+    if (!only.empty() && std::find(only.begin(), only.end(), spec.name) == only.end()) continue;
+    if (values->count("steps")) {
+      try {
+        spec.steps = std::stoll(values->at("steps").as<std::string>());
+      } catch (const std::exception&) {
+        spec.steps = 0;
+      }
+      if (spec.steps < 1) throw UsageError("train: --steps must be a positive integer");
+      spec.timing_warmup = std::min(spec.timing_warmup, spec.steps - 1);
+    }
+    if (values->count("device")) {
+      if (device != "cpu" && device != "cuda")
+        throw UsageError("train: --device must be cpu or cuda");
+      spec.config.device = device;
+    }
+    pipelines.push_back(spec);
+  }
+  for (const std::string& name : only) {
+    try {
+      suite.Pipeline(name);
+    } catch (const std::out_of_range& error) {
+      throw UsageError(std::string("train: --pipeline: ") + error.what());
+    }
+  }
+  if ((!checkpoint.empty() || !resume.empty()) && pipelines.size() != 1) {
+    throw UsageError(
+        "train: --checkpoint and --resume need exactly one pipeline; pick it with "
+        "--pipeline NAME (the suite has " +
+        std::to_string(pipelines.size()) + ")");
+  }
+  if (save_every < 0) throw UsageError("train: --save-every must be at least 0");
+  if (save_every > 0 && checkpoint.empty())
+    throw UsageError("train: --save-every needs --checkpoint");
+
+  training::TrainingData data;
+  try {
+    data = training::LoadTrainingData(suite.data, suite.data_seed);
+  } catch (const std::exception& error) {
+    throw UsageError("train: " + (suite_path.empty() ? std::string() : suite_path + ": [data]: ") +
+                     error.what());
+  }
+
+  Store store(db_path);
+  const Environment env = CaptureEnvironment();
+  RunRecord run;
+  run.uuid = NewUuid();
+  run.suite_name = suite.name;
+  run.suite_path = suite_path.empty() ? "(command line)" : suite_path;
+  run.suite_text = suite.text;
+  run.suite_hash = ContentHash(suite.text);
+  run.command_line = CommandLine();
+  run.seed = suite.data_seed;
+  run.status = "running";
+  run.started_at = UtcNow();
+  run.environment = env.entries;
+  run.environment.emplace_back("timer",
+                               "steady_clock around each optimizer step, loader waits "
+                               "included (the loss is read back every step)");
+  run.environment.emplace_back("data", data.description);
+  run.warnings = env.warnings;
+  const int64_t run_id = store.CreateRun(run);
+  for (const auto& warning : env.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+  std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
+              suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());
+  std::fflush(stdout);
+
+  std::signal(SIGINT, RequestStop);
+  std::signal(SIGTERM, RequestStop);
+  bool interrupted = false, failed = false;
+  std::vector<CaseRecord> records;
+  for (size_t position = 0; position < pipelines.size() && !interrupted; ++position) {
+    const PipelineSpec& spec = pipelines[position];
+    std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines.size(), spec.name.c_str(),
+                spec.Describe().c_str(), (long long)spec.steps);
+    std::fflush(stdout);
+    PipelineOutcome outcome =
+        RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position), checkpoint,
+                    resume, save_every);
+    interrupted = outcome.interrupted;
+    if (interrupted) break;  // its steps are stored; its case is not: it did not finish
+    store.AddCase(run_id, outcome.record);
+    failed = failed || outcome.record.status != "ok";
+    records.push_back(std::move(outcome.record));
+  }
+  store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
+  if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
+  std::printf("run %lld %s\n", (long long)run_id,
+              interrupted ? "interrupted: the finished pipelines and every logged step are stored"
+                          : "complete");
+  return interrupted || failed ? 1 : 0;
+}
+
+}  // namespace seqbench::cli

@@ -1,0 +1,125 @@
+// TomlReader: typed access to a parsed TOML file (suites, training suites) that fails
+// with a SuiteError at the offending node, "path:line:column: message", so that every
+// bad value in every file the harness reads is reported the same way.
+//
+// Thread-safety: immutable; safe from any thread.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/suite.h"
+
+namespace seqbench {
+
+inline const char* TypeName(const toml::node& node) {
+  if (node.is_string()) return "a string";
+  if (node.is_integer()) return "an integer";
+  if (node.is_floating_point()) return "a float";
+  if (node.is_boolean()) return "a boolean";
+  if (node.is_array()) return "an array";
+  if (node.is_table()) return "a table";
+  return "a date/time";
+}
+
+inline std::string Joined(const std::vector<std::string>& items) {
+  std::string joined;
+  for (const auto& item : items) joined += (joined.empty() ? "" : ", ") + item;
+  return joined;
+}
+
+class TomlReader {
+ public:
+  explicit TomlReader(std::string path) : path_(std::move(path)) {}
+
+  [[noreturn]] void Fail(const toml::source_region& where, const std::string& message) const {
+    const int64_t line = where.begin.line > 0 ? where.begin.line : 1;
+    const int64_t column = where.begin.column > 0 ? where.begin.column : 1;
+    throw SuiteError(path_, line, column, message);
+  }
+
+  // Fails on any key of `table` outside `allowed`; `context` names the table in messages.
+  void CheckKeys(const toml::table& table, const std::string& context,
+                 const std::vector<std::string>& allowed) const {
+    for (auto&& [key, value] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end()) {
+        std::vector<std::string> sorted = allowed;
+        std::sort(sorted.begin(), sorted.end());
+        Fail(key.source(), "unknown key '" + std::string(key.str()) + "' in " + context +
+                               "; expected one of: " + Joined(sorted));
+      }
+    }
+  }
+
+  const toml::node& Required(const toml::table& table, const std::string& key,
+                             const std::string& context) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) Fail(table.source(), "missing required key '" + key + "' in " + context);
+    return *node;
+  }
+
+  std::string String(const toml::node& node, const std::string& key) const {
+    if (!node.is_string())
+      Fail(node.source(), "'" + key + "' must be a string, got " + TypeName(node));
+    return node.as_string()->get();
+  }
+
+  int64_t Integer(const toml::node& node, const std::string& key, int64_t min, int64_t max) const {
+    if (!node.is_integer()) {
+      Fail(node.source(), "'" + key + "' must be an integer, got " + TypeName(node));
+    }
+    const int64_t value = node.as_integer()->get();
+    if (value < min || value > max) {
+      Fail(node.source(), "'" + key + "' must be between " + std::to_string(min) + " and " +
+                              std::to_string(max) + ", got " + std::to_string(value));
+    }
+    return value;
+  }
+
+  double Number(const toml::node& node, const std::string& key, double min) const {
+    if (!node.is_number())
+      Fail(node.source(), "'" + key + "' must be a number, got " + TypeName(node));
+    const double value = node.is_integer() ? static_cast<double>(node.as_integer()->get())
+                                           : node.as_floating_point()->get();
+    if (!(value >= min)) {
+      Fail(node.source(), "'" + key + "' must be at least " + std::to_string(min) + ", got " +
+                              std::to_string(value));
+    }
+    return value;
+  }
+
+  std::string Choice(const toml::node& node, const std::string& key,
+                     const std::vector<std::string>& choices) const {
+    const std::string value = String(node, key);
+    if (std::find(choices.begin(), choices.end(), value) == choices.end()) {
+      Fail(node.source(),
+           "'" + key + "' must be one of " + Joined(choices) + ", got '" + value + "'");
+    }
+    return value;
+  }
+
+  // A grid field: one value or an array of them, each checked by `read`.
+  template <typename T, typename Read>
+  std::vector<T> OneOrMany(const toml::table& table, const std::string& key,
+                           std::vector<T> fallback, Read read) const {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return fallback;
+    std::vector<T> values;
+    if (const toml::array* array = node->as_array()) {
+      if (array->empty()) Fail(node->source(), "'" + key + "' must not be an empty array");
+      for (const toml::node& element : *array) values.push_back(read(element, key));
+    } else {
+      values.push_back(read(*node, key));
+    }
+    return values;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace seqbench

@@ -1,0 +1,267 @@
+#include "harness/training/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "harness/text_data.h"
+#include "variants/core/registry.h"
+#include "variants/core/torch_compat.h"
+
+namespace seqbench::training {
+namespace {
+
+constexpr const char* kCheckpointFormat = "seqbench-training-checkpoint-1";
+
+int64_t TargetCount(const Batch& batch) {
+  return (batch.lengths - 1).clamp_min(0).sum().item<int64_t>();
+}
+
+std::string ReadString(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toStringRef();
+}
+
+int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toInt();
+}
+
+double ReadDouble(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue value;
+  archive.read(key, value);
+  return value.toDouble();
+}
+
+// Opens a checkpoint, or throws naming the file and what it is not.
+torch::serialize::InputArchive OpenCheckpoint(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such checkpoint");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    throw std::runtime_error(path + ": not a readable checkpoint (" + DescribeError(error) + ")");
+  }
+  c10::IValue format;
+  if (!archive.try_read("format", format) || !format.isString() ||
+      format.toStringRef() != kCheckpointFormat) {
+    throw std::runtime_error(path + ": not a seqbench training checkpoint (expected format " +
+                             kCheckpointFormat + ")");
+  }
+  return archive;
+}
+
+}  // namespace
+
+std::string TrainingConfig::Fingerprint() const {
+  std::ostringstream out;
+  out.precision(17);
+  out << "variant=" << variant;
+  for (const auto& [name, value] : variant_options) out << " " << name << "=" << value;
+  out << " family=" << model.family << " vocab=" << model.vocab_size << " width=" << model.width
+      << " layers=" << model.num_layers << " heads=" << model.num_heads
+      << " batching=" << BatchingPolicyName(batching.policy)
+      << " batch_size=" << batching.batch_size << " pool_batches=" << batching.pool_batches
+      << " token_budget=" << batching.token_budget << " accumulation=" << accumulation
+      << " precision=" << PrecisionName(precision) << " loss_scaling=" << loss_scaling
+      << " scaler=" << scaler.initial_scale << "/" << scaler.growth << "/" << scaler.backoff << "/"
+      << scaler.growth_interval << " lr=" << schedule.peak << " warmup=" << schedule.warmup_steps
+      << " cycle=" << schedule.cycle_steps << " min_ratio=" << schedule.min_ratio
+      << " restarts=" << schedule.restarts << " cycle_multiplier=" << schedule.cycle_multiplier
+      << " weight_decay=" << weight_decay << " betas=" << beta1 << "/" << beta2
+      << " epsilon=" << epsilon << " clip_norm=" << clip_norm << " seed=" << seed;
+  return out.str();
+}
+
+Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& validation)
+    : config_(std::move(config)), device_(config_.device), train_(train), validation_(validation) {
+  if (config_.accumulation < 1) throw std::invalid_argument("accumulation must be at least 1");
+  if (config_.clip_norm < 0) throw std::invalid_argument("clip_norm must be at least 0");
+  if (config_.eval_batch_size < 1) throw std::invalid_argument("eval_batch_size must be >= 1");
+  if (validation_.empty()) throw std::invalid_argument("no validation samples");
+  variant_ = CreateVariant(config_.variant);
+  const Capabilities capabilities = variant_->capabilities();
+  TORCH_CHECK(capabilities.Supports(Mode::kTrain), "variant '", config_.variant,
+              "' does not support train mode");
+  config_.model.family = capabilities.family;
+  const auto& family = GlobalFamilies().Get(config_.model.family);
+  family.validate(config_.model);
+  variant_->Setup(config_.model, family.init_weights(config_.model, config_.seed), device_,
+                  torch::kFloat32, config_.variant_options);
+
+  // Weight decay on matrices only: decaying RMSNorm gains towards 0 fights the norm.
+  std::vector<torch::Tensor> decayed, not_decayed;
+  for (const auto& parameter : variant_->parameters().values()) {
+    parameters_.push_back(parameter);
+    (parameter.dim() >= 2 ? decayed : not_decayed).push_back(parameter);
+  }
+  torch::optim::AdamWOptions defaults(config_.schedule.peak);
+  defaults.betas({config_.beta1, config_.beta2}).eps(config_.epsilon).weight_decay(0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto decayed_options = std::make_unique<torch::optim::AdamWOptions>(defaults);
+  decayed_options->weight_decay(config_.weight_decay);
+  groups.emplace_back(decayed, std::move(decayed_options));
+  groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
+
+  if (config_.precision == Precision::kFloat16) config_.loss_scaling = true;
+  if (config_.loss_scaling) scaler_.emplace(config_.scaler);
+  // Fails early, in the constructor, where the device cannot autocast to the precision.
+  { AutocastScope check(device_, config_.precision); }
+  MakeLoader({});
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::MakeLoader(LoaderPosition start) {
+  LoaderOptions loader = config_.loader;
+  loader.pin_memory = loader.pin_memory && device_.is_cuda();
+  loader_.reset();  // joins the old workers first
+  loader_ = std::make_unique<DataLoader>(train_, config_.batching, loader, config_.seed, text::kPad,
+                                         start);
+}
+
+StepResult Trainer::Step() {
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  std::vector<Batch> micro_batches;
+  std::vector<int64_t> targets;
+  int64_t total_targets = 0;
+  for (int64_t i = 0; i < config_.accumulation; ++i) {
+    Batch batch = loader_->Next();
+    result.tokens += batch.NumTokens();
+    result.padded_tokens += batch.batch_size() * batch.max_length();
+    targets.push_back(TargetCount(batch));
+    total_targets += targets.back();
+    batch.tokens = batch.tokens.to(device_, /*non_blocking=*/config_.loader.pin_memory);
+    micro_batches.push_back(std::move(batch));
+  }
+
+  compat::ClearGradients(parameters_);
+  result.loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const double weight =
+        total_targets == 0 ? 0.0 : static_cast<double>(targets[i]) / total_targets;
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(device_, config_.precision);
+      loss = variant_->Forward(micro_batches[i]).loss.to(torch::kFloat32);
+    }
+    result.loss += loss.item<double>() * weight;
+    (loss * (weight * result.loss_scale)).backward();
+  }
+
+  const bool finite = !scaler_ || scaler_->UnscaleGradients(parameters_);
+  result.learning_rate = LearningRateAt(config_.schedule, step_);
+  result.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  if (finite) {
+    // With clipping off, an infinite bound still returns the norm for the log.
+    const double bound =
+        config_.clip_norm > 0 ? config_.clip_norm : std::numeric_limits<double>::infinity();
+    result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, bound);
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(result.learning_rate);
+    optimizer_->step();
+  }
+  result.skipped = !finite;
+  if (scaler_) scaler_->Update(finite);
+  result.step = ++step_;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+double Trainer::Evaluate() {
+  torch::NoGradGuard no_grad;
+  double loss_sum = 0;
+  int64_t total_targets = 0;
+  for (size_t first = 0; first < validation_.size(); first += config_.eval_batch_size) {
+    std::vector<int64_t> indices;
+    for (size_t i = first; i < std::min(validation_.size(), first + config_.eval_batch_size); ++i)
+      indices.push_back(static_cast<int64_t>(i));
+    Batch batch = Collate(validation_, indices, text::kPad);
+    batch.tokens = batch.tokens.to(device_);
+    const int64_t targets = TargetCount(batch);
+    loss_sum += variant_->Forward(batch).loss.item<double>() * targets;
+    total_targets += targets;
+  }
+  return total_targets == 0 ? 0.0 : loss_sum / total_targets;
+}
+
+void Trainer::Save(const std::string& path) const {
+  torch::serialize::OutputArchive archive;
+  archive.write("format", c10::IValue(std::string(kCheckpointFormat)));
+  archive.write("fingerprint", c10::IValue(config_.Fingerprint()));
+  archive.write("variant", c10::IValue(config_.variant));
+  archive.write("model.family", c10::IValue(config_.model.family));
+  archive.write("model.vocab_size", c10::IValue(config_.model.vocab_size));
+  archive.write("model.width", c10::IValue(config_.model.width));
+  archive.write("model.layers", c10::IValue(config_.model.num_layers));
+  archive.write("model.heads", c10::IValue(config_.model.num_heads));
+  for (const auto& item : variant_->parameters()) {
+    archive.write("parameters." + item.key(), item.value().detach().cpu());
+  }
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer_->save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("step", c10::IValue(step_));
+  archive.write("loader.epoch", c10::IValue(loader_->position().epoch));
+  archive.write("loader.batch", c10::IValue(loader_->position().batch));
+  archive.write("scaler.scale", c10::IValue(scaler_ ? scaler_->scale() : 1.0));
+  archive.write("scaler.good_steps", c10::IValue(scaler_ ? scaler_->good_steps() : int64_t{0}));
+  // A crash mid-write leaves the previous checkpoint intact.
+  const std::string temporary = path + ".partial";
+  archive.save_to(temporary);
+  std::filesystem::rename(temporary, path);
+}
+
+void Trainer::Load(const std::string& path) {
+  auto archive = OpenCheckpoint(path);
+  const std::string fingerprint = ReadString(archive, "fingerprint");
+  if (fingerprint != config_.Fingerprint()) {
+    throw std::runtime_error(path + ": written by a different training configuration; it has\n  " +
+                             fingerprint + "\nthis run has\n  " + config_.Fingerprint());
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& item : variant_->parameters()) {
+      torch::Tensor stored;
+      archive.read("parameters." + item.key(), stored);
+      item.value().copy_(stored);
+    }
+  }
+  torch::serialize::InputArchive optimizer_archive;
+  archive.read("optimizer", optimizer_archive);
+  optimizer_->load(optimizer_archive);
+  step_ = ReadInt(archive, "step");
+  if (scaler_)
+    scaler_->Restore(ReadDouble(archive, "scaler.scale"), ReadInt(archive, "scaler.good_steps"));
+  MakeLoader({ReadInt(archive, "loader.epoch"), ReadInt(archive, "loader.batch")});
+}
+
+CheckpointModel ReadCheckpointModel(const std::string& path) {
+  auto archive = OpenCheckpoint(path);
+  CheckpointModel result;
+  result.variant = ReadString(archive, "variant");
+  result.model.family = ReadString(archive, "model.family");
+  result.model.vocab_size = ReadInt(archive, "model.vocab_size");
+  result.model.width = ReadInt(archive, "model.width");
+  result.model.num_layers = ReadInt(archive, "model.layers");
+  result.model.num_heads = ReadInt(archive, "model.heads");
+  result.step = ReadInt(archive, "step");
+  // The family's initializer names the parameters and gives their shapes.
+  const auto& family = GlobalFamilies().Get(result.model.family);
+  for (const auto& item : family.init_weights(result.model, 0)) {
+    torch::Tensor stored;
+    archive.read("parameters." + item.key(), stored);
+    TORCH_CHECK(stored.sizes() == item.value().sizes(), path, ": parameter ", item.key(),
+                " has shape ", stored.sizes(), ", the model needs ", item.value().sizes());
+    result.weights.insert(item.key(), stored);
+  }
+  return result;
+}
+
+}  // namespace seqbench::training

@@ -1,0 +1,108 @@
+// A Trainer runs the training loop of any variant that supports `train` mode, with the
+// pipeline options the seeds measure: batching policy, background loading, gradient
+// accumulation, mixed precision with dynamic loss scaling, AdamW with a cosine schedule
+// and clipping by global norm. One Step() is one optimizer step.
+//
+// The loss of a step is the mean next-token loss over every target of its micro-batches:
+// each micro-batch's mean loss is weighted by its share of the step's targets, so that k
+// accumulated micro-batches give the gradient of the one large batch they make up.
+//
+// Thread-safety: one thread drives a Trainer; its loader's workers are internal.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/training/data_loader.h"
+#include "harness/training/optimization.h"
+#include "variants/core/variant.h"
+
+namespace seqbench::training {
+
+struct TrainingConfig {
+  std::string variant = "batched";
+  VariantOptions variant_options;
+  ModelConfig model;  // vocab_size is the tokenizer's (text::kVocabularySize)
+  BatchingOptions batching;
+  LoaderOptions loader;
+  int64_t accumulation = 1;  // micro-batches per optimizer step
+  Precision precision = Precision::kFloat32;
+  bool loss_scaling = false;  // dynamic loss scaling (always on for fp16)
+  LossScalerOptions scaler;
+  ScheduleOptions schedule;
+  double weight_decay = 0.01;  // AdamW, on matrices only (not gains)
+  double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
+  double clip_norm = 1.0;  // 0 = no clipping
+  int64_t eval_batch_size = 32;
+  uint64_t seed = 1;
+  std::string device = "cpu";
+
+  // Everything that shapes the trajectory, as "key=value ..." (not the worker count or
+  // the prefetch depth, which must not change it). A checkpoint resumes only under the
+  // same fingerprint.
+  std::string Fingerprint() const;
+};
+
+struct StepResult {
+  int64_t step = 0;  // optimizer steps so far, this one included (1-based)
+  double loss = 0;   // mean next-token loss over the step's targets (before the update)
+  double learning_rate = 0;
+  double grad_norm = 0;       // global norm before clipping; NaN when skipped
+  double loss_scale = 1;      // the scale the step ran with (1 without loss scaling)
+  bool skipped = false;       // inf/NaN gradients: no update (loss scaling only)
+  int64_t tokens = 0;         // non-padding tokens
+  int64_t padded_tokens = 0;  // B·T summed over micro-batches
+  double seconds = 0;         // wall time, loader wait included
+};
+
+class Trainer {
+ public:
+  // Builds the variant with the family's seeded weights. Throws c10::Error (variant or
+  // option problems) or std::invalid_argument (pipeline options).
+  Trainer(TrainingConfig config, const Samples& train, const Samples& validation);
+  ~Trainer();
+
+  StepResult Step();
+  // Mean next-token loss over every validation sample, under no-grad, in fixed batches.
+  double Evaluate();
+
+  // Writes parameters, optimizer moments, schedule position, loss scale and the loader's
+  // position atomically (a temporary file renamed), so that Load() continues with the
+  // same next batch and the same next loss.
+  void Save(const std::string& path) const;
+  // Throws std::runtime_error naming the file when it is not a seqbench checkpoint or was
+  // written under another fingerprint.
+  void Load(const std::string& path);
+
+  int64_t step() const { return step_; }
+  const TrainingConfig& config() const { return config_; }
+  Variant& variant() { return *variant_; }
+  const DataLoader& loader() const { return *loader_; }
+
+ private:
+  void MakeLoader(LoaderPosition start);
+
+  TrainingConfig config_;
+  torch::Device device_;
+  const Samples& train_;
+  const Samples& validation_;
+  std::unique_ptr<Variant> variant_;
+  std::vector<torch::Tensor> parameters_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<DataLoader> loader_;
+  std::optional<DynamicLossScaler> scaler_;
+  int64_t step_ = 0;
+};
+
+// What `seqbench generate` needs from a checkpoint: the model and its weights.
+struct CheckpointModel {
+  std::string variant;
+  ModelConfig model;
+  ParameterSet weights;
+  int64_t step = 0;
+};
+CheckpointModel ReadCheckpointModel(const std::string& path);
+
+}  // namespace seqbench::training

@@ -1,0 +1,38 @@
+// The data a training run learns from: a corpus (harness/text_data.h) or synthetic
+// tokens, cut into samples of at most max_length tokens and split into training and
+// validation samples, deterministically for a seed.
+//
+// Thread-safety: pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "harness/training/batching.h"
+
+namespace seqbench::training {
+
+struct DataOptions {
+  // fortunes | edict | rotten_tomatoes | daily_dialog | synthetic
+  std::string corpus = "fortunes";
+  std::string path;  // "" = where the Debian package installs it (fortunes, edict)
+  int64_t max_length = 256;
+  int64_t validation_samples = 256;  // held out, never trained on
+  int64_t max_samples = 0;           // 0 = every sample; else the first N after shuffling
+  // synthetic: random bytes, lengths uniform in [min_length, max_length]
+  int64_t synthetic_samples = 4096;
+  int64_t synthetic_min_length = 8;
+};
+
+struct TrainingData {
+  std::string description;  // e.g. "fortunes: 17284 samples (max 256 tokens), 256 held out"
+  Samples train;
+  Samples validation;
+};
+
+// Throws text::DataError for unreadable or invalid files (naming the file, and the
+// package to install for a missing default corpus), std::invalid_argument for options
+// out of range.
+TrainingData LoadTrainingData(const DataOptions& options, uint64_t seed);
+
+}  // namespace seqbench::training

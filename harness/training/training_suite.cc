@@ -1,0 +1,368 @@
+#include "harness/training/training_suite.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "harness/text_data.h"
+#include "harness/toml_reader.h"
+#include "variants/core/registry.h"
+#include "variants/core/torch_compat.h"
+
+namespace seqbench::training {
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+const std::vector<std::string> kTrainKeys = {"variant",
+                                             "variant_options",
+                                             "steps",
+                                             "eval_every",
+                                             "timing_warmup",
+                                             "batching",
+                                             "batch_size",
+                                             "pool_batches",
+                                             "token_budget",
+                                             "workers",
+                                             "prefetch",
+                                             "pin_memory",
+                                             "accumulation",
+                                             "amp",
+                                             "loss_scaling",
+                                             "initial_loss_scale",
+                                             "growth_interval",
+                                             "learning_rate",
+                                             "warmup_steps",
+                                             "cycle_steps",
+                                             "min_lr_ratio",
+                                             "restarts",
+                                             "cycle_multiplier",
+                                             "weight_decay",
+                                             "beta1",
+                                             "beta2",
+                                             "clip_norm",
+                                             "eval_batch_size",
+                                             "seed",
+                                             "device"};
+
+bool Boolean(const TomlReader& reader, const toml::node& node, const std::string& key) {
+  if (!node.is_boolean()) reader.Fail(node.source(), "'" + key + "' must be true or false");
+  return node.as_boolean()->get();
+}
+
+// Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`.
+void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, PipelineSpec& spec,
+                    bool& cycle_set) {
+  TrainingConfig& c = spec.config;
+  for (auto&& [key_node, value] : table) {
+    const std::string key(key_node.str());
+    if (key == "name") continue;
+    if (key == "variant") {
+      c.variant = reader.String(value, key);
+      if (!GlobalVariants().Contains(c.variant)) {
+        reader.Fail(value.source(), "unknown variant '" + c.variant +
+                                        "'; known variants: " + GlobalVariants().JoinedKeys());
+      }
+      const Capabilities caps = GlobalVariants().Get(c.variant).factory()->capabilities();
+      if (!caps.Supports(Mode::kTrain)) {
+        reader.Fail(value.source(), "variant '" + c.variant + "' does not support train mode");
+      }
+      c.model.family = caps.family;
+    } else if (key == "variant_options") {
+      if (!value.is_table()) reader.Fail(value.source(), "'variant_options' must be a table");
+      c.variant_options.clear();
+      for (auto&& [option, option_value] : *value.as_table()) {
+        c.variant_options[std::string(option.str())] =
+            reader.Integer(option_value, std::string(option.str()), 1, kMaxCount);
+      }
+    } else if (key == "steps") {
+      spec.steps = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "eval_every") {
+      spec.eval_every = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "timing_warmup") {
+      spec.timing_warmup = reader.Integer(value, key, 0, kMaxCount);
+    } else if (key == "batching") {
+      c.batching.policy =
+          *ParseBatchingPolicy(reader.Choice(value, key, {"fixed", "bucketed", "token_budget"}));
+    } else if (key == "batch_size") {
+      c.batching.batch_size = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "pool_batches") {
+      c.batching.pool_batches = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "token_budget") {
+      c.batching.token_budget = reader.Integer(value, key, 2, kMaxCount);
+    } else if (key == "workers") {
+      c.loader.workers = reader.Integer(value, key, 0, 64);
+    } else if (key == "prefetch") {
+      c.loader.prefetch = reader.Integer(value, key, 1, 1024);
+    } else if (key == "pin_memory") {
+      c.loader.pin_memory = Boolean(reader, value, key);
+    } else if (key == "accumulation") {
+      c.accumulation = reader.Integer(value, key, 1, 4096);
+    } else if (key == "amp") {
+      c.precision = *ParsePrecision(reader.Choice(value, key, {"fp32", "bf16", "fp16"}));
+    } else if (key == "loss_scaling") {
+      c.loss_scaling = Boolean(reader, value, key);
+    } else if (key == "initial_loss_scale") {
+      c.scaler.initial_scale = reader.Number(value, key, 1);
+    } else if (key == "growth_interval") {
+      c.scaler.growth_interval = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "learning_rate") {
+      c.schedule.peak = reader.Number(value, key, 0);
+    } else if (key == "warmup_steps") {
+      c.schedule.warmup_steps = reader.Integer(value, key, 0, kMaxCount);
+    } else if (key == "cycle_steps") {
+      c.schedule.cycle_steps = reader.Integer(value, key, 1, kMaxCount);
+      cycle_set = true;
+    } else if (key == "min_lr_ratio") {
+      c.schedule.min_ratio = reader.Number(value, key, 0);
+      if (c.schedule.min_ratio > 1) reader.Fail(value.source(), "'min_lr_ratio' must be <= 1");
+    } else if (key == "restarts") {
+      c.schedule.restarts = Boolean(reader, value, key);
+    } else if (key == "cycle_multiplier") {
+      c.schedule.cycle_multiplier = reader.Number(value, key, 1);
+    } else if (key == "weight_decay") {
+      c.weight_decay = reader.Number(value, key, 0);
+    } else if (key == "beta1" || key == "beta2") {
+      const double beta = reader.Number(value, key, 0);
+      if (beta >= 1) reader.Fail(value.source(), "'" + key + "' must be below 1");
+      (key == "beta1" ? c.beta1 : c.beta2) = beta;
+    } else if (key == "clip_norm") {
+      c.clip_norm = reader.Number(value, key, 0);
+    } else if (key == "eval_batch_size") {
+      c.eval_batch_size = reader.Integer(value, key, 1, kMaxCount);
+    } else if (key == "seed") {
+      c.seed = static_cast<uint64_t>(reader.Integer(value, key, 0, INT64_MAX));
+    } else if (key == "device") {
+      c.device = reader.Choice(value, key, {"cpu", "cuda"});
+    }
+  }
+}
+
+// Checks what needs the whole pipeline (after [train] and the entry are both applied).
+void CheckPipeline(const TomlReader& reader, const toml::table& table, const PipelineSpec& spec,
+                   const DataOptions& data) {
+  const TrainingConfig& c = spec.config;
+  const Capabilities caps = GlobalVariants().Get(c.variant).factory()->capabilities();
+  for (const auto& [option, value] : c.variant_options) {
+    if (caps.options.count(option) == 0) {
+      std::vector<std::string> known;
+      for (const auto& [name, meaning] : caps.options) known.push_back(name);
+      reader.Fail(table.source(), "pipeline '" + spec.name + "': variant '" + c.variant +
+                                      "' has no option '" + option +
+                                      "'; it reads: " + (known.empty() ? "(none)" : Joined(known)));
+    }
+  }
+  try {
+    GlobalFamilies().Get(c.model.family).validate(c.model);
+  } catch (const std::exception& error) {
+    reader.Fail(table.source(), "pipeline '" + spec.name + "': invalid [model] for family '" +
+                                    c.model.family + "': " + DescribeError(error));
+  }
+  if (c.batching.policy == BatchingPolicy::kTokenBudget &&
+      c.batching.token_budget < data.max_length) {
+    reader.Fail(table.source(), "pipeline '" + spec.name + "': token_budget (" +
+                                    std::to_string(c.batching.token_budget) +
+                                    ") must be at least [data] max_length (" +
+                                    std::to_string(data.max_length) +
+                                    ") so that every sample fits a batch");
+  }
+  if (c.precision != Precision::kFloat32 && c.device == "cpu" &&
+      !compat::AutocastSupports(c10::DeviceType::CPU, AutocastDtype(c.precision))) {
+    reader.Fail(table.source(), "pipeline '" + spec.name + "': amp = \"" +
+                                    std::string(PrecisionName(c.precision)) +
+                                    "\" is not supported on the CPU by LibTorch " +
+                                    compat::TorchVersion() + "; use bf16, or device = \"cuda\"");
+  }
+  if (spec.timing_warmup >= spec.steps) {
+    reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
+                                    std::to_string(spec.timing_warmup) +
+                                    ") leaves no timed steps out of " + std::to_string(spec.steps));
+  }
+}
+
+}  // namespace
+
+std::string PipelineSpec::Describe() const {
+  const TrainingConfig& c = config;
+  std::ostringstream text;
+  text << "variant=" << c.variant;
+  for (const auto& [name, value] : c.variant_options) text << " " << name << "=" << value;
+  text << " batching=" << BatchingPolicyName(c.batching.policy);
+  if (c.batching.policy == BatchingPolicy::kTokenBudget) {
+    text << " budget=" << c.batching.token_budget;
+  } else {
+    text << " B=" << c.batching.batch_size;
+  }
+  text << " workers=" << c.loader.workers << " accumulation=" << c.accumulation
+       << " amp=" << PrecisionName(c.precision);
+  if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
+  return text.str();
+}
+
+const PipelineSpec& TrainingSuite::Pipeline(const std::string& pipeline_name) const {
+  for (const auto& pipeline : pipelines) {
+    if (pipeline.name == pipeline_name) return pipeline;
+  }
+  std::vector<std::string> known;
+  for (const auto& pipeline : pipelines) known.push_back(pipeline.name);
+  throw std::out_of_range("training suite '" + name + "' has no pipeline '" + pipeline_name +
+                          "'; its pipelines: " + Joined(known));
+}
+
+bool IsTrainingSuiteText(const std::string& text) {
+  try {
+    return toml::parse(text).contains("pipelines");
+  } catch (const toml::parse_error&) {
+    return false;
+  }
+}
+
+TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path) {
+  TomlReader reader(path);
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& error) {
+    reader.Fail(error.source(), "invalid TOML: " + std::string(error.description()));
+  }
+  reader.CheckKeys(
+      root, "the training suite",
+      {"name", "description", "reference", "data", "model", "train", "pipelines", "expect"});
+  TrainingSuite suite;
+  suite.path = path;
+  suite.text = text;
+  suite.name = reader.String(reader.Required(root, "name", "the training suite"), "name");
+  suite.description =
+      reader.String(reader.Required(root, "description", "the training suite"), "description");
+
+  const auto table_or_empty = [&](const char* key) -> const toml::table& {
+    static const toml::table empty;
+    const toml::node* node = root.get(key);
+    if (node == nullptr) return empty;
+    if (!node->is_table())
+      reader.Fail(node->source(), std::string("'") + key + "' must be a table");
+    return *node->as_table();
+  };
+
+  const toml::table& data = table_or_empty("data");
+  reader.CheckKeys(data, "[data]",
+                   {"corpus", "path", "max_length", "validation_samples", "max_samples",
+                    "synthetic_samples", "synthetic_min_length", "seed"});
+  if (auto* n = data.get("corpus")) {
+    suite.data.corpus = reader.Choice(
+        *n, "corpus", {"fortunes", "edict", "rotten_tomatoes", "daily_dialog", "synthetic"});
+  }
+  if (auto* n = data.get("path")) suite.data.path = reader.String(*n, "path");
+  if (auto* n = data.get("max_length"))
+    suite.data.max_length = reader.Integer(*n, "max_length", 2, 1 << 20);
+  if (auto* n = data.get("validation_samples"))
+    suite.data.validation_samples = reader.Integer(*n, "validation_samples", 1, kMaxCount);
+  if (auto* n = data.get("max_samples"))
+    suite.data.max_samples = reader.Integer(*n, "max_samples", 0, kMaxCount);
+  if (auto* n = data.get("synthetic_samples"))
+    suite.data.synthetic_samples = reader.Integer(*n, "synthetic_samples", 1, kMaxCount);
+  if (auto* n = data.get("synthetic_min_length"))
+    suite.data.synthetic_min_length = reader.Integer(*n, "synthetic_min_length", 2, 1 << 20);
+  if (auto* n = data.get("seed")) suite.data_seed = reader.Integer(*n, "seed", 0, INT64_MAX);
+
+  PipelineSpec defaults;
+  defaults.config.model.family = "simple_rnn";
+  defaults.config.model.vocab_size = text::kVocabularySize;
+  const toml::table& model = table_or_empty("model");
+  reader.CheckKeys(model, "[model]", {"width", "layers", "heads"});
+  if (auto* n = model.get("width"))
+    defaults.config.model.width = reader.Integer(*n, "width", 1, 1 << 16);
+  if (auto* n = model.get("layers"))
+    defaults.config.model.num_layers = reader.Integer(*n, "layers", 1, 1024);
+  if (auto* n = model.get("heads"))
+    defaults.config.model.num_heads = reader.Integer(*n, "heads", 1, 1 << 16);
+
+  const toml::table& train = table_or_empty("train");
+  reader.CheckKeys(train, "[train]", kTrainKeys);
+  bool default_cycle_set = false;
+  ApplyTrainKeys(reader, train, defaults, default_cycle_set);
+
+  const toml::node& pipelines = reader.Required(root, "pipelines", "the training suite");
+  if (!pipelines.is_array_of_tables() || pipelines.as_array()->empty()) {
+    reader.Fail(pipelines.source(), "'pipelines' must be one or more [[pipelines]] tables");
+  }
+  std::set<std::string> names;
+  std::vector<std::string> pipeline_keys = kTrainKeys;
+  pipeline_keys.push_back("name");
+  for (const toml::node& element : *pipelines.as_array()) {
+    const toml::table& table = *element.as_table();
+    reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
+    PipelineSpec spec = defaults;
+    spec.line = table.source().begin.line;
+    const toml::node& name_node = reader.Required(table, "name", "[[pipelines]]");
+    spec.name = reader.String(name_node, "name");
+    if (spec.name.empty() || spec.name.find_first_of(" \t") != std::string::npos) {
+      reader.Fail(name_node.source(), "a pipeline name must be non-empty, without spaces");
+    }
+    if (!names.insert(spec.name).second) {
+      reader.Fail(name_node.source(), "duplicate pipeline name '" + spec.name + "'");
+    }
+    bool cycle_set = default_cycle_set;
+    ApplyTrainKeys(reader, table, spec, cycle_set);
+    // The cosine decays over the whole run unless the suite says otherwise.
+    if (!cycle_set) {
+      spec.config.schedule.cycle_steps =
+          std::max<int64_t>(1, spec.steps - spec.config.schedule.warmup_steps);
+    }
+    CheckPipeline(reader, table, spec, suite.data);
+    suite.pipelines.push_back(std::move(spec));
+  }
+
+  suite.reference = suite.pipelines.front().name;
+  if (auto* n = root.get("reference")) {
+    suite.reference = reader.String(*n, "reference");
+    if (names.count(suite.reference) == 0) {
+      reader.Fail(n->source(), "reference '" + suite.reference + "' is not a pipeline name");
+    }
+  }
+
+  if (const toml::node* expect = root.get("expect")) {
+    if (!expect->is_array_of_tables()) {
+      reader.Fail(expect->source(), "'expect' must be an array of tables: [[expect]]");
+    }
+    for (const toml::node& element : *expect->as_array()) {
+      const toml::table& table = *element.as_table();
+      reader.CheckKeys(table, "[[expect]]", {"what", "variant", "over", "at_least", "at_most"});
+      Expectation e;
+      e.line = table.source().begin.line;
+      e.what = reader.Choice(
+          reader.Required(table, "what", "[[expect]]"), "what",
+          {"throughput", "memory_ratio", "loss_match", "validation_loss_ratio", "all_correct"});
+      if (auto* n = table.get("at_least")) e.at_least = reader.Number(*n, "at_least", 0);
+      if (auto* n = table.get("at_most")) e.at_most = reader.Number(*n, "at_most", 0);
+      if (e.what != "all_correct") {
+        for (const char* role : {"variant", "over"}) {
+          const toml::node& n =
+              reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");
+          const std::string pipeline = reader.String(n, role);
+          if (names.count(pipeline) == 0) {
+            reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + pipeline +
+                                        "' is not a pipeline name");
+          }
+          (std::string(role) == "variant" ? e.variant : e.over) = pipeline;
+        }
+        if (!e.at_least && !e.at_most) {
+          reader.Fail(table.source(),
+                      "[[expect]] of what = \"" + e.what + "\" needs at_least or at_most");
+        }
+      }
+      suite.expectations.push_back(std::move(e));
+    }
+  }
+  return suite;
+}
+
+TrainingSuite LoadTrainingSuiteFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw SuiteError(path, 1, 1, "cannot open the training suite file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return ParseTrainingSuite(text.str(), path);
+}
+
+}  // namespace seqbench::training

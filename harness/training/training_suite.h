@@ -1,0 +1,50 @@
+// A TrainingSuite is a parsed `suites/training*.toml` file: one dataset, one model, and
+// a list of pipelines (training configurations) that `seqbench train` runs side by side,
+// each for its own number of steps, so that their throughput and loss curves compare
+// within one run. The format is documented in suites/README.md; errors are SuiteErrors
+// ("path:line:column: message").
+//
+// Thread-safety: immutable after parsing; safe to read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/suite.h"
+#include "harness/training/trainer.h"
+#include "harness/training/training_data.h"
+
+namespace seqbench::training {
+
+struct PipelineSpec {
+  std::string name;  // unique in the suite; the case key and "variant" of reports
+  TrainingConfig config;
+  int64_t steps = 100;
+  int64_t eval_every = 50;    // validation loss every this many steps, and at the end
+  int64_t timing_warmup = 5;  // first steps left out of the throughput figures
+  int64_t line = 0;
+
+  // "variant=scan batching=token_budget budget=4096 workers=2 accumulation=1 amp=bf16":
+  // the options that tell pipelines apart, for the reports' table.
+  std::string Describe() const;
+};
+
+struct TrainingSuite {
+  std::string path, text, name, description;
+  DataOptions data;
+  uint64_t data_seed = 1;  // the train/validation split
+  std::string reference;   // the pipeline ratios in the report are against
+  std::vector<PipelineSpec> pipelines;
+  std::vector<Expectation> expectations;  // what: throughput | memory_ratio | loss_match |
+                                          // validation_loss_ratio | all_correct
+
+  const PipelineSpec& Pipeline(const std::string& name) const;
+};
+
+// True when `text` is a training suite (it has [[pipelines]]) rather than a benchmark suite.
+bool IsTrainingSuiteText(const std::string& text);
+TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path);
+TrainingSuite LoadTrainingSuiteFile(const std::string& path);
+
+}  // namespace seqbench::training

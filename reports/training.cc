@@ -1,0 +1,199 @@
+#include "reports/training.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "reports/format.h"
+#include "reports/markdown.h"
+#include "reports/plot.h"
+
+namespace seqbench {
+namespace {
+
+const CaseRecord* FindPipeline(const std::vector<CaseRecord>& cases, const std::string& name) {
+  for (const CaseRecord& c : cases) {
+    if (c.variant_name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::string Ratio(std::optional<double> mine, std::optional<double> theirs) {
+  if (!mine || !theirs || *theirs <= 0) return "—";
+  return FormatSignificant(*mine / *theirs) + "×";
+}
+
+std::string Loss(std::optional<double> value) {
+  if (!value) return "—";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", *value);
+  return text;
+}
+
+std::string Quoted(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
+  MarkdownTable table({"pipeline", "options", "tokens/s", "× ref.", "peak memory", "× ref.",
+                       "padding eff.", "steps", "train loss", "val. loss", "status"});
+  std::string reference;
+  for (const CaseRecord& c : cases) {
+    reference = c.reference;
+    const CaseRecord* ref = FindPipeline(cases, c.reference);
+    const auto tokens_per_s = c.MetricValue("tokens_per_s");
+    const auto std_tokens_per_s = c.MetricValue("tokens_per_s_stddev");
+    std::string throughput = "—";
+    if (tokens_per_s) {
+      throughput = FormatCount(*tokens_per_s) +
+                   (std_tokens_per_s ? " ± " + FormatCount(*std_tokens_per_s) : "");
+    }
+    const auto peak = c.MetricValue("peak_bytes");
+    const auto efficiency = c.MetricValue("padding_efficiency");
+    table.AddRow({c.variant_name, c.options, throughput,
+                  ref ? Ratio(tokens_per_s, ref->MetricValue("tokens_per_s")) : "—",
+                  peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
+                  ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
+                  efficiency ? FormatSignificant(*efficiency * 100, 3) + "%" : "—",
+                  std::to_string(c.iterations), Loss(c.MetricValue("final_train_loss")),
+                  Loss(c.MetricValue("final_validation_loss")),
+                  c.status + (c.message.empty() ? "" : ": " + c.message)});
+  }
+  return table.Render() +
+         "\ntokens/s: non-padding tokens per second of wall time, loader waits included, over "
+         "every step after the pipeline's timing warmup (± the standard deviation over steps). "
+         "× ref.: against `" +
+         reference +
+         "`. Peak memory: live tensor bytes at their peak over the whole training. train "
+         "loss: mean over the last 10% of steps; val. loss: on the held-out samples after "
+         "the last step (nats/token).\n";
+}
+
+std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,
+                                const LossPlotRequest& request) {
+  if (request.x != "step" && request.x != "time") {
+    throw std::invalid_argument("x must be step or time for a loss plot, got '" + request.x + "'");
+  }
+  if (request.y != "loss" && request.y != "validation_loss") {
+    throw std::invalid_argument("y must be loss or validation_loss, got '" + request.y + "'");
+  }
+  std::string data, plot;
+  int series = 0;
+  for (const CaseRecord& c : cases) {
+    const auto it = curves.find(c.case_key);
+    if (it == curves.end() || it->second.empty()) continue;
+    const auto& steps = it->second;
+    const size_t window = std::max<size_t>(1, steps.size() / 40);
+    std::string points;
+    double sum = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      sum += steps[i].loss;
+      if (i >= window) sum -= steps[i - window].loss;
+      std::optional<double> y;
+      if (request.y == "loss" && i + 1 >= window) y = sum / window;
+      if (request.y == "validation_loss") y = steps[i].validation_loss;
+      if (!y || !std::isfinite(*y)) continue;
+      const double x = request.x == "step" ? steps[i].step : steps[i].elapsed_s;
+      char line[64];
+      std::snprintf(line, sizeof(line), "%.10g %.10g\n", x, *y);
+      points += line;
+    }
+    if (points.empty()) continue;
+    data += "$series" + std::to_string(series) + " << EOD\n" + points + "EOD\n";
+    plot += std::string(series ? ", \\\n     " : "") + "$series" + std::to_string(series) +
+            " using 1:2 with " + (request.y == "loss" ? "lines lw 2" : "linespoints lw 2 pt 7") +
+            " title " + Quoted(c.variant_name);
+    ++series;
+  }
+  if (series == 0)
+    throw std::invalid_argument("no pipeline of this run has " + request.y + " to plot");
+  std::string script =
+      "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
+  script += "set output " + Quoted(request.output) + "\n";
+  if (!request.title.empty()) script += "set title " + Quoted(request.title) + "\n";
+  script += "set xlabel " + Quoted(request.x == "step" ? "optimizer step" : "wall time (s)") + "\n";
+  script += "set ylabel " +
+            Quoted(request.y == "loss" ? "training loss (nats/token, trailing mean)"
+                                       : "validation loss (nats/token)") +
+            "\n";
+  script += "set grid\nset key outside right top\n";
+  return script + data + "plot " + plot + "\n";
+}
+
+void RenderLossPlot(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,
+                    const LossPlotRequest& request) {
+  RunGnuplot(BuildLossPlotScript(cases, curves, request), request.output);
+}
+
+std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
+    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases,
+    const TrainingCurves& curves) {
+  std::vector<ExpectationOutcome> outcomes;
+  for (const RatioExpectation& e : expectations) {
+    if (e.what == "all_correct") {
+      auto outcome = EvaluateExpectations({e}, cases);
+      outcomes.insert(outcomes.end(), outcome.begin(), outcome.end());
+      continue;
+    }
+    ExpectationOutcome outcome;
+    std::string bound;
+    if (e.at_least) bound += ">= " + FormatSignificant(*e.at_least);
+    if (e.at_most)
+      bound += std::string(bound.empty() ? "" : " and ") + "<= " + FormatSignificant(*e.at_most);
+    const std::map<std::string, std::string> kinds = {
+        {"throughput", "tokens/s of " + e.variant + " / " + e.over},
+        {"memory_ratio", "peak memory of " + e.variant + " / " + e.over},
+        {"loss_match", "largest |training loss of " + e.variant + " − " + e.over + "| per step"},
+        {"validation_loss_ratio", "validation loss of " + e.variant + " / " + e.over}};
+    const auto kind = kinds.find(e.what);
+    if (kind == kinds.end())
+      throw std::invalid_argument("unknown training expectation '" + e.what + "'");
+    outcome.expectation = kind->second + " " + bound;
+    const CaseRecord* mine = FindPipeline(cases, e.variant);
+    const CaseRecord* theirs = FindPipeline(cases, e.over);
+    std::optional<double> value;
+    if (mine && theirs && mine->status == "ok" && theirs->status == "ok") {
+      const auto ratio = [&](const char* metric) -> std::optional<double> {
+        const auto a = mine->MetricValue(metric), b = theirs->MetricValue(metric);
+        if (!a || !b || *b <= 0) return std::nullopt;
+        return *a / *b;
+      };
+      if (e.what == "throughput") value = ratio("tokens_per_s");
+      if (e.what == "memory_ratio") value = ratio("peak_bytes");
+      if (e.what == "validation_loss_ratio") value = ratio("final_validation_loss");
+      if (e.what == "loss_match") {
+        const auto a = curves.find(mine->case_key), b = curves.find(theirs->case_key);
+        if (a != curves.end() && b != curves.end()) {
+          const size_t common = std::min(a->second.size(), b->second.size());
+          double largest = 0;
+          for (size_t i = 0; i < common; ++i) {
+            largest = std::max(largest, std::abs(a->second[i].loss - b->second[i].loss));
+          }
+          if (common > 0) value = largest;
+          outcome.measured = " over " + std::to_string(common) + " steps";
+        }
+      }
+    }
+    if (value) {
+      outcome.held = (!e.at_least || *value >= *e.at_least) && (!e.at_most || *value <= *e.at_most);
+      outcome.measured =
+          FormatSignificant(*value) + (e.what == "loss_match" ? "" : "×") + outcome.measured;
+    } else {
+      outcome.measured =
+          !mine || !theirs ? "no pipeline '" + (!mine ? e.variant : e.over) + "' in the run"
+                           : "no measurement (status " + mine->status + "/" + theirs->status + ")";
+    }
+    outcomes.push_back(outcome);
+  }
+  return outcomes;
+}
+
+}  // namespace seqbench

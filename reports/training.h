@@ -1,0 +1,51 @@
+// Reports of `seqbench train` runs: the pipelines' throughput table, their loss curves as
+// SVG plots through gnuplot, and the training expectations the CI gate evaluates. A
+// pipeline is stored as one case (variant_name = the pipeline's name, reference = the
+// suite's reference pipeline) with its steps in the training_steps table.
+//
+// Thread-safety: pure functions, except RenderLossPlot() which runs gnuplot.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "reports/check.h"
+#include "results/store.h"
+
+namespace seqbench {
+
+// Each pipeline's steps, by case key.
+using TrainingCurves = std::map<std::string, std::vector<TrainingStepRecord>>;
+
+// One row per pipeline: its options, tokens/s (mean ± std over steps) and the ratio to
+// the reference pipeline, peak memory and its ratio, padding efficiency, steps, and the
+// final training and validation losses.
+std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
+
+struct LossPlotRequest {
+  std::string x = "step";  // step | time (seconds since the pipeline started)
+  std::string y = "loss";  // loss (training, trailing mean) | validation_loss
+  std::string title;
+  std::string output;  // the .svg file
+};
+
+// One line per pipeline in `cases` order. The training loss is a trailing mean over
+// max(1, steps/40) steps, so that the curves' trend reads through batch-to-batch noise.
+// Throws std::invalid_argument for an unknown x or y, or when no pipeline has points.
+std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,
+                                const LossPlotRequest& request);
+void RenderLossPlot(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,
+                    const LossPlotRequest& request);
+
+// The training suite's [[expect]] kinds, between pipelines of one run:
+//   throughput             tokens/s of `variant` / tokens/s of `over`
+//   memory_ratio           peak bytes of `variant` / peak bytes of `over`
+//   loss_match             largest |training loss difference| over the steps both ran
+//   validation_loss_ratio  final validation loss of `variant` / that of `over`
+//   all_correct            every pipeline finished with status ok
+std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
+    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases,
+    const TrainingCurves& curves);
+
+}  // namespace seqbench

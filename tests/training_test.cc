@@ -1,0 +1,343 @@
+// The training pipeline: batching plans, the loader, the schedule, the loss scaler,
+// gradient accumulation, mixed precision, checkpoints and the training suite format.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "harness/text_data.h"
+#include "harness/training/data_loader.h"
+#include "harness/training/trainer.h"
+#include "harness/training/training_suite.h"
+#include "variants/core/torch_compat.h"
+
+namespace seqbench::training {
+namespace {
+
+// Lengths skewed like real text: many short samples, a long tail.
+Samples SkewedSamples(int64_t count, uint64_t seed) {
+  std::mt19937_64 generator(seed);
+  std::lognormal_distribution<double> length(3.5, 0.8);
+  std::uniform_int_distribution<int64_t> byte(0, 255);
+  Samples samples(count);
+  for (auto& sample : samples) {
+    sample.resize(std::clamp<int64_t>(static_cast<int64_t>(length(generator)), 2, 128));
+    for (auto& token : sample) token = byte(generator);
+  }
+  return samples;
+}
+
+void CheckEverySampleOnce(const BatchPlan& plan, size_t count) {
+  std::vector<int> seen(count, 0);
+  for (const auto& batch : plan) {
+    for (const int64_t index : batch) ++seen.at(index);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    INFO("sample " << i);
+    CHECK(seen[i] == 1);
+  }
+}
+
+TEST_CASE("every policy uses every sample exactly once per epoch", "[training]") {
+  const Samples samples = SkewedSamples(1000, 1);
+  const auto lengths = Lengths(samples);
+  for (const auto policy :
+       {BatchingPolicy::kFixed, BatchingPolicy::kBucketed, BatchingPolicy::kTokenBudget}) {
+    BatchingOptions options;
+    options.policy = policy;
+    options.batch_size = 16;
+    options.pool_batches = 8;
+    options.token_budget = 512;
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      INFO(BatchingPolicyName(policy) << " epoch " << epoch);
+      CheckEverySampleOnce(PlanEpoch(lengths, options, 7, epoch), samples.size());
+    }
+    // Epochs differ, and a plan is reproducible.
+    CHECK(PlanEpoch(lengths, options, 7, 0) != PlanEpoch(lengths, options, 7, 1));
+    CHECK(PlanEpoch(lengths, options, 7, 1) == PlanEpoch(lengths, options, 7, 1));
+  }
+}
+
+TEST_CASE("token budgets bound B·T_max and beat fixed batches on padding", "[training]") {
+  const Samples samples = SkewedSamples(2000, 2);
+  const auto lengths = Lengths(samples);
+  BatchingOptions budget;
+  budget.policy = BatchingPolicy::kTokenBudget;
+  budget.token_budget = 1024;
+  const BatchPlan plan = PlanEpoch(lengths, budget, 3, 0);
+  for (const auto& batch : plan) {
+    int64_t longest = 0;
+    for (const int64_t index : batch) longest = std::max(longest, lengths[index]);
+    CHECK(longest * static_cast<int64_t>(batch.size()) <= budget.token_budget);
+  }
+  BatchingOptions fixed;
+  fixed.batch_size = 16;
+  BatchingOptions bucketed = fixed;
+  bucketed.policy = BatchingPolicy::kBucketed;
+  const double fixed_efficiency =
+      MeasurePadding(PlanEpoch(lengths, fixed, 3, 0), lengths).efficiency();
+  const double bucketed_efficiency =
+      MeasurePadding(PlanEpoch(lengths, bucketed, 3, 0), lengths).efficiency();
+  const double budget_efficiency = MeasurePadding(plan, lengths).efficiency();
+  CHECK(bucketed_efficiency > fixed_efficiency + 0.2);
+  CHECK(budget_efficiency > fixed_efficiency + 0.2);
+  CHECK(budget_efficiency <= 1.0);
+
+  budget.token_budget = 100;  // below the longest sample (128)
+  CHECK_THROWS_WITH(PlanEpoch(lengths, budget, 3, 0), Catch::Contains("below the longest sample"));
+}
+
+TEST_CASE("long texts are split, not truncated; tails without a target are dropped", "[training]") {
+  const std::vector<std::vector<int64_t>> sequences = {{1, 2, 3, 4, 5, 6, 7}, {8}, {9, 10}};
+  const Samples samples = SplitToMaxLength(sequences, 3);
+  // {1,2,3} {4,5,6} ({7} dropped), ({8} dropped), {9,10}
+  REQUIRE(samples.size() == 3);
+  CHECK(samples[1] == std::vector<int64_t>{4, 5, 6});
+  CHECK(samples[2] == std::vector<int64_t>{9, 10});
+}
+
+TEST_CASE("the loader's stream is the same for any number of workers", "[training]") {
+  const Samples samples = SkewedSamples(300, 4);
+  BatchingOptions batching;
+  batching.policy = BatchingPolicy::kBucketed;
+  batching.batch_size = 8;
+  // 300 samples in batches of 8: 38 batches an epoch, so 100 batches cross two epochs.
+  const auto stream = [&](int64_t workers, int64_t prefetch) {
+    DataLoader loader(samples, batching, LoaderOptions{workers, prefetch, false}, 11, text::kPad);
+    std::vector<torch::Tensor> batches;
+    for (int i = 0; i < 100; ++i) batches.push_back(loader.Next().tokens);
+    CHECK(loader.position() == LoaderPosition{2, 24});
+    return batches;
+  };
+  const auto reference = stream(0, 1);
+  for (const auto& [workers, prefetch] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 4}, {4, 16}}) {
+    INFO(workers << " workers, prefetch " << prefetch);
+    const auto batches = stream(workers, prefetch);
+    for (size_t i = 0; i < batches.size(); ++i) REQUIRE(torch::equal(batches[i], reference[i]));
+  }
+  // Starting at a position continues the same stream.
+  DataLoader resumed(samples, batching, LoaderOptions{2, 4, false}, 11, text::kPad, {1, 5});
+  CHECK(torch::equal(resumed.Next().tokens, reference[38 + 5]));
+}
+
+TEST_CASE("the cosine schedule at known steps", "[training]") {
+  ScheduleOptions schedule;
+  schedule.peak = 1.0;
+  schedule.warmup_steps = 10;
+  schedule.cycle_steps = 100;
+  schedule.min_ratio = 0.1;
+  CHECK(LearningRateAt(schedule, 0) == Approx(0.1));    // 1/10 of the way up
+  CHECK(LearningRateAt(schedule, 9) == Approx(1.0));    // warmup's last step
+  CHECK(LearningRateAt(schedule, 10) == Approx(1.0));   // cosine starts at the peak
+  CHECK(LearningRateAt(schedule, 60) == Approx(0.55));  // half way: (peak + min) / 2
+  CHECK(LearningRateAt(schedule, 110) == Approx(0.1));  // the end of the cycle
+  CHECK(LearningRateAt(schedule, 500) == Approx(0.1));  // and it stays there
+  schedule.restarts = true;
+  schedule.cycle_multiplier = 2;
+  CHECK(LearningRateAt(schedule, 110) == Approx(1.0));   // restart
+  CHECK(LearningRateAt(schedule, 210) == Approx(0.55));  // half of the 200-step second cycle
+  CHECK(LearningRateAt(schedule, 310) == Approx(1.0));   // the third cycle
+}
+
+TEST_CASE("the loss scaler backs off on overflow and grows after good steps", "[training]") {
+  LossScalerOptions options;
+  options.initial_scale = 1024;
+  options.growth_interval = 3;
+  DynamicLossScaler scaler(options);
+  auto parameter = torch::ones({4}, torch::requires_grad());
+  parameter.mutable_grad() = torch::full({4}, 2048.0);
+  CHECK(scaler.UnscaleGradients({parameter}));
+  CHECK(torch::allclose(parameter.grad(), torch::full({4}, 2.0)));  // divided by the scale
+  scaler.Update(true);
+  scaler.Update(true);
+  CHECK(scaler.scale() == 1024);
+  CHECK(scaler.good_steps() == 2);
+  scaler.Update(true);  // the third good step in a row
+  CHECK(scaler.scale() == 2048);
+  CHECK(scaler.good_steps() == 0);
+
+  parameter.mutable_grad() = torch::tensor({1.0f, INFINITY, 0.0f, 1.0f});
+  CHECK_FALSE(scaler.UnscaleGradients({parameter}));
+  scaler.Update(false);
+  CHECK(scaler.scale() == 1024);
+  parameter.mutable_grad() = torch::tensor({1.0f, NAN, 0.0f, 1.0f});
+  CHECK_FALSE(scaler.UnscaleGradients({parameter}));
+  scaler.Update(true);
+  scaler.Update(false);  // an overflow resets the run of good steps
+  CHECK(scaler.scale() == 512);
+  CHECK(scaler.good_steps() == 0);
+}
+
+TrainingConfig SmallConfig() {
+  TrainingConfig config;
+  config.variant = "fused";
+  config.model.family = "simple_rnn";
+  config.model.vocab_size = text::kVocabularySize;
+  config.model.width = 16;
+  config.model.num_layers = 2;
+  config.model.num_heads = 2;
+  config.batching.batch_size = 8;
+  config.schedule.peak = 1e-2;
+  config.schedule.warmup_steps = 2;
+  config.schedule.cycle_steps = 20;
+  config.eval_batch_size = 16;
+  return config;
+}
+
+TEST_CASE("k accumulated micro-batches give the large batch's gradient and update", "[training]") {
+  const Samples train = SkewedSamples(64, 5), validation = SkewedSamples(16, 6);
+  TrainingConfig large = SmallConfig();
+  large.clip_norm = 0;  // compare raw gradients
+  TrainingConfig accumulated = large;
+  accumulated.batching.batch_size = 2;
+  accumulated.accumulation = 4;  // the same 8 samples: a fixed plan chunks one shuffled order
+  Trainer large_trainer(large, train, validation);
+  Trainer accumulated_trainer(accumulated, train, validation);
+  const StepResult a = large_trainer.Step();
+  const StepResult b = accumulated_trainer.Step();
+  CHECK(a.tokens == b.tokens);
+  CHECK(b.padded_tokens < a.padded_tokens);  // micro-batches pad to their own longest
+  CHECK(b.loss == Approx(a.loss).epsilon(1e-6));
+  const auto& expected = large_trainer.variant().parameters();
+  const auto& actual = accumulated_trainer.variant().parameters();
+  for (const auto& item : expected) {
+    INFO(item.key());
+    const auto& other = actual[item.key()];
+    CHECK(torch::allclose(other.grad(), item.value().grad(), 1e-5, 1e-7));
+    CHECK(torch::allclose(other, item.value(), 1e-5, 1e-7));
+  }
+  // The property must be able to fail: unweighted micro-batch means differ.
+  CHECK_FALSE(torch::allclose(actual["embedding"].grad(), 4 * expected["embedding"].grad()));
+}
+
+TEST_CASE("training resumes from a checkpoint with the same next losses", "[training]") {
+  const Samples train = SkewedSamples(80, 7), validation = SkewedSamples(16, 8);
+  TrainingConfig config = SmallConfig();
+  config.loader.workers = 2;
+  std::vector<double> straight;
+  {
+    Trainer trainer(config, train, validation);
+    for (int i = 0; i < 14; ++i) straight.push_back(trainer.Step().loss);  // crosses an epoch
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "seqbench_training_test.pt").string();
+  {
+    Trainer first(config, train, validation);
+    for (int i = 0; i < 8; ++i) first.Step();
+    first.Save(path);
+  }
+  Trainer second(config, train, validation);
+  second.Load(path);
+  CHECK(second.step() == 8);
+  for (int i = 8; i < 14; ++i) {
+    INFO("step " << i + 1);
+    CHECK(second.Step().loss == straight[i]);  // bit for bit: same data, same state
+  }
+  const CheckpointModel model = ReadCheckpointModel(path);
+  CHECK(model.step == 8);
+  CHECK(model.model.width == 16);
+
+  TrainingConfig other = config;
+  other.schedule.peak = 2e-2;
+  Trainer mismatched(other, train, validation);
+  CHECK_THROWS_WITH(mismatched.Load(path), Catch::Contains("different training configuration"));
+  CHECK_THROWS_WITH(mismatched.Load(path + ".missing"), Catch::Contains("no such checkpoint"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("bf16 autocast trains on the CPU close to fp32", "[training]") {
+  const Samples train = SkewedSamples(64, 9), validation = SkewedSamples(16, 10);
+  TrainingConfig fp32 = SmallConfig();
+  TrainingConfig bf16 = fp32;
+  bf16.precision = Precision::kBFloat16;
+  bf16.loss_scaling = true;  // harmless with bf16; exercises the scaler end to end
+  Trainer a(fp32, train, validation), b(bf16, train, validation);
+  for (int i = 0; i < 5; ++i) {
+    const StepResult x = a.Step(), y = b.Step();
+    CHECK_FALSE(y.skipped);
+    CHECK(y.loss == Approx(x.loss).epsilon(0.02));
+    CHECK(y.loss != x.loss);  // it really ran in lower precision
+  }
+  CHECK(b.Evaluate() == Approx(a.Evaluate()).epsilon(0.02));
+  if (!compat::AutocastSupports(c10::DeviceType::CPU, torch::kHalf)) {  // LibTorch < 2.4
+    TrainingConfig fp16 = fp32;
+    fp16.precision = Precision::kFloat16;
+    CHECK_THROWS_WITH(Trainer(fp16, train, validation), Catch::Contains("not supported on cpu"));
+  }
+}
+
+TEST_CASE("training suites: defaults, overrides and errors with their line", "[training]") {
+  const std::string good = R"(name = "t"
+description = "test"
+reference = "plain"
+[data]
+corpus = "synthetic"
+max_length = 64
+[model]
+width = 32
+[train]
+variant = "fused"
+steps = 40
+batch_size = 8
+[[pipelines]]
+name = "plain"
+[[pipelines]]
+name = "budget"
+batching = "token_budget"
+token_budget = 512
+warmup_steps = 4
+[[expect]]
+what = "throughput"
+variant = "budget"
+over = "plain"
+at_least = 1.0
+)";
+  const TrainingSuite suite = ParseTrainingSuite(good, "t.toml");
+  REQUIRE(suite.pipelines.size() == 2);
+  CHECK(suite.pipelines[0].config.batching.batch_size == 8);
+  CHECK(suite.pipelines[1].config.batching.policy == BatchingPolicy::kTokenBudget);
+  CHECK(suite.pipelines[1].config.schedule.cycle_steps == 36);  // steps - warmup
+  CHECK(suite.pipelines[0].config.model.vocab_size == text::kVocabularySize);
+  CHECK(IsTrainingSuiteText(good));
+  CHECK_FALSE(IsTrainingSuiteText("name = \"x\"\n[grid]\nbatch = 1\n"));
+
+  const auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    try {
+      ParseTrainingSuite(text, "t.toml");
+    } catch (const SuiteError& error) {
+      return std::to_string(error.line()) + ": " + error.message();
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(error_of("token_budget = 512", "token_budget = 32"),
+             Catch::StartsWith("15: ") && Catch::Contains("at least [data] max_length (64)"));
+  CHECK_THAT(error_of("batch_size = 8", "batch_sise = 8"),
+             Catch::StartsWith("12: ") && Catch::Contains("unknown key 'batch_sise'"));
+  CHECK_THAT(error_of("variant = \"fused\"", "variant = \"nope\""),
+             Catch::StartsWith("10: ") && Catch::Contains("known variants:"));
+  CHECK_THAT(error_of("name = \"budget\"", "name = \"plain\""),
+             Catch::Contains("duplicate pipeline name 'plain'"));
+  CHECK_THAT(error_of("over = \"plain\"", "over = \"nobody\""),
+             Catch::StartsWith("23: ") && Catch::Contains("not a pipeline name"));
+  if (!compat::AutocastSupports(c10::DeviceType::CPU, torch::kHalf)) {
+    CHECK_THAT(error_of("warmup_steps = 4", "amp = \"fp16\""),
+               Catch::Contains("not supported on the CPU"));
+  }
+}
+
+TEST_CASE("prompts name their special tokens", "[text]") {
+  const auto ids = text::EncodeWithSpecialTokens("<en> hi <ja>");
+  CHECK(ids == std::vector<int64_t>{text::kEn, ' ', 'h', 'i', ' ', text::kJa});
+  CHECK(text::Decode(ids) == "<en> hi <ja>");
+  CHECK(text::EncodeWithSpecialTokens("a<eos") == std::vector<int64_t>{'a', '<', 'e', 'o', 's'});
+}
+
+}  // namespace
+}  // namespace seqbench::training
