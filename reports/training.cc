@@ -82,16 +82,37 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
   if (request.x != "step" && request.x != "time") {
     throw std::invalid_argument("x must be step or time for a loss plot, got '" + request.x + "'");
   }
-  if (request.y != "loss" && request.y != "validation_loss") {
-    throw std::invalid_argument("y must be loss or validation_loss, got '" + request.y + "'");
+  if (request.y != "loss" && request.y != "validation_loss" && request.y != "loss_difference") {
+    throw std::invalid_argument("y must be loss, validation_loss or loss_difference, got '" +
+                                request.y + "'");
   }
+  const bool difference = request.y == "loss_difference";
+  const std::vector<TrainingStepRecord>* reference = nullptr;
+  if (difference) {
+    for (const CaseRecord& c : cases) {
+      if (c.variant_name == request.over && curves.count(c.case_key)) {
+        reference = &curves.at(c.case_key);
+      }
+    }
+    if (reference == nullptr) {
+      throw std::invalid_argument(
+          "loss_difference needs over=PIPELINE, one of the plotted pipelines");
+    }
+  }
+  // One window for every line, so that a short run is smoothed (and lags) as the others.
+  size_t longest = 0;
+  for (const CaseRecord& c : cases) {
+    const auto it = curves.find(c.case_key);
+    if (it != curves.end()) longest = std::max(longest, it->second.size());
+  }
+  const size_t window = std::max<size_t>(1, longest / 40);
   std::string data, plot;
   int series = 0;
   for (const CaseRecord& c : cases) {
     const auto it = curves.find(c.case_key);
     if (it == curves.end() || it->second.empty()) continue;
+    if (difference && c.variant_name == request.over) continue;
     const auto& steps = it->second;
-    const size_t window = std::max<size_t>(1, steps.size() / 40);
     std::string points;
     double sum = 0;
     for (size_t i = 0; i < steps.size(); ++i) {
@@ -100,6 +121,11 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
       std::optional<double> y;
       if (request.y == "loss" && i + 1 >= window) y = sum / window;
       if (request.y == "validation_loss") y = steps[i].validation_loss;
+      // Raw, per step; exact zeros have no place on the log axis and are left out.
+      if (difference && i < reference->size()) {
+        const double gap = std::abs(steps[i].loss - (*reference)[i].loss);
+        y = gap > 0 ? std::optional<double>(gap) : std::nullopt;
+      }
       if (!y || !std::isfinite(*y)) continue;
       const double x = request.x == "step" ? steps[i].step : steps[i].elapsed_s;
       char line[64];
@@ -109,7 +135,10 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
     if (points.empty()) continue;
     data += "$series" + std::to_string(series) + " << EOD\n" + points + "EOD\n";
     plot += std::string(series ? ", \\\n     " : "") + "$series" + std::to_string(series) +
-            " using 1:2 with " + (request.y == "loss" ? "lines lw 2" : "linespoints lw 2 pt 7") +
+            " using 1:2 with " +
+            (request.y == "validation_loss" ? "linespoints lw 2 pt 7"
+             : difference                   ? "points pt 7 ps 0.5"
+                                            : "lines lw 2") +
             " title " + Quoted(c.variant_name);
     ++series;
   }
@@ -122,8 +151,11 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
   script += "set xlabel " + Quoted(request.x == "step" ? "optimizer step" : "wall time (s)") + "\n";
   script += "set ylabel " +
             Quoted(request.y == "loss" ? "training loss (nats/token, trailing mean)"
-                                       : "validation loss (nats/token)") +
+                   : request.y == "validation_loss"
+                       ? "validation loss (nats/token)"
+                       : "|training loss − " + request.over + "'s| per step (nats/token)") +
             "\n";
+  if (difference) script += "set logscale y 10\nset format y '%.0e'\n";
   script += "set grid\nset key outside right top\n";
   return script + data + "plot " + plot + "\n";
 }

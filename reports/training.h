@@ -25,13 +25,16 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {
   std::string x = "step";  // step | time (seconds since the pipeline started)
-  std::string y = "loss";  // loss (training, trailing mean) | validation_loss
+  std::string y = "loss";  // loss (training, trailing mean) | validation_loss |
+                           // loss_difference (|loss − over's loss| per step, log scale)
+  std::string over;        // loss_difference: the pipeline compared with
   std::string title;
   std::string output;  // the .svg file
 };
 
 // One line per pipeline in `cases` order. The training loss is a trailing mean over
-// max(1, steps/40) steps, so that the curves' trend reads through batch-to-batch noise.
+// max(1, longest run/40) steps, the same window for every line, so that the curves' trend
+// reads through batch-to-batch noise and lines stay comparable.
 // Throws std::invalid_argument for an unknown x or y, or when no pipeline has points.
 std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,
                                 const LossPlotRequest& request);

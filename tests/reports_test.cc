@@ -19,6 +19,7 @@
 #include "reports/plot.h"
 #include "reports/readme.h"
 #include "reports/report.h"
+#include "reports/training.h"
 
 namespace seqbench {
 namespace {
@@ -381,6 +382,107 @@ TEST_CASE("plots: one series per variant, units on the axes, log axes over decad
   std::stringstream content;
   content << svg.rdbuf();
   CHECK_THAT(content.str(), Catch::Contains("<svg"));
+}
+
+// Three training pipelines: two on one curve (up to rounding), one on another.
+std::vector<CaseRecord> Pipelines() {
+  std::vector<CaseRecord> cases;
+  for (const auto& [name, tokens_per_s] : std::vector<std::pair<std::string, double>>{
+           {"plain", 1000}, {"scan", 1500}, {"bf16", 900}}) {
+    CaseRecord c;
+    c.case_key = c.variant_name = name;
+    c.options = "variant=" + name + " | odd";
+    c.reference = "plain";
+    c.status = "ok";
+    c.iterations = 50;
+    c.metrics = {{"tokens_per_s", tokens_per_s, "tokens/s"},
+                 {"peak_bytes", name == "scan" ? 3000.0 : 1000.0, "bytes"},
+                 {"final_validation_loss", name == "bf16" ? 2.2 : 2.0, "nats/token"}};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+TrainingCurves Curves() {
+  TrainingCurves curves;
+  for (int step = 1; step <= 50; ++step) {
+    const double loss = 5.0 / step;
+    curves["plain"].push_back({step, loss, std::nullopt, 1e-3, 1, 1, false, 100, 0.1 * step});
+    curves["scan"].push_back(
+        {step, loss + 1e-7, std::nullopt, 1e-3, 1, 1, false, 100, 0.05 * step});
+    curves["bf16"].push_back({step, loss + 0.01,
+                              step % 10 == 0 ? std::optional<double>(loss) : std::nullopt, 1e-3, 1,
+                              1, false, 100, 0.1 * step});
+  }
+  return curves;
+}
+
+TEST_CASE("the training table is rectangular, escaped, and relative to the reference",
+          "[reports][training]") {
+  const std::string markdown = RenderTrainingTable(Pipelines());
+  std::istringstream lines(markdown);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '|') rows.push_back(Cells(line));
+  }
+  REQUIRE(rows.size() == 5);  // header, rule, three pipelines
+  for (const auto& row : rows) CHECK(row.size() == rows[0].size());
+  CHECK(rows[3][1] == " variant=scan \\| odd ");
+  CHECK(rows[3][3] == " 1.5× ");  // tokens/s over plain's
+  CHECK(rows[3][5] == " 3× ");    // peak memory over plain's
+  CHECK(rows[2][3] == " 1× ");
+}
+
+TEST_CASE("training expectations: loss curves, throughput and validation loss",
+          "[reports][training]") {
+  const auto cases = Pipelines();
+  const auto curves = Curves();
+  const auto outcome = [&](const std::string& what, const std::string& variant, double at_most,
+                           std::optional<double> at_least = std::nullopt) {
+    RatioExpectation e;
+    e.what = what;
+    e.variant = variant;
+    e.over = "plain";
+    e.at_least = at_least;
+    if (!at_least) e.at_most = at_most;
+    return EvaluateTrainingExpectations({e}, cases, curves).at(0);
+  };
+  CHECK(outcome("loss_match", "scan", 1e-6).held);
+  const auto bf16 = outcome("loss_match", "bf16", 1e-3);
+  CHECK_FALSE(bf16.held);
+  CHECK_THAT(bf16.measured, Catch::Contains("0.01") && Catch::Contains("over 50 steps"));
+  CHECK(outcome("throughput", "scan", 0, 1.4).held);
+  CHECK_FALSE(outcome("throughput", "bf16", 0, 1.0).held);
+  CHECK(outcome("validation_loss_ratio", "bf16", 1.11).held);
+  CHECK_FALSE(outcome("validation_loss_ratio", "bf16", 1.09).held);
+  CHECK(outcome("memory_ratio", "scan", 3.0).held);
+  CHECK_FALSE(outcome("loss_match", "nobody", 1).held);
+}
+
+TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the reference",
+          "[reports][training]") {
+  const auto cases = Pipelines();
+  const auto curves = Curves();
+  LossPlotRequest request;
+  request.output = "loss.svg";
+  const std::string script = BuildLossPlotScript(cases, curves, request);
+  CHECK(std::regex_search(script, std::regex("title \"plain\"")));
+  CHECK(std::regex_search(script, std::regex("title \"bf16\"")));
+  CHECK_THAT(script, Catch::Contains("optimizer step"));
+  request.y = "validation_loss";
+  request.x = "time";
+  const std::string validation = BuildLossPlotScript(cases, curves, request);
+  CHECK_THAT(validation, Catch::Contains("$series0") && !Catch::Contains("$series1"));  // bf16 only
+  CHECK_THAT(validation, Catch::Contains("wall time (s)"));
+  request.y = "loss_difference";
+  request.x = "step";
+  CHECK_THROWS_WITH(BuildLossPlotScript(cases, curves, request), Catch::Contains("over=PIPELINE"));
+  request.over = "plain";
+  const std::string gap = BuildLossPlotScript(cases, curves, request);
+  CHECK_THAT(gap, Catch::Contains("set logscale y") && !Catch::Contains("title \"plain\""));
+  request.y = "accuracy";
+  CHECK_THROWS(BuildLossPlotScript(cases, curves, request));
 }
 
 }  // namespace

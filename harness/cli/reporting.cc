@@ -86,6 +86,7 @@ std::string RenderTrainingSection(const Store& store, const RunRecord& run,
   LossPlotRequest request;
   request.y = attribute("plot");
   request.x = attribute("x").empty() ? "step" : attribute("x");
+  request.over = attribute("over");
   const std::string file = attribute("file");
   if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
   request.output = (readme_dir / file).string();
@@ -154,7 +155,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup,\n"
       "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n"
       "Training runs (seqbench train) render their pipeline table, or with\n"
-      "plot=loss|validation_loss and x=step|time their loss curves; pipelines=A,B,... picks\n"
+      "plot=loss|validation_loss|loss_difference (with over=PIPELINE) and x=step|time their\n"
+      "loss curves; pipelines=A,B,... picks\n"
       "and orders the pipelines shown.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")(
@@ -370,7 +372,9 @@ int RunPlot(const std::vector<std::string>& args) {
       "runtime|memory|tokens_per_s|speedup\n"
       "                     [--over VARIANT] [--out FILE.svg] [--db FILE]\n\n"
       "Plots one line per variant through gnuplot (SVG), log axes where the data spans a\n"
-      "decade or more. runtime is the median step time; memory the activation memory.\n\nOptions");
+      "decade or more. runtime is the median step time; memory the activation memory.\n"
+      "For a training run (seqbench train): --y loss|validation_loss --x step|time, one line\n"
+      "per pipeline.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
       "x", po::value(&request.x)->default_value("seq_len"), "seq_len, batch or layers")(
@@ -389,8 +393,22 @@ int RunPlot(const std::vector<std::string>& args) {
   if (request.output.empty())
     request.output = "run" + std::to_string(run.run_id) + "_" + request.y + ".svg";
   request.title = run.suite_name + ", run " + std::to_string(run.run_id);
+  const auto cases = store->Cases(run.run_id);
   try {
-    RenderPlot(store->Cases(run.run_id), request);
+    if (training::IsTrainingSuiteText(run.suite_text)) {
+      LossPlotRequest loss_request;
+      loss_request.y = values->count("y") && !values->at("y").defaulted() ? request.y : "loss";
+      loss_request.x = values->count("x") && !values->at("x").defaulted() ? request.x : "step";
+      loss_request.title = request.title;
+      loss_request.over = request.over;
+      loss_request.output =
+          values->count("out") ? request.output
+                               : "run" + std::to_string(run.run_id) + "_" + loss_request.y + ".svg";
+      RenderLossPlot(cases, CurvesOf(*store, run.run_id, cases), loss_request);
+      std::cout << loss_request.output << "\n";
+      return 0;
+    }
+    RenderPlot(cases, request);
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string("plot: ") + error.what());
   }

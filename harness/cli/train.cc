@@ -292,7 +292,8 @@ int RunTrain(const std::vector<std::string>& args) {
       "resume", po::value(&resume), "load this checkpoint first and continue to --steps")(
       "data", po::value<std::string>(),
       "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic")(
-      "data-path", po::value<std::string>(), "corpus location (default: the Debian package's)")(
+      "data-path", po::value<std::string>(),
+      "corpus location (default: the Debian package's); also with a suite")(
       "max-length", po::value<std::string>(), "longest sample in tokens (longer text is split)")(
       "validation-samples", po::value<std::string>(), "held-out samples")(
       "max-samples", po::value<std::string>(), "use at most this many samples")(
@@ -321,13 +322,13 @@ int RunTrain(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "train");
   if (!values) return 0;
 
-  static const char* kPipelineFlags[] = {
-      "data",          "data-path",    "max-length", "validation-samples",
-      "max-samples",   "variant",      "width",      "layers",
-      "heads",         "batching",     "batch-size", "token-budget",
-      "workers",       "accumulation", "amp",        "loss-scaling",
-      "learning-rate", "warmup-steps", "restarts",   "clip-norm",
-      "eval-every",    "seed"};
+  static const char* kPipelineFlags[] = {"data",          "max-length",   "validation-samples",
+                                         "max-samples",   "variant",      "width",
+                                         "layers",        "heads",        "batching",
+                                         "batch-size",    "token-budget", "workers",
+                                         "accumulation",  "amp",          "loss-scaling",
+                                         "learning-rate", "warmup-steps", "restarts",
+                                         "clip-norm",     "eval-every",   "seed"};
   TrainingSuite suite;
   try {
     if (!suite_path.empty()) {
@@ -344,6 +345,10 @@ int RunTrain(const std::vector<std::string>& args) {
     }
   } catch (const SuiteError& error) {
     throw UsageError("train: " + std::string(error.what()));
+  }
+  // Where the corpus lies is the machine's business, not the suite's (ci/gpu/run).
+  if (!suite_path.empty() && values->count("data-path")) {
+    suite.data.path = values->at("data-path").as<std::string>();
   }
   std::vector<PipelineSpec> pipelines;
   for (PipelineSpec spec : suite.pipelines) {
