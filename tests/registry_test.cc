@@ -21,8 +21,21 @@ TEST_CASE("the registry lists the six seed variants, sorted", "[registry]") {
     const Capabilities caps = entry->factory()->capabilities();
     CHECK(GlobalFamilies().Contains(caps.family));
     CHECK_FALSE(caps.modes.empty());
-    CHECK(caps.Supports(torch::kCPU));
+    CHECK_FALSE(caps.devices.empty());
   }
+}
+
+TEST_CASE("a CUDA-only variant declares it and refuses the CPU", "[registry]") {
+  auto variant = CreateVariant("batched_cudagraph");
+  const Capabilities caps = variant->capabilities();
+  CHECK(caps.Supports(c10::DeviceType::CUDA));
+  CHECK_FALSE(caps.Supports(c10::DeviceType::CPU));
+  CHECK_FALSE(caps.Supports(Mode::kGenerate));
+  ModelConfig config;
+  config.family = caps.family;
+  const auto weights = GlobalFamilies().Get(config.family).init_weights(config, 1);
+  CHECK_THROWS_WITH(variant->Setup(config, weights, torch::kCPU, torch::kFloat32),
+                    Catch::Contains("does not support device cpu"));
 }
 
 TEST_CASE("an unknown key fails with the list of known keys", "[registry]") {

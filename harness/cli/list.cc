@@ -40,9 +40,15 @@ int RunList(const std::vector<std::string>& args) {
     std::cout << "  " << std::left << std::setw(14) << family->key << family->description << "\n";
   }
   std::cout << "\nVariants:\n";
+  // Wide enough for the longest key (plugins bring their own), and a space after it.
+  size_t key_width = 13;
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    key_width = std::max(key_width, entry->key.size() + 1);
+  }
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     const Capabilities caps = entry->factory()->capabilities();
-    std::cout << "  " << std::left << std::setw(14) << entry->key << entry->description << "\n"
+    std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << entry->key
+              << entry->description << "\n"
               << std::setw(16) << ""
               << "family=" << caps.family << "  modes=" << JoinNames(caps.modes, ModeName)
               << "  devices=" << JoinNames(caps.devices, DeviceName)

@@ -87,6 +87,11 @@ int RunVerify(const std::vector<std::string>& args) {
     if (entry->key == baseline_key || !std::regex_search(entry->key, pattern)) continue;
     const Capabilities caps = entry->factory()->capabilities();
     if (caps.family != config.family || !caps.Supports(dtype)) continue;
+    if (!caps.Supports(torch::kCPU)) {
+      std::printf("%-14s (CUDA only: not verified here; seqbench run checks it on a GPU)\n",
+                  entry->key.c_str());
+      continue;
+    }
     for (const Mode mode : {Mode::kTrain, Mode::kForward, Mode::kGenerate}) {
       if (!caps.Supports(mode)) continue;
       auto reference = CreateVariant(baseline_key);

@@ -26,10 +26,16 @@ torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gai
 }
 
 torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch) {
-  const int64_t t = batch.max_length();
-  const auto predictions = logits.slice(1, 0, t - 1);          // [B,T-1,V]
-  const auto targets = batch.tokens.slice(1, 1, t);            // [B,T-1]
-  const auto has_target = batch.PaddingMask().slice(1, 1, t);  // [B,T-1]
+  return NextTokenLoss(logits, batch.tokens, batch.PaddingMask());
+}
+
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& tokens,
+                            const torch::Tensor& mask) {
+  const int64_t t = tokens.size(1);
+  const auto predictions = logits.slice(1, 0, t - 1);  // [B,T-1,V]
+  const auto targets = tokens.slice(1, 1, t);          // [B,T-1]
+  const auto has_target =
+      mask.defined() ? mask.slice(1, 1, t) : torch::ones_like(targets, torch::kBool);  // [B,T-1]
   const auto losses = torch::nn::functional::cross_entropy(
       predictions.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));

@@ -31,5 +31,8 @@ torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gai
 // Mean cross-entropy of next-token prediction over non-padding targets (0 when the batch
 // has none). logits: [B,T,V]
 torch::Tensor NextTokenLoss(const torch::Tensor& logits, const Batch& batch);
+// The same from tokens: [B,T] and the padding mask: [B,T] bool (undefined: no padding).
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& tokens,
+                            const torch::Tensor& mask);
 
 }  // namespace seqbench

@@ -144,11 +144,16 @@ torch::Tensor Head(const torch::Tensor& h, const Weights& weights) {
 ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,
                              const TimeMixer& mixer) {
   const bool has_padding = batch.lengths.min().item<int64_t>() < batch.max_length();
-  const auto mask = has_padding ? batch.PaddingMask() : torch::Tensor();
+  return ForwardMasked(weights, batch.tokens, has_padding ? batch.PaddingMask() : torch::Tensor(),
+                       num_heads, mixer);
+}
+
+ForwardOutput ForwardMasked(const Weights& weights, const torch::Tensor& tokens,
+                            const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer) {
   std::vector<torch::Tensor> states;
-  const auto h = RunLayers(weights, batch.tokens, mask, num_heads, mixer, states);
+  const auto h = RunLayers(weights, tokens, mask, num_heads, mixer, states);
   auto logits = Head(h, weights);
-  auto loss = NextTokenLoss(logits, batch);
+  auto loss = NextTokenLoss(logits, tokens, mask);
   return {logits, loss};
 }
 

@@ -93,6 +93,11 @@ torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
 // `checkpointed` share.
 ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t num_heads,
                              const TimeMixer& mixer);
+// The same with the padding mask computed by the caller, so that no host work or copy
+// happens inside (what a CUDA graph capture needs). tokens: [B,T]; mask: [B,T] bool on
+// the tokens' device, or undefined when no position is padding.
+ForwardOutput ForwardMasked(const Weights& weights, const torch::Tensor& tokens,
+                            const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer);
 
 // Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64,
 // under the given improvement category.
