@@ -10,6 +10,7 @@
 #include "harness/text_data.h"
 #include "harness/training/data_loader.h"
 #include "harness/training/trainer.h"
+#include "harness/training/training_data.h"
 #include "harness/training/training_suite.h"
 #include "variants/core/torch_compat.h"
 
@@ -330,6 +331,27 @@ at_least = 1.0
     CHECK_THAT(error_of("warmup_steps = 4", "amp = \"fp16\""),
                Catch::Contains("not supported on the CPU"));
   }
+}
+
+TEST_CASE("synthetic data has the length distribution asked for", "[training]") {
+  DataOptions options;
+  options.corpus = "synthetic";
+  options.max_length = 200;
+  options.validation_samples = 10;
+  options.synthetic_samples = 4000;
+  options.synthetic_min_length = 4;
+  options.synthetic_lengths = "lognormal";
+  options.synthetic_median_length = 40;
+  auto lengths = Lengths(LoadTrainingData(options, 1).train);
+  std::sort(lengths.begin(), lengths.end());
+  CHECK(lengths[lengths.size() / 2] == Approx(40).margin(3));  // the median asked for
+  CHECK(lengths.front() >= 4);
+  CHECK(lengths.back() <= 200);
+  CHECK(lengths[lengths.size() * 99 / 100] > 2 * 40);  // a long tail
+  options.synthetic_lengths = "fixed";
+  for (const auto length : Lengths(LoadTrainingData(options, 1).train)) REQUIRE(length == 200);
+  options.synthetic_lengths = "zipf";
+  CHECK_THROWS_WITH(LoadTrainingData(options, 1), Catch::Contains("uniform, lognormal or fixed"));
 }
 
 TEST_CASE("prompts name their special tokens", "[text]") {

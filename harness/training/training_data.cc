@@ -1,6 +1,7 @@
 #include "harness/training/training_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -36,11 +37,24 @@ Samples SyntheticSamples(const DataOptions& options, std::mt19937_64& generator)
   if (options.synthetic_min_length < 2 || options.synthetic_min_length > options.max_length) {
     throw std::invalid_argument("synthetic_min_length must be in [2, max_length]");
   }
-  std::uniform_int_distribution<int64_t> length(options.synthetic_min_length, options.max_length);
+  std::uniform_int_distribution<int64_t> uniform(options.synthetic_min_length, options.max_length);
+  std::lognormal_distribution<double> lognormal(
+      std::log(static_cast<double>(options.synthetic_median_length)), options.synthetic_sigma);
+  const auto length = [&]() -> int64_t {
+    if (options.synthetic_lengths == "fixed") return options.max_length;
+    if (options.synthetic_lengths == "uniform") return uniform(generator);
+    const auto drawn = static_cast<int64_t>(std::llround(lognormal(generator)));
+    return std::clamp(drawn, options.synthetic_min_length, options.max_length);
+  };
+  if (options.synthetic_lengths != "uniform" && options.synthetic_lengths != "lognormal" &&
+      options.synthetic_lengths != "fixed") {
+    throw std::invalid_argument("synthetic_lengths must be uniform, lognormal or fixed, got '" +
+                                options.synthetic_lengths + "'");
+  }
   std::uniform_int_distribution<int64_t> byte(0, 255);
   Samples samples(options.synthetic_samples);
   for (auto& sample : samples) {
-    sample.resize(length(generator));
+    sample.resize(length());
     for (auto& token : sample) token = byte(generator);
   }
   return samples;

@@ -19,9 +19,17 @@ struct DataOptions {
   int64_t max_length = 256;
   int64_t validation_samples = 256;  // held out, never trained on
   int64_t max_samples = 0;           // 0 = every sample; else the first N after shuffling
-  // synthetic: random bytes, lengths uniform in [min_length, max_length]
+  // synthetic: random bytes with a controlled length distribution, clamped to
+  // [synthetic_min_length, max_length]:
+  //   uniform    uniform over that range
+  //   lognormal  median synthetic_median_length, log-space spread synthetic_sigma: many
+  //              short samples and a long tail, like real text
+  //   fixed      every sample max_length tokens (no padding under any batching)
+  std::string synthetic_lengths = "uniform";
   int64_t synthetic_samples = 4096;
   int64_t synthetic_min_length = 8;
+  int64_t synthetic_median_length = 64;
+  double synthetic_sigma = 0.8;
 };
 
 struct TrainingData {

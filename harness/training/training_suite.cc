@@ -247,7 +247,8 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   const toml::table& data = table_or_empty("data");
   reader.CheckKeys(data, "[data]",
                    {"corpus", "path", "max_length", "validation_samples", "max_samples",
-                    "synthetic_samples", "synthetic_min_length", "seed"});
+                    "synthetic_samples", "synthetic_min_length", "synthetic_lengths",
+                    "synthetic_median_length", "synthetic_sigma", "seed"});
   if (auto* n = data.get("corpus")) {
     suite.data.corpus = reader.Choice(
         *n, "corpus", {"fortunes", "edict", "rotten_tomatoes", "daily_dialog", "synthetic"});
@@ -263,6 +264,16 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     suite.data.synthetic_samples = reader.Integer(*n, "synthetic_samples", 1, kMaxCount);
   if (auto* n = data.get("synthetic_min_length"))
     suite.data.synthetic_min_length = reader.Integer(*n, "synthetic_min_length", 2, 1 << 20);
+  if (auto* n = data.get("synthetic_lengths")) {
+    suite.data.synthetic_lengths =
+        reader.Choice(*n, "synthetic_lengths", {"uniform", "lognormal", "fixed"});
+  }
+  if (auto* n = data.get("synthetic_median_length")) {
+    suite.data.synthetic_median_length = reader.Integer(*n, "synthetic_median_length", 2, 1 << 20);
+  }
+  if (auto* n = data.get("synthetic_sigma")) {
+    suite.data.synthetic_sigma = reader.Number(*n, "synthetic_sigma", 0);
+  }
   if (auto* n = data.get("seed")) suite.data_seed = reader.Integer(*n, "seed", 0, INT64_MAX);
 
   PipelineSpec defaults;
