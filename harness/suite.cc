@@ -160,6 +160,10 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   } catch (const toml::parse_error& error) {
     reader.Fail(error.source(), "invalid TOML: " + std::string(error.description()));
   }
+  if (const toml::node* pipelines = root.get("pipelines")) {
+    reader.Fail(pipelines->source(),
+                "this is a training suite ([[pipelines]]); run it with: seqbench train " + path);
+  }
   reader.CheckKeys(root, "the suite",
                    {"name", "description", "family", "baseline", "seed", "model", "measure",
                     "variants", "grid", "cases", "expect"});

@@ -3,8 +3,12 @@
 #include "harness/suite.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
+#include "harness/training/training_suite.h"
 #include "tests/test_support.h"
 
 namespace seqbench {
@@ -175,16 +179,34 @@ TEST_CASE("shards are disjoint and together cover every case", "[suite]") {
   CHECK_THROWS(Shard(cases, 3, 2));
 }
 
-TEST_CASE("the shipped suites parse", "[suite]") {
-  for (const char* name :
-       {"ci", "readme", "scaling", "lstm_layers", "lstm_block", "gpu_readme", "gpu_scaling"}) {
-    DYNAMIC_SECTION(name) {
-      const Suite suite =
-          LoadSuiteFile(std::string(SEQBENCH_SOURCE_DIR) + "/suites/" + name + ".toml");
-      CHECK(suite.name == name);
-      CHECK_FALSE(suite.Expand().empty());
+TEST_CASE("every shipped suite parses as its kind", "[suite]") {
+  size_t benchmark_suites = 0, training_suites = 0;
+  for (const auto& file :
+       std::filesystem::directory_iterator(std::string(SEQBENCH_SOURCE_DIR) + "/suites")) {
+    if (file.path().extension() != ".toml") continue;
+    const std::string path = file.path().string();
+    const std::string name = file.path().stem().string();
+    {
+      INFO(path);
+      std::ifstream stream(path);
+      std::ostringstream text;
+      text << stream.rdbuf();
+      if (training::IsTrainingSuiteText(text.str())) {
+        ++training_suites;
+        const auto suite = training::ParseTrainingSuite(text.str(), path);
+        CHECK(suite.name == name);
+        // A training suite is no benchmark suite, and says where it belongs.
+        CHECK_THROWS_WITH(ParseSuite(text.str(), path), Catch::Contains("seqbench train"));
+      } else {
+        ++benchmark_suites;
+        const Suite suite = ParseSuite(text.str(), path);
+        CHECK(suite.name == name);
+        CHECK_FALSE(suite.Expand().empty());
+      }
     }
   }
+  CHECK(benchmark_suites >= 7);
+  CHECK(training_suites >= 2);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "harness/cli/command.h"
 #include "harness/suite.h"
+#include "harness/training/training_suite.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -73,8 +75,18 @@ int RunList(const std::vector<std::string>& args) {
   if (files.empty()) std::cout << "  (none)\n";
   for (const auto& file : files) {
     try {
-      const Suite suite = LoadSuiteFile(file.string());
-      std::cout << "  " << std::left << std::setw(14) << suite.name << std::setw(5)
+      std::ifstream stream(file);
+      std::ostringstream text;
+      text << stream.rdbuf();
+      if (training::IsTrainingSuiteText(text.str())) {
+        const auto suite = training::ParseTrainingSuite(text.str(), file.string());
+        std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
+                  << suite.pipelines.size() << "pipelines (seqbench train)  " << suite.description
+                  << "\n";
+        continue;
+      }
+      const Suite suite = ParseSuite(text.str(), file.string());
+      std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
                 << suite.Expand().size() << "cases  " << suite.description << "\n";
     } catch (const SuiteError& error) {
       std::cout << "  " << error.what() << "\n";
