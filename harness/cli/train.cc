@@ -54,9 +54,7 @@ std::string CommandLineSuite(const po::variables_map& values) {
   const auto text = [&](const char* flag, const char* key) {
     if (values.count(flag)) toml << key << " = " << quoted(values[flag].as<std::string>()) << "\n";
   };
-  toml << "name = \"train\"\ndescription = "
-       << quoted("seqbench train " + CommandLine().substr(CommandLine().find("train") + 5))
-       << "\n[data]\n";
+  toml << "name = \"train\"\ndescription = " << quoted(CommandLine()) << "\n[data]\n";
   text("data", "corpus");
   text("data-path", "path");
   number("max-length", "max_length");
@@ -135,6 +133,49 @@ class ProgressPrinter {
   bool terminal_ = isatty(fileno(stderr)) != 0;
 };
 
+// The case's metrics from the steps that ran: throughput over the timed steps (after
+// timing_warmup), padding and losses over all of them, and the memory probe's figures.
+void AddPipelineMetrics(const std::vector<StepResult>& steps,
+                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
+                        const MemoryUsage& memory, CaseRecord& record) {
+  int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
+  double timed_seconds = 0;
+  std::vector<double> rates;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    all_tokens += steps[i].tokens;
+    padded_tokens += steps[i].padded_tokens;
+    skipped += steps[i].skipped ? 1 : 0;
+    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
+    record.samples_s.push_back(steps[i].seconds);
+    timed_tokens += steps[i].tokens;
+    timed_seconds += steps[i].seconds;
+    rates.push_back(steps[i].tokens / steps[i].seconds);
+  }
+  record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
+  const auto add = [&](const std::string& name, double value, const char* unit) {
+    record.metrics.push_back({name, value, unit});
+  };
+  if (timed_seconds > 0) {
+    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
+    if (rates.size() >= 2) add("tokens_per_s_stddev", SampleStddev(rates), "tokens/s");
+    add("runtime_mean_s", Mean(record.samples_s), "s");
+    if (rates.size() >= 2) add("runtime_stddev_s", SampleStddev(record.samples_s), "s");
+  }
+  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+  const size_t tail = std::max<size_t>(1, steps.size() / 10);
+  double tail_loss = 0;
+  for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
+  add("final_train_loss", tail_loss / tail, "nats/token");
+  if (!validation_losses.empty())
+    add("final_validation_loss", validation_losses.back(), "nats/token");
+  add("skipped_steps", skipped, "count");
+  if (spec.config.loss_scaling || spec.config.precision == training::Precision::kFloat16) {
+    add("final_loss_scale", steps.back().loss_scale, "ratio");
+  }
+  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
+  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
+}
+
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const training::TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const std::string& checkpoint,
@@ -168,6 +209,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   probe.Begin();
   std::vector<StepResult> steps;
   std::vector<double> validation_losses;
+  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
   try {
     Trainer trainer(config, data.train, data.validation);
     if (!resume.empty()) {
@@ -177,7 +219,6 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     }
     const int64_t first_step = trainer.step();
     ProgressPrinter progress(spec.name, spec.steps);
-    std::vector<TrainingStepRecord> pending;
     double elapsed_s = 0;
     int64_t tokens = 0;
     while (trainer.step() < spec.steps) {
@@ -209,6 +250,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       progress.Update(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
     }
     if (!pending.empty()) store.AddTrainingSteps(run_id, record.case_key, pending);
+    pending.clear();
     if (!checkpoint.empty()) {
       trainer.Save(checkpoint);
       std::fprintf(stderr, "[%s] checkpoint at step %lld: %s\n", spec.name.c_str(),
@@ -220,49 +262,22 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     record.status = "error";
     record.message = DescribeError(error);
     std::fprintf(stderr, "[%s] error: %s\n", spec.name.c_str(), record.message.c_str());
+    // The steps that ran before the error still belong in the log.
+    if (!pending.empty()) {
+      try {
+        store.AddTrainingSteps(run_id, record.case_key, pending);
+      } catch (const StoreError& store_error) {
+        record.message +=
+            "; and its last steps could not be logged: " + std::string(store_error.what());
+      }
+    }
   }
   const MemoryUsage memory = probe.End();
   record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   record.iterations = static_cast<int64_t>(steps.size());
   if (steps.empty()) return outcome;
 
-  // Throughput over the timed steps; losses over every step.
-  int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
-  double timed_seconds = 0;
-  std::vector<double> rates;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    all_tokens += steps[i].tokens;
-    padded_tokens += steps[i].padded_tokens;
-    skipped += steps[i].skipped ? 1 : 0;
-    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
-    record.samples_s.push_back(steps[i].seconds);
-    timed_tokens += steps[i].tokens;
-    timed_seconds += steps[i].seconds;
-    rates.push_back(steps[i].tokens / steps[i].seconds);
-  }
-  record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
-  const auto add = [&](const std::string& name, double value, const char* unit) {
-    record.metrics.push_back({name, value, unit});
-  };
-  if (timed_seconds > 0) {
-    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
-    if (rates.size() >= 2) add("tokens_per_s_stddev", SampleStddev(rates), "tokens/s");
-    add("runtime_mean_s", Mean(record.samples_s), "s");
-    if (rates.size() >= 2) add("runtime_stddev_s", SampleStddev(record.samples_s), "s");
-  }
-  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
-  const size_t tail = std::max<size_t>(1, steps.size() / 10);
-  double tail_loss = 0;
-  for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
-  add("final_train_loss", tail_loss / tail, "nats/token");
-  if (!validation_losses.empty())
-    add("final_validation_loss", validation_losses.back(), "nats/token");
-  add("skipped_steps", skipped, "count");
-  if (config.loss_scaling || config.precision == training::Precision::kFloat16) {
-    add("final_loss_scale", steps.back().loss_scale, "ratio");
-  }
-  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
-  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
+  AddPipelineMetrics(steps, validation_losses, spec, memory, record);
   return outcome;
 }
 

@@ -26,7 +26,8 @@ struct TrainingConfig {
   VariantOptions variant_options;
   ModelConfig model;  // vocab_size is the tokenizer's (text::kVocabularySize)
   BatchingOptions batching;
-  LoaderOptions loader;
+  // Batches are pinned (page-locked) by default; the trainer pins only when on CUDA.
+  LoaderOptions loader{/*workers=*/0, /*prefetch=*/4, /*pin_memory=*/true};
   int64_t accumulation = 1;  // micro-batches per optimizer step
   Precision precision = Precision::kFloat32;
   bool loss_scaling = false;  // dynamic loss scaling (always on for fp16)
