@@ -343,38 +343,12 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     reader.Fail(root.source(), "the suite has no cases: add a [grid] or [[cases]]");
   }
 
-  if (const toml::node* expect_node = root.get("expect")) {
-    if (!expect_node->is_array_of_tables()) {
-      reader.Fail(expect_node->source(), "'expect' must be an array of tables: [[expect]]");
-    }
-    for (const toml::node& element : *expect_node->as_array()) {
-      const toml::table& table = *element.as_table();
-      reader.CheckKeys(table, "[[expect]]",
-                       {"what", "variant", "over", "at_least", "at_most", "where"});
-      Expectation expectation;
-      expectation.line = table.source().begin.line;
-      expectation.what = reader.Choice(reader.Required(table, "what", "[[expect]]"), "what",
-                                       {"speedup", "memory_ratio", "all_correct"});
-      if (auto* n = table.get("at_least")) expectation.at_least = reader.Number(*n, "at_least", 0);
-      if (auto* n = table.get("at_most")) expectation.at_most = reader.Number(*n, "at_most", 0);
-      if (expectation.what != "all_correct") {
-        for (const char* role : {"variant", "over"}) {
-          const toml::node& n =
-              reader.Required(table, role, "[[expect]] of what = \"" + expectation.what + "\"");
-          const std::string name = reader.String(n, role);
-          if (names.count(name) == 0) {
-            reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + name +
-                                        "' is not one of the suite's [[variants]]: " +
-                                        Joined({names.begin(), names.end()}));
-          }
-          (std::string(role) == "variant" ? expectation.variant : expectation.over) = name;
-        }
-        if (!expectation.at_least && !expectation.at_most) {
-          reader.Fail(table.source(), "[[expect]] of what = \"" + expectation.what +
-                                          "\" needs 'at_least' or 'at_most'");
-        }
-      }
-      if (const toml::node* where = table.get("where")) {
+  suite.expectations = ReadExpectations(
+      reader, root, {"speedup", "memory_ratio", "all_correct"}, names,
+      "one of the suite's [[variants]]", {"where"},
+      [&](const toml::table& table, Expectation& expectation) {
+        const toml::node* where = table.get("where");
+        if (where == nullptr) return;
         if (!where->is_table())
           reader.Fail(where->source(), "'where' must be a table, e.g. { batch = 1 }");
         reader.CheckKeys(*where->as_table(), "'where'", kWorkloadKeys);
@@ -386,19 +360,18 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
             expectation.where[field] = reader.String(value, field);
           }
         }
-      }
-      suite.expectations.push_back(std::move(expectation));
-    }
-  }
+      });
   return suite;
 }
 
-Suite LoadSuiteFile(const std::string& path) {
+std::string ReadSuiteText(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw SuiteError(path, 1, 1, "cannot open the suite file (does it exist?)");
   std::ostringstream text;
   text << file.rdbuf();
-  return ParseSuite(text.str(), path);
+  return text.str();
 }
+
+Suite LoadSuiteFile(const std::string& path) { return ParseSuite(ReadSuiteText(path), path); }
 
 }  // namespace seqbench

@@ -107,6 +107,9 @@ struct Suite {
 // unknown keys, wrong types, values out of range, unknown variants or families.
 Suite ParseSuite(const std::string& text, const std::string& path);
 Suite LoadSuiteFile(const std::string& path);
+// A suite file's whole text (benchmark or training suite); an unreadable file is a
+// SuiteError at line 1.
+std::string ReadSuiteText(const std::string& path);
 
 // Shard `index` of `count` (1-based index): the cases whose position modulo count is
 // index - 1. Deterministic; shards are disjoint and together cover every case.

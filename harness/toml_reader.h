@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,5 +123,19 @@ class TomlReader {
  private:
   std::string path_;
 };
+
+// Reads each [[expect]] entry the extra keys of which the caller reads itself.
+using ExtraExpectationReader = std::function<void(const toml::table& entry, Expectation& e)>;
+
+// The [[expect]] array of `root`, shared by benchmark and training suites: `what` one of
+// `kinds`; for every kind but all_correct, a `variant` and an `over` from `names` (what
+// they are, in messages: `names_are`, e.g. "a pipeline name") and at least one bound.
+// `extra_keys` are allowed besides, and `read_extra` reads them.
+std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,
+                                          const std::vector<std::string>& kinds,
+                                          const std::set<std::string>& names,
+                                          const std::string& names_are,
+                                          const std::vector<std::string>& extra_keys = {},
+                                          const ExtraExpectationReader& read_extra = {});
 
 }  // namespace seqbench

@@ -14,15 +14,15 @@ bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& wher
                      [&](const auto& item) { return CaseField(c, item.first) == item.second; });
 }
 
-std::string Bound(const RatioExpectation& e) {
+}  // namespace
+
+std::string DescribeBound(const RatioExpectation& e) {
   std::string text;
   if (e.at_least) text += ">= " + FormatSignificant(*e.at_least);
   if (e.at_most)
     text += std::string(text.empty() ? "" : " and ") + "<= " + FormatSignificant(*e.at_most);
   return text;
 }
-
-}  // namespace
 
 std::vector<ExpectationOutcome> EvaluateExpectations(
     const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases) {
@@ -54,7 +54,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
     const bool speedup = e.what == "speedup";
     outcome.expectation = (speedup ? e.variant + " speedup over " + e.over
                                    : e.variant + " activation memory / " + e.over) +
-                          " " + Bound(e) + where;
+                          " " + DescribeBound(e) + where;
     bool any = false, all_hold = true;
     for (const CaseRecord& candidate : cases) {
       if (candidate.variant_name != e.variant || !Matches(candidate, e.where)) continue;

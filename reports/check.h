@@ -29,6 +29,9 @@ struct ExpectationOutcome {
   bool held = false;
 };
 
+// The expectation's bounds in words: ">= 1.3", "<= 0.8", ">= 1 and <= 2".
+std::string DescribeBound(const RatioExpectation& expectation);
+
 // speedup: median runtime of `over` / median runtime of `variant`;
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
 // all_correct: every case ok (skipped cases count as not run, not as failures).

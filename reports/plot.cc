@@ -54,15 +54,6 @@ std::string SeriesSuffix(const CaseRecord& c, const std::set<std::string>& varyi
   return suffix;
 }
 
-std::string Quoted(const std::string& text) {
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 }  // namespace
 
 std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
@@ -141,9 +132,10 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   std::string script;
   script +=
       "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += "set output " + Quoted(request.output) + "\n";
-  if (!request.title.empty()) script += "set title " + Quoted(request.title) + "\n";
-  script += "set xlabel " + Quoted(x_label) + "\nset ylabel " + Quoted(y_axis.label) + "\n";
+  script += "set output " + GnuplotQuoted(request.output) + "\n";
+  if (!request.title.empty()) script += "set title " + GnuplotQuoted(request.title) + "\n";
+  script +=
+      "set xlabel " + GnuplotQuoted(x_label) + "\nset ylabel " + GnuplotQuoted(y_axis.label) + "\n";
   script += "set grid\nset key outside right top\n";
   if (x_max / x_min >= 10) script += "set logscale x 2\n";
   if (y_max / y_min >= 10) script += "set logscale y 10\n";
@@ -161,13 +153,22 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   script += "plot ";
   for (size_t i = 0; i < order.size(); ++i) {
     script += std::string(i ? ", \\\n     " : "") + "$series" + std::to_string(i) +
-              " using 1:2 with linespoints lw 2 pt 7 title " + Quoted(order[i]);
+              " using 1:2 with linespoints lw 2 pt 7 title " + GnuplotQuoted(order[i]);
   }
   return script + "\n";
 }
 
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
   RunGnuplot(BuildGnuplotScript(cases, request), request.output);
+}
+
+std::string GnuplotQuoted(const std::string& text) {
+  std::string quoted = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
 }
 
 void RunGnuplot(const std::string& script, const std::string& output) {

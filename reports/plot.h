@@ -30,6 +30,8 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 // hint to install gnuplot-nox.
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request);
 
+// `text` as a double-quoted gnuplot string (quotes and backslashes escaped).
+std::string GnuplotQuoted(const std::string& text);
 // Feeds a gnuplot script (which writes `output`) to a gnuplot process.
 void RunGnuplot(const std::string& script, const std::string& output);
 

@@ -31,15 +31,6 @@ std::string Loss(std::optional<double> value) {
   return text;
 }
 
-std::string Quoted(const std::string& text) {
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
-  }
-  return quoted + "\"";
-}
-
 }  // namespace
 
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
@@ -139,21 +130,22 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
             (request.y == "validation_loss" ? "linespoints lw 2 pt 7"
              : difference                   ? "points pt 7 ps 0.5"
                                             : "lines lw 2") +
-            " title " + Quoted(c.variant_name);
+            " title " + GnuplotQuoted(c.variant_name);
     ++series;
   }
   if (series == 0)
     throw std::invalid_argument("no pipeline of this run has " + request.y + " to plot");
   std::string script =
       "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += "set output " + Quoted(request.output) + "\n";
-  if (!request.title.empty()) script += "set title " + Quoted(request.title) + "\n";
-  script += "set xlabel " + Quoted(request.x == "step" ? "optimizer step" : "wall time (s)") + "\n";
+  script += "set output " + GnuplotQuoted(request.output) + "\n";
+  if (!request.title.empty()) script += "set title " + GnuplotQuoted(request.title) + "\n";
+  script += "set xlabel " +
+            GnuplotQuoted(request.x == "step" ? "optimizer step" : "wall time (s)") + "\n";
   script += "set ylabel " +
-            Quoted(request.y == "loss" ? "training loss (nats/token, trailing mean)"
-                   : request.y == "validation_loss"
-                       ? "validation loss (nats/token)"
-                       : "|training loss − " + request.over + "'s| per step (nats/token)") +
+            GnuplotQuoted(request.y == "loss" ? "training loss (nats/token, trailing mean)"
+                          : request.y == "validation_loss"
+                              ? "validation loss (nats/token)"
+                              : "|training loss − " + request.over + "'s| per step (nats/token)") +
             "\n";
   if (difference) script += "set logscale y 10\nset format y '%.0e'\n";
   script += "set grid\nset key outside right top\n";
@@ -176,10 +168,6 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
       continue;
     }
     ExpectationOutcome outcome;
-    std::string bound;
-    if (e.at_least) bound += ">= " + FormatSignificant(*e.at_least);
-    if (e.at_most)
-      bound += std::string(bound.empty() ? "" : " and ") + "<= " + FormatSignificant(*e.at_most);
     const std::map<std::string, std::string> kinds = {
         {"throughput", "tokens/s of " + e.variant + " / " + e.over},
         {"memory_ratio", "peak memory of " + e.variant + " / " + e.over},
@@ -188,7 +176,7 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
     const auto kind = kinds.find(e.what);
     if (kind == kinds.end())
       throw std::invalid_argument("unknown training expectation '" + e.what + "'");
-    outcome.expectation = kind->second + " " + bound;
+    outcome.expectation = kind->second + " " + DescribeBound(e);
     const CaseRecord* mine = FindPipeline(cases, e.variant);
     const CaseRecord* theirs = FindPipeline(cases, e.over);
     std::optional<double> value;

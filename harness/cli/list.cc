@@ -2,10 +2,8 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 
 #include "harness/cli/command.h"
 #include "harness/suite.h"
@@ -75,17 +73,15 @@ int RunList(const std::vector<std::string>& args) {
   if (files.empty()) std::cout << "  (none)\n";
   for (const auto& file : files) {
     try {
-      std::ifstream stream(file);
-      std::ostringstream text;
-      text << stream.rdbuf();
-      if (training::IsTrainingSuiteText(text.str())) {
-        const auto suite = training::ParseTrainingSuite(text.str(), file.string());
+      const std::string text = ReadSuiteText(file.string());
+      if (training::IsTrainingSuiteText(text)) {
+        const auto suite = training::ParseTrainingSuite(text, file.string());
         std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
                   << suite.pipelines.size() << "pipelines (seqbench train)  " << suite.description
                   << "\n";
         continue;
       }
-      const Suite suite = ParseSuite(text.str(), file.string());
+      const Suite suite = ParseSuite(text, file.string());
       std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
                 << suite.Expand().size() << "cases  " << suite.description << "\n";
     } catch (const SuiteError& error) {

@@ -1,6 +1,5 @@
 #include "harness/training/training_suite.h"
 
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -332,48 +331,15 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     }
   }
 
-  if (const toml::node* expect = root.get("expect")) {
-    if (!expect->is_array_of_tables()) {
-      reader.Fail(expect->source(), "'expect' must be an array of tables: [[expect]]");
-    }
-    for (const toml::node& element : *expect->as_array()) {
-      const toml::table& table = *element.as_table();
-      reader.CheckKeys(table, "[[expect]]", {"what", "variant", "over", "at_least", "at_most"});
-      Expectation e;
-      e.line = table.source().begin.line;
-      e.what = reader.Choice(
-          reader.Required(table, "what", "[[expect]]"), "what",
-          {"throughput", "memory_ratio", "loss_match", "validation_loss_ratio", "all_correct"});
-      if (auto* n = table.get("at_least")) e.at_least = reader.Number(*n, "at_least", 0);
-      if (auto* n = table.get("at_most")) e.at_most = reader.Number(*n, "at_most", 0);
-      if (e.what != "all_correct") {
-        for (const char* role : {"variant", "over"}) {
-          const toml::node& n =
-              reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");
-          const std::string pipeline = reader.String(n, role);
-          if (names.count(pipeline) == 0) {
-            reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + pipeline +
-                                        "' is not a pipeline name");
-          }
-          (std::string(role) == "variant" ? e.variant : e.over) = pipeline;
-        }
-        if (!e.at_least && !e.at_most) {
-          reader.Fail(table.source(),
-                      "[[expect]] of what = \"" + e.what + "\" needs at_least or at_most");
-        }
-      }
-      suite.expectations.push_back(std::move(e));
-    }
-  }
+  suite.expectations = ReadExpectations(
+      reader, root,
+      {"throughput", "memory_ratio", "loss_match", "validation_loss_ratio", "all_correct"}, names,
+      "a pipeline name");
   return suite;
 }
 
 TrainingSuite LoadTrainingSuiteFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw SuiteError(path, 1, 1, "cannot open the training suite file");
-  std::ostringstream text;
-  text << file.rdbuf();
-  return ParseTrainingSuite(text.str(), path);
+  return ParseTrainingSuite(ReadSuiteText(path), path);
 }
 
 }  // namespace seqbench::training

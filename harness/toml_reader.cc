@@ -1,0 +1,49 @@
+#include "harness/toml_reader.h"
+
+namespace seqbench {
+
+std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,
+                                          const std::vector<std::string>& kinds,
+                                          const std::set<std::string>& names,
+                                          const std::string& names_are,
+                                          const std::vector<std::string>& extra_keys,
+                                          const ExtraExpectationReader& read_extra) {
+  std::vector<Expectation> expectations;
+  const toml::node* expect = root.get("expect");
+  if (expect == nullptr) return expectations;
+  if (!expect->is_array_of_tables()) {
+    reader.Fail(expect->source(), "'expect' must be an array of tables: [[expect]]");
+  }
+  std::vector<std::string> keys = {"what", "variant", "over", "at_least", "at_most"};
+  keys.insert(keys.end(), extra_keys.begin(), extra_keys.end());
+  for (const toml::node& element : *expect->as_array()) {
+    const toml::table& table = *element.as_table();
+    reader.CheckKeys(table, "[[expect]]", keys);
+    Expectation e;
+    e.line = table.source().begin.line;
+    e.what = reader.Choice(reader.Required(table, "what", "[[expect]]"), "what", kinds);
+    if (auto* n = table.get("at_least")) e.at_least = reader.Number(*n, "at_least", 0);
+    if (auto* n = table.get("at_most")) e.at_most = reader.Number(*n, "at_most", 0);
+    if (e.what != "all_correct") {
+      for (const char* role : {"variant", "over"}) {
+        const toml::node& n =
+            reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");
+        const std::string name = reader.String(n, role);
+        if (names.count(name) == 0) {
+          reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + name + "' is not " +
+                                      names_are + ": " + Joined({names.begin(), names.end()}));
+        }
+        (std::string(role) == "variant" ? e.variant : e.over) = name;
+      }
+      if (!e.at_least && !e.at_most) {
+        reader.Fail(table.source(),
+                    "[[expect]] of what = \"" + e.what + "\" needs 'at_least' or 'at_most'");
+      }
+    }
+    if (read_extra) read_extra(table, e);
+    expectations.push_back(std::move(e));
+  }
+  return expectations;
+}
+
+}  // namespace seqbench
