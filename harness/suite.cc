@@ -154,12 +154,7 @@ void CheckWorkload(const TomlReader& reader, const toml::source_region& where, c
 
 Suite ParseSuite(const std::string& text, const std::string& path) {
   TomlReader reader(path);
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& error) {
-    reader.Fail(error.source(), "invalid TOML: " + std::string(error.description()));
-  }
+  const toml::table root = reader.Parse(text);
   if (const toml::node* pipelines = root.get("pipelines")) {
     reader.Fail(pipelines->source(),
                 "this is a training suite ([[pipelines]]); run it with: seqbench train " + path);

@@ -38,6 +38,15 @@ class TomlReader {
  public:
   explicit TomlReader(std::string path) : path_(std::move(path)) {}
 
+  // `text` as TOML, or a failure at the syntax error.
+  toml::table Parse(const std::string& text) const {
+    try {
+      return toml::parse(text, path_);
+    } catch (const toml::parse_error& error) {
+      Fail(error.source(), "invalid TOML: " + std::string(error.description()));
+    }
+  }
+
   [[noreturn]] void Fail(const toml::source_region& where, const std::string& message) const {
     const int64_t line = where.begin.line > 0 ? where.begin.line : 1;
     const int64_t column = where.begin.column > 0 ? where.begin.column : 1;

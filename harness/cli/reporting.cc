@@ -73,34 +73,6 @@ TrainingCurves CurvesOf(const Store& store, int64_t run_id, const std::vector<Ca
   return curves;
 }
 
-// A README section from a training run: the pipeline table, or a loss plot.
-std::string RenderTrainingSection(const Store& store, const RunRecord& run,
-                                  const std::vector<CaseRecord>& cases,
-                                  const ReadmeSection& section,
-                                  const std::filesystem::path& readme_dir) {
-  const auto attribute = [&](const std::string& key) {
-    const auto it = section.attributes.find(key);
-    return it == section.attributes.end() ? std::string() : it->second;
-  };
-  if (attribute("plot").empty()) return RenderTrainingTable(cases);
-  LossPlotRequest request;
-  request.y = attribute("plot");
-  request.x = attribute("x").empty() ? "step" : attribute("x");
-  request.over = attribute("over");
-  const std::string file = attribute("file");
-  if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
-  request.output = (readme_dir / file).string();
-  request.title =
-      run.suite_name + ", run " + std::to_string(run.run_id) + ", " + run.started_at.substr(0, 10);
-  std::filesystem::create_directories(std::filesystem::path(request.output).parent_path());
-  try {
-    RenderLossPlot(cases, CurvesOf(store, run.run_id, cases), request);
-  } catch (const std::invalid_argument& error) {
-    throw ReadmeError(error.what());
-  }
-  return "![" + request.y + " against " + request.x + ": " + request.title + "](" + file + ")\n";
-}
-
 }  // namespace
 
 int RunReport(const std::vector<std::string>& args) {
@@ -201,23 +173,42 @@ int RunReadme(const std::vector<std::string>& args) {
       if (!attribute("pipelines").empty()) cases = SelectPipelines(cases, attribute("pipelines"));
       if (cases.empty()) continue;
       const RunRecord run = *store->FindRun(it->run_id);
-      if (training::IsTrainingSuiteText(run.suite_text)) {
-        return RenderTrainingSection(*store, run, cases, section, readme_dir);
+      const bool training_run = training::IsTrainingSuiteText(run.suite_text);
+      if (attribute("plot").empty()) {
+        return training_run ? RenderTrainingTable(cases)
+                            : RenderMarkdown(run, cases, BaselineOf(run));
       }
-      if (attribute("plot").empty()) return RenderMarkdown(run, cases, BaselineOf(run));
-      PlotRequest request;
-      request.y = attribute("plot");
-      request.x = attribute("x").empty() ? "seq_len" : attribute("x");
-      request.over = attribute("over");
       const std::string file = attribute("file");
       if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
-      request.output = (readme_dir / file).string();
-      request.title = suite + " (" + (device.empty() ? "all devices" : device) + "), run " +
-                      std::to_string(run.run_id) + ", " + run.started_at.substr(0, 10);
-      std::filesystem::create_directories(std::filesystem::path(request.output).parent_path());
-      RenderPlot(cases, request);
-      return "![" + request.y + " against " + request.x + ": " + request.title + "](" + file +
-             ")\n";
+      const std::string output = (readme_dir / file).string();
+      const std::string title = suite + " (" + (device.empty() ? "all devices" : device) +
+                                "), run " + std::to_string(run.run_id) + ", " +
+                                run.started_at.substr(0, 10);
+      std::filesystem::create_directories(std::filesystem::path(output).parent_path());
+      const std::string y = attribute("plot");
+      std::string x = attribute("x");
+      try {
+        if (training_run) {  // loss curves from the training_steps table
+          LossPlotRequest request;
+          request.x = x = x.empty() ? "step" : x;
+          request.y = y;
+          request.over = attribute("over");
+          request.title = title;
+          request.output = output;
+          RenderLossPlot(cases, CurvesOf(*store, run.run_id, cases), request);
+        } else {
+          PlotRequest request;
+          request.x = x = x.empty() ? "seq_len" : x;
+          request.y = y;
+          request.over = attribute("over");
+          request.title = title;
+          request.output = output;
+          RenderPlot(cases, request);
+        }
+      } catch (const std::invalid_argument& error) {
+        throw ReadmeError(error.what());
+      }
+      return "![" + y + " against " + x + ": " + title + "](" + file + ")\n";
     }
     throw ReadmeError("no complete run of suite '" + suite + "'" +
                       (device.empty() ? "" : " on device '" + device + "'") + " in " + db_path +

@@ -218,12 +218,7 @@ bool IsTrainingSuiteText(const std::string& text) {
 
 TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path) {
   TomlReader reader(path);
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& error) {
-    reader.Fail(error.source(), "invalid TOML: " + std::string(error.description()));
-  }
+  const toml::table root = reader.Parse(text);
   reader.CheckKeys(
       root, "the training suite",
       {"name", "description", "reference", "data", "model", "train", "pipelines", "expect"});
