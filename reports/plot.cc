@@ -129,14 +129,7 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     }
   }
 
-  std::string script;
-  script +=
-      "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += "set output " + GnuplotQuoted(request.output) + "\n";
-  if (!request.title.empty()) script += "set title " + GnuplotQuoted(request.title) + "\n";
-  script +=
-      "set xlabel " + GnuplotQuoted(x_label) + "\nset ylabel " + GnuplotQuoted(y_axis.label) + "\n";
-  script += "set grid\nset key outside right top\n";
+  std::string script = GnuplotPreamble(request.output, request.title, x_label, y_axis.label);
   if (x_max / x_min >= 10) script += "set logscale x 2\n";
   if (y_max / y_min >= 10) script += "set logscale y 10\n";
   for (size_t i = 0; i < order.size(); ++i) {
@@ -160,6 +153,17 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
   RunGnuplot(BuildGnuplotScript(cases, request), request.output);
+}
+
+std::string GnuplotPreamble(const std::string& output, const std::string& title,
+                            const std::string& x_label, const std::string& y_label) {
+  std::string script =
+      "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
+  script += "set output " + GnuplotQuoted(output) + "\n";
+  if (!title.empty()) script += "set title " + GnuplotQuoted(title) + "\n";
+  script +=
+      "set xlabel " + GnuplotQuoted(x_label) + "\nset ylabel " + GnuplotQuoted(y_label) + "\n";
+  return script + "set grid\nset key outside right top\n";
 }
 
 std::string GnuplotQuoted(const std::string& text) {

@@ -30,6 +30,10 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 // hint to install gnuplot-nox.
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request);
 
+// The start every seqbench plot shares: an SVG terminal writing `output`, the title, the
+// axis labels, a grid and the key outside on the right.
+std::string GnuplotPreamble(const std::string& output, const std::string& title,
+                            const std::string& x_label, const std::string& y_label);
 // `text` as a double-quoted gnuplot string (quotes and backslashes escaped).
 std::string GnuplotQuoted(const std::string& text);
 // Feeds a gnuplot script (which writes `output`) to a gnuplot process.

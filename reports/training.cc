@@ -135,20 +135,15 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
   }
   if (series == 0)
     throw std::invalid_argument("no pipeline of this run has " + request.y + " to plot");
+  const std::string y_label =
+      request.y == "loss" ? "training loss (nats/token, trailing mean)"
+      : request.y == "validation_loss"
+          ? "validation loss (nats/token)"
+          : "|training loss − " + request.over + "'s| per step (nats/token)";
   std::string script =
-      "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += "set output " + GnuplotQuoted(request.output) + "\n";
-  if (!request.title.empty()) script += "set title " + GnuplotQuoted(request.title) + "\n";
-  script += "set xlabel " +
-            GnuplotQuoted(request.x == "step" ? "optimizer step" : "wall time (s)") + "\n";
-  script += "set ylabel " +
-            GnuplotQuoted(request.y == "loss" ? "training loss (nats/token, trailing mean)"
-                          : request.y == "validation_loss"
-                              ? "validation loss (nats/token)"
-                              : "|training loss − " + request.over + "'s| per step (nats/token)") +
-            "\n";
+      GnuplotPreamble(request.output, request.title,
+                      request.x == "step" ? "optimizer step" : "wall time (s)", y_label);
   if (difference) script += "set logscale y 10\nset format y '%.0e'\n";
-  script += "set grid\nset key outside right top\n";
   return script + data + "plot " + plot + "\n";
 }
 

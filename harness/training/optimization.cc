@@ -36,15 +36,15 @@ DynamicLossScaler::DynamicLossScaler(LossScalerOptions options)
 
 bool DynamicLossScaler::UnscaleGradients(const std::vector<torch::Tensor>& parameters) const {
   torch::NoGradGuard no_grad;
-  bool finite = true;
+  std::vector<torch::Tensor> finite;  // one flag per gradient, left on its device
   for (const auto& parameter : parameters) {
     auto grad = parameter.grad();
     if (!grad.defined()) continue;
     grad.div_(scale_);
-    // One reduction per tensor; the flag is read once all are unscaled.
-    finite = finite && grad.isfinite().all().item<bool>();
+    finite.push_back(grad.isfinite().all());
   }
-  return finite;
+  // Read back once for all gradients: one device synchronisation per step, not per tensor.
+  return finite.empty() || torch::stack(finite).all().item<bool>();
 }
 
 void DynamicLossScaler::Update(bool gradients_finite) {
