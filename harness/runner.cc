@@ -26,13 +26,6 @@ class CollectingReporter final : public benchmark::BenchmarkReporter {
   std::vector<Run> collected;
 };
 
-double Minimum(const std::vector<double>& values) {
-  return *std::min_element(values.begin(), values.end());
-}
-double Maximum(const std::vector<double>& values) {
-  return *std::max_element(values.begin(), values.end());
-}
-
 double Seconds(std::chrono::steady_clock::duration duration) {
   return std::chrono::duration<double>(duration).count();
 }
@@ -63,9 +56,7 @@ Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step
       ->UseManualTime()
       ->Unit(benchmark::kSecond)
       ->Iterations(iterations)
-      ->Repetitions(repetitions)
-      ->ComputeStatistics("min", Minimum)
-      ->ComputeStatistics("max", Maximum);
+      ->Repetitions(repetitions);
   CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::ClearRegisteredBenchmarks();
@@ -77,10 +68,6 @@ Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step
     if (run.error_occurred) throw std::runtime_error(run.error_message);
     if (run.run_type == benchmark::BenchmarkReporter::Run::RT_Iteration) {
       timing.samples_s.push_back(run.GetAdjustedRealTime());
-    } else if (run.aggregate_unit == benchmark::kPercentage) {
-      timing.statistics[run.aggregate_name] = run.real_accumulated_time;  // a ratio, unscaled
-    } else {
-      timing.statistics[run.aggregate_name] = run.GetAdjustedRealTime();
     }
   }
   return timing;
@@ -93,7 +80,9 @@ CaseRunner::CaseRunner(const Suite& suite) : suite_(suite) {
 
 const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {
   const ModelConfig config = suite_.ModelFor(workload);
-  const std::string key = std::to_string(config.num_layers) + "x" + std::to_string(config.width);
+  const std::string key = std::to_string(config.num_layers) + "x" + std::to_string(config.width) +
+                          "x" + std::to_string(config.num_heads) + "x" +
+                          std::to_string(config.vocab_size);
   const auto cached = weights_.find(key);
   if (cached != weights_.end()) return cached->second;
   return weights_[key] = GlobalFamilies().Get(config.family).init_weights(config, suite_.seed);
@@ -105,30 +94,29 @@ const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::Sca
   // share one float64 reference.
   Workload reference_workload = workload;
   reference_workload.dtype = DtypeName(dtype);
-  const std::string key = reference_workload.Describe();
+  const std::string key = reference_workload.Key();
   const auto cached = references_.find(key);
   if (cached != references_.end()) return cached->second;
   const VariantSpec& baseline = suite_.Variant(suite_.baseline);
   auto variant = CreateVariant(baseline.key);
   variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype, baseline.options);
-  return references_[key] = RunStep(*variant, workload.mode, batch, workload.generate_tokens);
+  return references_[key] = RunStep(*variant, ModeOf(workload), batch, workload.generate_tokens);
 }
 
 CaseResult CaseRunner::Run(const CaseSpec& spec) {
   const auto started = std::chrono::steady_clock::now();
   CaseResult result;
   result.spec = spec;
-  result.model = suite_.ModelFor(spec.workload);
   const Workload& workload = spec.workload;
-  const Mode mode = workload.mode;
+  const Mode mode = ModeOf(workload);
   TraceRange case_range("case " + spec.Key());
   try {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
     const torch::Device device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
-    auto variant = CreateVariant(spec.variant.key);
-    const Capabilities caps = variant->capabilities();
+    const VariantEntry& entry = GlobalVariants().Get(spec.variant.key);
+    const Capabilities& caps = entry.capabilities;
     result.category = caps.category;
-    result.description = GlobalVariants().Get(spec.variant.key).description;
+    result.description = entry.description;
     const auto skip = [&](const std::string& why) {
       result.status = kStatusSkipped;
       result.message = why;
@@ -156,13 +144,14 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     // dtype (near-ties may break differently across dtypes).
     const VariantSpec& baseline = suite_.Variant(suite_.baseline);
     const bool baseline_has_float64 =
-        CreateVariant(baseline.key)->capabilities().Supports(torch::kFloat64);
+        GlobalVariants().Get(baseline.key).capabilities.Supports(torch::kFloat64);
     const torch::ScalarType reference_dtype =
         (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
     std::optional<TraceRange> phase;  // one NVTX range per harness phase
     phase.emplace("check");
     const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
     result.reference = baseline.name + " " + DtypeName(reference_dtype);
+    auto variant = entry.factory();
     variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
                    spec.variant.options);
     const Tolerance tolerance = caps.ToleranceFor(dtype);

@@ -25,17 +25,16 @@ inline constexpr char kStatusMismatch[] = "mismatch";  // timed, but outside its
 inline constexpr char kStatusError[] = "error";        // threw; message says what
 inline constexpr char kStatusSkipped[] = "skipped";    // not runnable here (e.g. no CUDA)
 
+// What Google Benchmark measured; the statistics over the samples are computed by
+// harness/statistics.h (one implementation for every report), not taken from its
+// aggregates.
 struct Timing {
   std::vector<double> samples_s;  // one per repetition: seconds per step
   int64_t iterations = 0;         // steps per repetition
-  // Google Benchmark's aggregates over the repetitions: mean, median, stddev, cv, min,
-  // max (seconds; cv as a ratio). Empty with a single repetition.
-  std::map<std::string, double> statistics;
 };
 
 struct CaseResult {
   CaseSpec spec;
-  ModelConfig model;  // the suite's model with the workload's overrides
   std::string status;
   std::string message;  // why: the error, the mismatch, the skip
   bool checked = false;

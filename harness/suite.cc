@@ -12,27 +12,19 @@
 
 namespace seqbench {
 
-SuiteError::SuiteError(std::string path, int64_t line, int64_t column, const std::string& message)
-    : std::runtime_error(path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
-                         message),
-      path_(std::move(path)),
-      line_(line),
-      column_(column),
-      message_(message) {}
+Mode ModeOf(const Workload& workload) { return *ParseMode(workload.mode); }
 
-std::string Workload::Describe() const {
-  std::ostringstream text;
-  text << "mode=" << ModeName(mode);
-  if (layers > 0) text << " L=" << layers;
-  if (width > 0) text << " D=" << width;
-  text << " B=" << batch << " T=" << seq_len;
-  if (min_len > 0) text << " min_len=" << min_len;
-  if (mode == Mode::kGenerate) text << " N=" << generate_tokens;
-  text << " dtype=" << dtype << " device=" << device;
-  return text.str();
+std::string OptionsText(const VariantOptions& options) {
+  std::string text;
+  for (const auto& [name, value] : options) {
+    text += (text.empty() ? "" : ",") + name + "=" + std::to_string(value);
+  }
+  return text;
 }
 
-std::string CaseSpec::Key() const { return variant.name + " " + workload.Describe(); }
+CaseIdentity CaseSpec::Identity() const {
+  return CaseIdentity{variant.name, variant.key, OptionsText(variant.options), workload};
+}
 
 const VariantSpec& Suite::Variant(const std::string& name) const {
   for (const auto& spec : variants) {
@@ -42,10 +34,22 @@ const VariantSpec& Suite::Variant(const std::string& name) const {
 }
 
 ModelConfig Suite::ModelFor(const Workload& workload) const {
-  ModelConfig config = model;
-  if (workload.layers > 0) config.num_layers = workload.layers;
-  if (workload.width > 0) config.width = workload.width;
+  ModelConfig config;
+  config.family = model.family;
+  config.vocab_size = workload.vocab_size;
+  config.width = workload.width;
+  config.num_layers = workload.layers;
+  config.num_heads = workload.heads;
   return config;
+}
+
+Workload Suite::DefaultWorkload() const {
+  Workload workload;
+  workload.vocab_size = model.vocab_size;
+  workload.width = model.width;
+  workload.layers = model.num_layers;
+  workload.heads = model.num_heads;
+  return workload;
 }
 
 std::vector<CaseSpec> Suite::Expand() const {
@@ -86,11 +90,22 @@ std::string ContentHash(const std::string& text) {
 
 namespace {
 
-const std::vector<std::string> kModes = {"train", "forward", "generate"};
-const std::vector<std::string> kDtypes = {"float32", "float64"};
-const std::vector<std::string> kDevices = {"cpu", "cuda"};
-const std::vector<std::string> kWorkloadKeys = {
-    "mode", "batch", "seq_len", "min_len", "dtype", "device", "generate_tokens", "layers", "width"};
+std::vector<std::string> WorkloadKeys() {
+  std::vector<std::string> keys;
+  for (const WorkloadField& field : WorkloadFields()) keys.emplace_back(field.name);
+  return keys;
+}
+
+// One value of a workload field, checked against the field's type, bounds and choices.
+std::string ReadField(const TomlReader& reader, const toml::node& node,
+                      const WorkloadField& field) {
+  const std::string name(field.name);
+  if (field.text != nullptr) {
+    return reader.Choice(node, name, {field.choices.begin(), field.choices.end()});
+  }
+  return std::to_string(reader.Integer(node, name, field.min, field.max));
+}
+
 constexpr int64_t kMaxSize = int64_t{1} << 30;
 
 VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
@@ -103,7 +118,7 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
     reader.Fail(key_node.source(), "unknown variant '" + spec.key +
                                        "'; known variants: " + GlobalVariants().JoinedKeys());
   }
-  const Capabilities caps = GlobalVariants().Get(spec.key).factory()->capabilities();
+  const Capabilities& caps = GlobalVariants().Get(spec.key).capabilities;
   if (caps.family != family) {
     reader.Fail(key_node.source(), "variant '" + spec.key + "' is of family '" + caps.family +
                                        "', but this suite's family is '" + family + "'");
@@ -130,22 +145,20 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
 
 void CheckWorkload(const TomlReader& reader, const toml::source_region& where, const Workload& w,
                    const Suite& suite) {
-  if (w.layers > 0 || w.width > 0) {
-    const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
-    try {
-      if (family.validate) family.validate(suite.ModelFor(w));
-    } catch (const std::exception& error) {
-      reader.Fail(where, "invalid layers/width override: " + DescribeError(error));
-    }
+  const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
+  try {
+    if (family.validate) family.validate(suite.ModelFor(w));
+  } catch (const std::exception& error) {
+    reader.Fail(where, "invalid model sizes for this workload: " + DescribeError(error));
   }
   if (w.min_len > w.seq_len) {
     reader.Fail(where, "min_len (" + std::to_string(w.min_len) + ") must not exceed seq_len (" +
                            std::to_string(w.seq_len) + ")");
   }
-  if (w.mode == Mode::kGenerate && w.generate_tokens < 1) {
+  if (w.mode == "generate" && w.generate_tokens < 1) {
     reader.Fail(where, "generate mode needs 'generate_tokens' of at least 1");
   }
-  if (w.mode == Mode::kGenerate && w.min_len > 0) {
+  if (w.mode == "generate" && w.min_len > 0) {
     reader.Fail(where, "generate mode takes prompts without padding: set min_len = 0");
   }
 }
@@ -182,14 +195,18 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     if (!model_node->is_table())
       reader.Fail(model_node->source(), "'model' must be a table ([model])");
     const toml::table& model = *model_node->as_table();
-    reader.CheckKeys(model, "[model]", {"vocab_size", "width", "layers", "heads"});
-    if (auto* n = model.get("vocab_size"))
-      suite.model.vocab_size = reader.Integer(*n, "vocab_size", 2, kMaxSize);
-    if (auto* n = model.get("width")) suite.model.width = reader.Integer(*n, "width", 1, kMaxSize);
-    if (auto* n = model.get("layers"))
-      suite.model.num_layers = reader.Integer(*n, "layers", 1, 1024);
-    if (auto* n = model.get("heads"))
-      suite.model.num_heads = reader.Integer(*n, "heads", 1, kMaxSize);
+    // The model sizes are workload fields: one set of names and bounds for both places.
+    std::vector<std::string> size_keys;
+    Workload sizes = suite.DefaultWorkload();
+    for (const WorkloadField& field : WorkloadFields()) {
+      if (!field.model_size) continue;
+      size_keys.emplace_back(field.name);
+      if (const toml::node* n = model.get(field.name)) {
+        field.Set(sizes, ReadField(reader, *n, field));
+      }
+    }
+    reader.CheckKeys(model, "[model]", size_keys);
+    suite.model = suite.ModelFor(sizes);
     const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
     if (family.validate) {
       try {
@@ -236,25 +253,12 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                                             Joined({names.begin(), names.end()}));
   }
 
-  const auto read_mode = [&](const toml::node& n, const std::string& key) {
-    return *ParseMode(reader.Choice(n, key, kModes));
-  };
-  const auto read_size = [&](int64_t min) {
-    return [&reader, min](const toml::node& n, const std::string& key) {
-      return reader.Integer(n, key, min, kMaxSize);
-    };
-  };
-  const auto read_dtype = [&](const toml::node& n, const std::string& key) {
-    return reader.Choice(n, key, kDtypes);
-  };
-  const auto read_device = [&](const toml::node& n, const std::string& key) {
-    return reader.Choice(n, key, kDevices);
-  };
-
+  const std::vector<std::string> workload_keys = WorkloadKeys();
+  const Workload defaults = suite.DefaultWorkload();
   if (const toml::node* grid_node = root.get("grid")) {
     if (!grid_node->is_table()) reader.Fail(grid_node->source(), "'grid' must be a table ([grid])");
     const toml::table& grid = *grid_node->as_table();
-    std::vector<std::string> grid_keys = kWorkloadKeys;
+    std::vector<std::string> grid_keys = workload_keys;
     grid_keys.push_back("variants");
     reader.CheckKeys(grid, "[grid]", grid_keys);
     for (const auto& name : reader.OneOrMany<std::string>(
@@ -272,35 +276,33 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     if (suite.grid_variants.empty()) {
       for (const auto& spec : suite.variants) suite.grid_variants.push_back(spec.name);
     }
-    const Workload defaults;
-    for (const Mode mode : reader.OneOrMany<Mode>(grid, "mode", {defaults.mode}, read_mode))
-      for (const auto& dtype :
-           reader.OneOrMany<std::string>(grid, "dtype", {defaults.dtype}, read_dtype))
-        for (const auto& device :
-             reader.OneOrMany<std::string>(grid, "device", {defaults.device}, read_device))
-          for (const int64_t batch :
-               reader.OneOrMany<int64_t>(grid, "batch", {defaults.batch}, read_size(1)))
-            for (const int64_t seq_len :
-                 reader.OneOrMany<int64_t>(grid, "seq_len", {defaults.seq_len}, read_size(1)))
-              for (const int64_t min_len :
-                   reader.OneOrMany<int64_t>(grid, "min_len", {0}, read_size(0)))
-                for (const int64_t tokens :
-                     reader.OneOrMany<int64_t>(grid, "generate_tokens", {0}, read_size(1)))
-                  for (const int64_t layers :
-                       reader.OneOrMany<int64_t>(grid, "layers", {0}, read_size(1)))
-                    for (const int64_t width :
-                         reader.OneOrMany<int64_t>(grid, "width", {0}, read_size(1))) {
-                      Workload w{mode,   batch,  seq_len, min_len, dtype,
-                                 device, tokens, layers,  width};
-                      // Padding and token counts apply to some modes only; keep one copy.
-                      if (mode == Mode::kGenerate) w.min_len = 0;
-                      if (mode != Mode::kGenerate) w.generate_tokens = 0;
-                      CheckWorkload(reader, grid.source(), w, suite);
-                      const bool seen = std::any_of(
-                          suite.grid.begin(), suite.grid.end(),
-                          [&](const Workload& o) { return o.Describe() == w.Describe(); });
-                      if (!seen) suite.grid.push_back(w);
-                    }
+    // The cartesian product over the fields, in WorkloadFields() order (the last varies
+    // fastest); a field the grid leaves out keeps its default.
+    std::vector<Workload> points = {defaults};
+    for (const WorkloadField& field : WorkloadFields()) {
+      if (!grid.contains(field.name)) continue;
+      const std::vector<std::string> values = reader.OneOrMany<std::string>(
+          grid, std::string(field.name), {},
+          [&](const toml::node& n, const std::string&) { return ReadField(reader, n, field); });
+      std::vector<Workload> expanded;
+      for (const Workload& point : points) {
+        for (const std::string& value : values) {
+          Workload next = point;
+          field.Set(next, value);
+          expanded.push_back(next);
+        }
+      }
+      points = std::move(expanded);
+    }
+    for (Workload& w : points) {
+      // Padding and token counts apply to some modes only; keep one copy.
+      if (w.mode == "generate") w.min_len = 0;
+      if (w.mode != "generate") w.generate_tokens = 0;
+      CheckWorkload(reader, grid.source(), w, suite);
+      if (std::find(suite.grid.begin(), suite.grid.end(), w) == suite.grid.end()) {
+        suite.grid.push_back(w);
+      }
+    }
   }
 
   if (const toml::node* cases_node = root.get("cases")) {
@@ -309,7 +311,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     }
     for (const toml::node& element : *cases_node->as_array()) {
       const toml::table& table = *element.as_table();
-      std::vector<std::string> keys = kWorkloadKeys;
+      std::vector<std::string> keys = workload_keys;
       keys.push_back("variant");
       reader.CheckKeys(table, "[[cases]]", keys);
       const toml::node& variant_node = reader.Required(table, "variant", "[[cases]]");
@@ -319,17 +321,10 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                                                "' is not one of the suite's [[variants]]: " +
                                                Joined({names.begin(), names.end()}));
       }
-      Workload w;
-      if (auto* n = table.get("mode")) w.mode = read_mode(*n, "mode");
-      if (auto* n = table.get("batch")) w.batch = reader.Integer(*n, "batch", 1, kMaxSize);
-      if (auto* n = table.get("seq_len")) w.seq_len = reader.Integer(*n, "seq_len", 1, kMaxSize);
-      if (auto* n = table.get("min_len")) w.min_len = reader.Integer(*n, "min_len", 0, kMaxSize);
-      if (auto* n = table.get("dtype")) w.dtype = read_dtype(*n, "dtype");
-      if (auto* n = table.get("device")) w.device = read_device(*n, "device");
-      if (auto* n = table.get("generate_tokens"))
-        w.generate_tokens = reader.Integer(*n, "generate_tokens", 1, kMaxSize);
-      if (auto* n = table.get("layers")) w.layers = reader.Integer(*n, "layers", 1, 1024);
-      if (auto* n = table.get("width")) w.width = reader.Integer(*n, "width", 1, kMaxSize);
+      Workload w = defaults;
+      for (const WorkloadField& field : WorkloadFields()) {
+        if (const toml::node* n = table.get(field.name)) field.Set(w, ReadField(reader, *n, field));
+      }
       CheckWorkload(reader, table.source(), w, suite);
       suite.extra_cases.push_back(CaseSpec{suite.Variant(name), w});
     }
@@ -346,7 +341,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
         if (where == nullptr) return;
         if (!where->is_table())
           reader.Fail(where->source(), "'where' must be a table, e.g. { batch = 1 }");
-        reader.CheckKeys(*where->as_table(), "'where'", kWorkloadKeys);
+        reader.CheckKeys(*where->as_table(), "'where'", workload_keys);
         for (auto&& [key, value] : *where->as_table()) {
           const std::string field(key.str());
           if (value.is_integer()) {

@@ -13,25 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "harness/suite_error.h"
+#include "results/case_identity.h"
+#include "results/store.h"
 #include "variants/core/variant.h"
 
 namespace seqbench {
-
-// A problem in a suite file, with where it is. what() reads
-// "path:line:column: message", the format compilers use, so editors can jump to it.
-class SuiteError : public std::runtime_error {
- public:
-  SuiteError(std::string path, int64_t line, int64_t column, const std::string& message);
-  const std::string& path() const { return path_; }
-  int64_t line() const { return line_; }
-  int64_t column() const { return column_; }
-  const std::string& message() const { return message_; }
-
- private:
-  std::string path_;
-  int64_t line_, column_;
-  std::string message_;
-};
 
 // One entry of the suite's variant list: a registered variant with options, under a
 // name that is unique within the suite (the key, unless the suite names it).
@@ -41,44 +28,26 @@ struct VariantSpec {
   VariantOptions options;
 };
 
-// One point of the workload grid.
-struct Workload {
-  Mode mode = Mode::kForward;
-  int64_t batch = 1;
-  int64_t seq_len = 16;  // T; the prompt length P in generate mode
-  int64_t min_len = 0;   // shortest sequence; 0 = no padding
-  std::string dtype = "float32";
-  std::string device = "cpu";
-  int64_t generate_tokens = 0;  // N, generate mode only
-  int64_t layers = 0;           // overrides the suite's [model] layers when > 0
-  int64_t width = 0;            // overrides the suite's [model] width when > 0
-
-  // "mode=train B=32 T=512 ...": stable text that names the workload in keys and output.
-  std::string Describe() const;
-};
+// The step a workload's mode names (its text is validated at parse time).
+Mode ModeOf(const Workload& workload);
 
 struct CaseSpec {
   VariantSpec variant;
   Workload workload;
 
-  // Unique within a suite and stable across runs: what resume, merge and compare match on.
-  std::string Key() const;
+  // The case's one identity (results/case_identity.h): what resume, merge, compare,
+  // check and plots match on.
+  CaseIdentity Identity() const;
+  std::string Key() const { return Identity().Key(); }
 };
+
+// A variant's options as stored: "name=value,..." in name order.
+std::string OptionsText(const VariantOptions& options);
 
 struct Measurement {
   int64_t repetitions = 10;
   int64_t warmup = 2;     // untimed steps before the first repetition
   double min_time_s = 0;  // each repetition repeats the step until this much time
-};
-
-// A ratio the reports' check command evaluates on a finished run (suites/README.md).
-struct Expectation {
-  std::string what;     // "speedup", "memory_ratio" or "all_correct"
-  std::string variant;  // the variant name the ratio is about
-  std::string over;     // the variant name it is compared with
-  std::optional<double> at_least, at_most;
-  std::map<std::string, std::string> where;  // workload fields that select the cases
-  int64_t line = 0;                          // for messages
 };
 
 struct Suite {
@@ -97,8 +66,10 @@ struct Suite {
   std::vector<Expectation> expectations;
 
   const VariantSpec& Variant(const std::string& name) const;
-  // The suite's model with the workload's overrides applied.
+  // The model a workload runs: the suite's family with the workload's sizes.
   ModelConfig ModelFor(const Workload& workload) const;
+  // A workload with every field at its default and the model sizes of [model].
+  Workload DefaultWorkload() const;
   // Every grid variant at every grid point, then the extra cases; duplicates dropped.
   std::vector<CaseSpec> Expand() const;
 };

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/suite.h"
+#include "harness/suite_error.h"
+#include "results/store.h"
 
 namespace seqbench {
 

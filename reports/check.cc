@@ -10,13 +10,12 @@ namespace seqbench {
 namespace {
 
 bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& where) {
-  return std::all_of(where.begin(), where.end(),
-                     [&](const auto& item) { return CaseField(c, item.first) == item.second; });
+  return MatchesFilters(c.workload(), where);
 }
 
 }  // namespace
 
-std::string DescribeBound(const RatioExpectation& e) {
+std::string DescribeBound(const Expectation& e) {
   std::string text;
   if (e.at_least) text += ">= " + FormatSignificant(*e.at_least);
   if (e.at_most)
@@ -24,10 +23,10 @@ std::string DescribeBound(const RatioExpectation& e) {
   return text;
 }
 
-std::vector<ExpectationOutcome> EvaluateExpectations(
-    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases) {
+std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,
+                                                     const std::vector<CaseRecord>& cases) {
   std::vector<ExpectationOutcome> outcomes;
-  for (const RatioExpectation& e : expectations) {
+  for (const Expectation& e : expectations) {
     ExpectationOutcome outcome;
     std::string where;
     for (const auto& [key, value] : e.where)
@@ -42,7 +41,8 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
         if (c.status == "skipped") ++skipped;
         if (c.status == "ok" || c.status == "skipped") continue;
         ++bad;
-        if (first_bad.empty()) first_bad = c.case_key + " (" + c.status + ")";
+        if (first_bad.empty())
+          first_bad = c.name() + " " + c.workload().Label() + " (" + c.status + ")";
       }
       outcome.held = bad == 0 && total > skipped;
       outcome.measured = std::to_string(total - bad - skipped) + " ok, " + std::to_string(bad) +
@@ -57,16 +57,16 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
                           " " + DescribeBound(e) + where;
     bool any = false, all_hold = true;
     for (const CaseRecord& candidate : cases) {
-      if (candidate.variant_name != e.variant || !Matches(candidate, e.where)) continue;
+      if (candidate.name() != e.variant || !Matches(candidate, e.where)) continue;
       const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
-        return c.variant_name == e.over && SameWorkload(c, candidate);
+        return c.name() == e.over && c.workload() == candidate.workload();
       });
       if (other == cases.end()) continue;
       any = true;
       std::optional<double> ratio;
-      if (speedup && !candidate.samples_s.empty() && !other->samples_s.empty()) {
-        ratio = SampleMedian(other->samples_s) / SampleMedian(candidate.samples_s);
-      } else if (!speedup) {
+      if (speedup) {
+        ratio = Speedup(candidate, *other);
+      } else {
         const auto mine = candidate.MetricValue("activation_bytes");
         const auto theirs = other->MetricValue("activation_bytes");
         if (mine && theirs && *theirs > 0) ratio = *mine / *theirs;
@@ -79,7 +79,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(
           std::string(outcome.measured.empty() ? "" : "; ") +
           (ratio ? FormatSignificant(*ratio) + "×" : std::string("no measurement")) +
           (usable ? "" : " (status " + candidate.status + "/" + other->status + ")") + " at " +
-          WorkloadLabel(candidate);
+          candidate.workload().Label();
     }
     if (!any)
       outcome.measured = "no pair of " + e.variant + " and " + e.over + " cases on one workload";

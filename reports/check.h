@@ -14,15 +14,6 @@
 
 namespace seqbench {
 
-struct RatioExpectation {
-  std::string what;     // speedup | memory_ratio | all_correct
-  std::string variant;  // the variant name the ratio is about
-  std::string over;     // the variant it is compared with, on the same workload
-  std::optional<double> at_least, at_most;
-  std::map<std::string, std::string> where;  // case fields that select the cases
-  int64_t line = 0;                          // in the suite file
-};
-
 struct ExpectationOutcome {
   std::string expectation;  // what was required, in words
   std::string measured;     // what the run shows
@@ -30,13 +21,14 @@ struct ExpectationOutcome {
 };
 
 // The expectation's bounds in words: ">= 1.3", "<= 0.8", ">= 1 and <= 2".
-std::string DescribeBound(const RatioExpectation& expectation);
+std::string DescribeBound(const Expectation& expectation);
 
-// speedup: median runtime of `over` / median runtime of `variant`;
+// Evaluates the expectations stored with a run (RunRecord::expectations) on its cases:
+// speedup: Speedup(variant, over) (reports/report.h: the ratio of median throughputs);
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
 // all_correct: every case ok (skipped cases count as not run, not as failures).
 // Each matching pair must hold; no matching pair is a failure.
-std::vector<ExpectationOutcome> EvaluateExpectations(
-    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases);
+std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,
+                                                     const std::vector<CaseRecord>& cases);
 
 }  // namespace seqbench

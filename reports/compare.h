@@ -1,5 +1,6 @@
-// Comparison of two runs, case by case (matched by case key): the ratio of median
-// runtimes, a two-sided Mann–Whitney U test on the raw repetition samples, and a verdict;
+// Comparison of two runs, case by case (matched by the one case identity,
+// results/case_identity.h): the ratio of median runtimes, a two-sided Mann–Whitney U test
+// (harness/statistics.h) on the raw repetition samples, and a verdict;
 // peak and activation memory are judged against the same threshold.
 //
 // Thread-safety: pure functions.
@@ -12,13 +13,6 @@
 #include "results/store.h"
 
 namespace seqbench {
-
-struct MannWhitney {
-  double u = 0;        // U statistic of the first sample
-  double p_value = 1;  // two-sided, normal approximation with tie and continuity correction
-};
-
-MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second);
 
 struct CompareSettings {
   double threshold = 0.05;  // a change smaller than 5% is never a verdict

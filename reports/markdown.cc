@@ -1,17 +1,32 @@
 #include "reports/markdown.h"
 
+#include <cctype>
+#include <cstring>
 #include <stdexcept>
 
 namespace seqbench {
 
 std::string EscapeCell(const std::string& text) {
+  // Only what would start markup is neutralised: "<" before a letter, "/", "!" or "?" (an
+  // HTML tag, comment or declaration) and "&" before a letter or "#" (an entity), so that
+  // "<=" and "a & b" stay readable in a terminal.
+  const auto next_is = [&](size_t i, const char* starters) {
+    if (i + 1 >= text.size()) return false;
+    const unsigned char next = static_cast<unsigned char>(text[i + 1]);
+    return std::isalpha(next) || std::strchr(starters, next) != nullptr;
+  };
   std::string escaped;
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (c == '|' || c == '`' || c == '\\') {
       escaped += '\\';
       escaped += c;
     } else if (c == '\n' || c == '\r') {
       escaped += ' ';
+    } else if (c == '<' && next_is(i, "/!?")) {
+      escaped += "&lt;";
+    } else if (c == '&' && next_is(i, "#")) {
+      escaped += "&amp;";
     } else {
       escaped += c;
     }

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "harness/statistics.h"
 #include "reports/report.h"
 
 namespace seqbench {
@@ -20,23 +21,23 @@ struct Axis {
 };
 
 std::optional<double> XValue(const CaseRecord& c, const std::string& x) {
-  if (x == "seq_len") return static_cast<double>(c.seq_len);
-  if (x == "batch") return static_cast<double>(c.batch);
-  if (x == "layers") return static_cast<double>(c.layers);
+  if (x == "seq_len") return static_cast<double>(c.workload().seq_len);
+  if (x == "batch") return static_cast<double>(c.workload().batch);
+  if (x == "layers") return static_cast<double>(c.workload().layers);
   return std::nullopt;
 }
 
 std::optional<double> YValue(const CaseRecord& c, const std::string& y, const std::string& over,
                              const std::vector<CaseRecord>& cases) {
-  if (y == "runtime") return c.MetricValue("runtime_median_s");
+  if (y == "runtime") {
+    if (c.samples_s.empty()) return std::nullopt;
+    return stats::Median(c.samples_s);
+  }
   if (y == "memory") return c.MetricValue("activation_bytes");
-  if (y == "tokens_per_s") return c.MetricValue("tokens_per_s");
+  if (y == "tokens_per_s") return MedianThroughput(c);
   if (y == "speedup") {
-    const auto mine = c.MetricValue("runtime_median_s");
     for (const CaseRecord& other : cases) {
-      if (other.variant_name != over || !SameWorkload(other, c)) continue;
-      const auto theirs = other.MetricValue("runtime_median_s");
-      if (mine && theirs && *mine > 0) return *theirs / *mine;
+      if (other.name() == over && other.workload() == c.workload()) return Speedup(c, other);
     }
   }
   return std::nullopt;
@@ -46,11 +47,11 @@ std::optional<double> YValue(const CaseRecord& c, const std::string& y, const st
 // so that one line never mixes workloads and a legend says no more than it must.
 std::string SeriesSuffix(const CaseRecord& c, const std::set<std::string>& varying) {
   std::string suffix;
-  if (varying.count("batch")) suffix += " B=" + std::to_string(c.batch);
-  if (varying.count("seq_len")) suffix += " T=" + std::to_string(c.seq_len);
-  if (varying.count("layers")) suffix += " L=" + std::to_string(c.layers);
-  if (varying.count("width")) suffix += " D=" + std::to_string(c.width);
-  if (varying.count("mode")) suffix += " " + c.mode;
+  for (const WorkloadField& field : WorkloadFields()) {
+    if (varying.count(std::string(field.name))) {
+      suffix += " " + std::string(field.label) + "=" + field.Get(c.workload());
+    }
+  }
   return suffix;
 }
 
@@ -70,11 +71,9 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   }
   std::map<std::string, std::set<std::string>> values;
   for (const CaseRecord& c : cases) {
-    values["batch"].insert(std::to_string(c.batch));
-    values["seq_len"].insert(std::to_string(c.seq_len));
-    values["layers"].insert(std::to_string(c.layers));
-    values["width"].insert(std::to_string(c.width));
-    values["mode"].insert(c.mode);
+    for (const WorkloadField& field : WorkloadFields()) {
+      values[std::string(field.name)].insert(field.Get(c.workload()));
+    }
   }
   std::set<std::string> varying;
   for (const auto& [field, distinct] : values) {
@@ -88,8 +87,8 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     const auto x = XValue(c, request.x);
     const auto y = YValue(c, request.y, request.over, cases);
     if (!x || !y || *y <= 0 || (c.status != "ok" && c.status != "mismatch")) continue;
-    if (request.y == "speedup" && c.variant_name == request.over) continue;
-    const std::string name = c.variant_name + SeriesSuffix(c, varying);
+    if (request.y == "speedup" && c.name() == request.over) continue;
+    const std::string name = c.name() + SeriesSuffix(c, varying);
     if (!series.count(name)) order.push_back(name);
     series[name].emplace_back(*x, *y);
     y_min = first ? *y : std::min(y_min, *y);
@@ -119,7 +118,7 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   if (request.y == "speedup" && request.x == "layers") {
     // The wavefront's ideal: L*T cells on a critical path of T+L-1.
     int64_t steps = 0;
-    for (const CaseRecord& c : cases) steps = std::max(steps, c.seq_len);
+    for (const CaseRecord& c : cases) steps = std::max(steps, c.workload().seq_len);
     const std::string name = "ideal L·T/(T+L-1), T=" + std::to_string(steps);
     order.push_back(name);
     for (double layers = x_min; layers <= x_max; layers *= 2) {

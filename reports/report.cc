@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/statistics.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 
@@ -16,11 +17,10 @@ using nlohmann::json;
 
 // Every metric a case may carry, in the order CSV columns list them.
 const std::vector<std::string> kMetricColumns = {
-    "runtime_mean_s",   "runtime_median_s", "runtime_stddev_s", "runtime_cv",
-    "runtime_min_s",    "runtime_max_s",    "tokens_per_s",     "peak_bytes",
-    "activation_bytes", "max_rss_bytes",    "logits_max_abs",   "logits_max_rel",
-    "loss_max_abs",     "grad_max_abs",     "grad_max_rel",     "mismatched_tokens",
-    "correct"};
+    "runtime_mean_s", "runtime_median_s", "runtime_stddev_s", "runtime_cv",        "runtime_min_s",
+    "runtime_max_s",  "runtime_q1_s",     "runtime_q3_s",     "runtime_iqr_s",     "tokens_per_s",
+    "peak_bytes",     "activation_bytes", "max_rss_bytes",    "logits_max_abs",    "logits_max_rel",
+    "loss_max_abs",   "grad_max_abs",     "grad_max_rel",     "mismatched_tokens", "correct"};
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {
@@ -29,7 +29,7 @@ std::string Throughput(double value) {
   return text;
 }
 
-std::string Speedup(double ratio) {
+std::string SpeedupText(double ratio) {
   char text[32];
   std::snprintf(text, sizeof(text),
                 ratio >= 100  ? "%.0f×"
@@ -46,21 +46,21 @@ std::string StatusCell(const CaseRecord& c) {
 }
 
 std::string ModificationsCell(const CaseRecord& c) {
-  std::string text = c.variant_name;
-  if (!c.options.empty()) text += " (" + c.options + ")";
+  std::string text = c.name();
+  if (!c.identity.options.empty()) text += " (" + c.identity.options + ")";
   if (!c.description.empty()) text += ": " + c.description;
   return text;
 }
 
 std::string ShapeCell(const CaseRecord& c) {
-  const std::string model =
-      c.layers > 0 ? "L=" + std::to_string(c.layers) + " D=" + std::to_string(c.width) + " " : "";
-  std::string text = model + "B=" + std::to_string(c.batch) + " T=" + std::to_string(c.seq_len);
-  if (c.min_len > 0) text += " (min " + std::to_string(c.min_len) + ")";
-  if (c.mode == "generate") {
-    text = model + "B=" + std::to_string(c.batch) + " P=" + std::to_string(c.seq_len) +
-           " N=" + std::to_string(c.generate_tokens);
+  const Workload& w = c.workload();
+  const std::string model = "L=" + std::to_string(w.layers) + " D=" + std::to_string(w.width) + " ";
+  if (w.mode == "generate") {
+    return model + "B=" + std::to_string(w.batch) + " P=" + std::to_string(w.seq_len) +
+           " N=" + std::to_string(w.generate_tokens);
   }
+  std::string text = model + "B=" + std::to_string(w.batch) + " T=" + std::to_string(w.seq_len);
+  if (w.min_len > 0) text += " (min " + std::to_string(w.min_len) + ")";
   return text;
 }
 
@@ -70,8 +70,8 @@ const CaseRecord* SpeedupReference(const CaseRecord& c, const std::vector<const 
                                    const std::string& baseline) {
   const CaseRecord* first = nullptr;
   for (const CaseRecord* other : group) {
-    if (other->variant_name != baseline || !other->MetricValue("tokens_per_s")) continue;
-    if (SameWorkload(*other, c)) return other;
+    if (other->name() != baseline || other->samples_s.empty()) continue;
+    if (other->workload() == c.workload()) return other;
     if (first == nullptr) first = other;
   }
   return first;
@@ -81,92 +81,70 @@ std::string DateOf(const std::string& timestamp) { return timestamp.substr(0, 10
 
 }  // namespace
 
-double SampleMedian(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+std::optional<double> MedianThroughput(const CaseRecord& c) {
+  if (c.samples_s.empty() || c.tokens_per_step <= 0) return std::nullopt;
+  const double median = stats::Median(c.samples_s);
+  if (!(median > 0)) return std::nullopt;
+  return c.tokens_per_step / median;
 }
 
-std::string EnvironmentValue(const RunRecord& run, const std::string& key) {
-  for (const auto& [name, value] : run.environment) {
-    if (name == key) return value;
-  }
-  return "";
+std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& reference) {
+  const auto candidate_rate = MedianThroughput(candidate);
+  const auto reference_rate = MedianThroughput(reference);
+  if (!candidate_rate || !reference_rate) return std::nullopt;
+  return *candidate_rate / *reference_rate;
 }
 
-std::string WorkloadLabel(const CaseRecord& c) {
-  std::ostringstream text;
-  text << "mode=" << c.mode;
-  if (c.layers > 0) text << " L=" << c.layers << " D=" << c.width;
-  text << " B=" << c.batch << " T=" << c.seq_len;
-  if (c.min_len > 0) text << " min_len=" << c.min_len;
-  if (c.mode == "generate") text << " N=" << c.generate_tokens;
-  text << " dtype=" << c.dtype << " device=" << c.device;
-  return text.str();
-}
-
-std::string CaseField(const CaseRecord& c, const std::string& name) {
-  if (name == "mode") return c.mode;
-  if (name == "dtype") return c.dtype;
-  if (name == "device") return c.device;
-  if (name == "batch") return std::to_string(c.batch);
-  if (name == "seq_len") return std::to_string(c.seq_len);
-  if (name == "min_len") return std::to_string(c.min_len);
-  if (name == "generate_tokens") return std::to_string(c.generate_tokens);
-  if (name == "layers") return std::to_string(c.layers);
-  if (name == "width") return std::to_string(c.width);
-  return "";
-}
-
-bool SameWorkload(const CaseRecord& a, const CaseRecord& b) {
-  return WorkloadLabel(a) == WorkloadLabel(b);
-}
-
-std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases,
-                           const std::string& baseline) {
+std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  const std::string& baseline = run.baseline;
   // Groups in first-appearance order: one table per mode, dtype and device.
   std::vector<std::string> order;
   std::map<std::string, std::vector<const CaseRecord*>> groups;
   for (const CaseRecord& c : cases) {
-    const std::string group = c.mode + " · " + c.dtype + " · " + c.device;
+    const Workload& w = c.workload();
+    const std::string group = w.mode + " · " + w.dtype + " · " + w.device;
     if (!groups.count(group)) order.push_back(group);
     groups[group].push_back(&c);
   }
   std::string text;
   for (const std::string& group_name : order) {
     const auto& group = groups[group_name];
-    const std::string device = group.front()->device;
+    const std::string device = group.front()->workload().device;
     std::string hardware =
-        device == "cuda" ? EnvironmentValue(run, "gpu_name") : EnvironmentValue(run, "cpu_model");
+        device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
     if (hardware.empty()) hardware = device;
     text += "**" + run.suite_name + " · " + group_name + "** — " + hardware + ", LibTorch " +
-            EnvironmentValue(run, "torch_version") + ", " + EnvironmentValue(run, "torch_threads") +
-            " thread(s), " + DateOf(run.started_at) + ", run " + std::to_string(run.run_id) +
-            " (git " + EnvironmentValue(run, "git_sha").substr(0, 7) +
-            (EnvironmentValue(run, "git_dirty") == "true" ? "-dirty" : "") + ")\n\n";
-    MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload", "Runtime duration",
-                         "Peak memory usage", "Activation memory", "Speedup", "Tokens/s",
-                         "Correct"});
+            run.Environment("torch_version") + ", " + std::to_string(run.threads) + " thread(s), " +
+            DateOf(run.started_at) + ", run " + std::to_string(run.run_id) + " (git " +
+            run.Environment("git_sha").substr(0, 7) +
+            (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")\n\n";
+    MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
+                         "Runtime (median, IQR)", "Peak memory usage", "Activation memory",
+                         "Speedup", "Tokens/s", "Correct"});
     std::string reference_note;
     int serial = 1;
     for (const CaseRecord* c : group) {
-      const auto mean = c->MetricValue("runtime_mean_s");
-      const auto std = c->MetricValue("runtime_stddev_s");
-      const auto tokens = c->MetricValue("tokens_per_s");
+      // Location and spread from the samples themselves (the same statistics as the
+      // speedup), whatever metrics an older seqbench stored.
+      std::string runtime = "—";
+      if (!c->samples_s.empty()) {
+        const stats::Summary summary = stats::Summarize(c->samples_s);
+        runtime = FormatDuration(summary.median) + " (IQR " + FormatDuration(summary.iqr) + ")";
+      }
+      const auto tokens = MedianThroughput(*c);
       const auto peak = c->MetricValue("peak_bytes");
       const auto activation = c->MetricValue("activation_bytes");
       std::string speedup = "—";
-      if (const CaseRecord* reference = SpeedupReference(*c, group, baseline);
-          reference && tokens) {
-        speedup = Speedup(*tokens / *reference->MetricValue("tokens_per_s"));
-        if (!SameWorkload(*reference, *c) || reference_note.empty()) {
+      const CaseRecord* reference = SpeedupReference(*c, group, baseline);
+      if (const auto ratio = reference ? Speedup(*c, *reference) : std::nullopt) {
+        speedup = SpeedupText(*ratio);
+        if (reference->workload() != c->workload() || reference_note.empty()) {
           reference_note =
-              "Speedup: throughput (tokens/s) over " + baseline + " at " + ShapeCell(*reference);
+              "Speedup: median tokens/s over " + baseline + "'s at " + ShapeCell(*reference);
         }
       }
       table.AddRow({std::to_string(serial++), ModificationsCell(*c), c->category, ShapeCell(*c),
-                    mean ? FormatMeanStd(*mean, std ? *std : -1) : "—",
-                    peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
+                    runtime, peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
                     activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—", speedup,
                     tokens ? Throughput(*tokens) : "—", StatusCell(*c)});
     }
@@ -184,36 +162,21 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
     for (const char c : field) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
     return quoted + "\"";
   };
-  std::string text =
-      "run_id,suite,case_key,variant_name,variant_key,category,options,mode,dtype,device,batch,"
-      "seq_len,min_len,generate_tokens,layers,width,status,message,reference,iterations,"
-      "repetitions,tokens_per_step,wall_s";
+  std::string text = "run_id,suite,case_key,variant_name,variant_key,category,options";
+  for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
+  text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
   for (const auto& metric : kMetricColumns) text += "," + metric;
   text += "\n";
   for (const CaseRecord& c : cases) {
-    const std::vector<std::string> fields = {std::to_string(run.run_id),
-                                             run.suite_name,
-                                             c.case_key,
-                                             c.variant_name,
-                                             c.variant_key,
-                                             c.category,
-                                             c.options,
-                                             c.mode,
-                                             c.dtype,
-                                             c.device,
-                                             std::to_string(c.batch),
-                                             std::to_string(c.seq_len),
-                                             std::to_string(c.min_len),
-                                             std::to_string(c.generate_tokens),
-                                             std::to_string(c.layers),
-                                             std::to_string(c.width),
-                                             c.status,
-                                             c.message,
-                                             c.reference,
-                                             std::to_string(c.iterations),
-                                             std::to_string(c.samples_s.size()),
-                                             std::to_string(c.tokens_per_step),
-                                             FormatSignificant(c.wall_s, 6)};
+    std::vector<std::string> fields = {
+        std::to_string(run.run_id), run.suite_name, c.key(),           c.name(),
+        c.identity.variant_key,     c.category,     c.identity.options};
+    for (const WorkloadField& field : WorkloadFields()) fields.push_back(field.Get(c.workload()));
+    for (std::string value : {c.status, c.message, c.reference, std::to_string(c.iterations),
+                              std::to_string(c.samples_s.size()), std::to_string(c.tokens_per_step),
+                              FormatSignificant(c.wall_s, 6)}) {
+      fields.push_back(std::move(value));
+    }
     std::string line;
     for (const auto& field : fields) line += (line.empty() ? "" : ",") + quote(field);
     for (const auto& metric : kMetricColumns) {
@@ -240,6 +203,13 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                      {"status", run.status},
                      {"started_at", run.started_at},
                      {"finished_at", run.finished_at},
+                     {"kind", run.kind},
+                     {"baseline", run.baseline},
+                     {"repetitions", run.repetitions},
+                     {"warmup", run.warmup},
+                     {"min_time_s", run.min_time_s},
+                     {"threads", run.threads},
+                     {"check_policy", run.check_policy},
                      {"environment", environment},
                      {"warnings", run.warnings}}},
                    {"cases", json::array()}};
@@ -247,29 +217,28 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
     json metrics = json::object();
     for (const Metric& metric : c.metrics)
       metrics[metric.name] = {{"value", metric.value}, {"unit", metric.unit}};
-    document["cases"].push_back({{"case_key", c.case_key},
-                                 {"variant_name", c.variant_name},
-                                 {"variant_key", c.variant_key},
-                                 {"category", c.category},
-                                 {"description", c.description},
-                                 {"options", c.options},
-                                 {"mode", c.mode},
-                                 {"dtype", c.dtype},
-                                 {"device", c.device},
-                                 {"batch", c.batch},
-                                 {"seq_len", c.seq_len},
-                                 {"min_len", c.min_len},
-                                 {"generate_tokens", c.generate_tokens},
-                                 {"layers", c.layers},
-                                 {"width", c.width},
-                                 {"status", c.status},
-                                 {"message", c.message},
-                                 {"reference", c.reference},
-                                 {"iterations", c.iterations},
-                                 {"tokens_per_step", c.tokens_per_step},
-                                 {"wall_s", c.wall_s},
-                                 {"samples_s", c.samples_s},
-                                 {"metrics", metrics}});
+    json entry = {{"case_key", c.key()},
+                  {"variant_name", c.name()},
+                  {"variant_key", c.identity.variant_key},
+                  {"category", c.category},
+                  {"description", c.description},
+                  {"options", c.identity.options},
+                  {"status", c.status},
+                  {"message", c.message},
+                  {"reference", c.reference},
+                  {"iterations", c.iterations},
+                  {"tokens_per_step", c.tokens_per_step},
+                  {"wall_s", c.wall_s},
+                  {"samples_s", c.samples_s},
+                  {"metrics", metrics}};
+    for (const WorkloadField& field : WorkloadFields()) {
+      if (field.integer != nullptr) {
+        entry[std::string(field.name)] = c.workload().*field.integer;
+      } else {
+        entry[std::string(field.name)] = c.workload().*field.text;
+      }
+    }
+    document["cases"].push_back(std::move(entry));
   }
   return document.dump(2) + "\n";
 }
@@ -280,21 +249,21 @@ std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>
   // times wall clock only, so cpu_time repeats real_time.
   json context = {
       {"date", run.started_at},
-      {"host_name", EnvironmentValue(run, "hostname")},
+      {"host_name", run.Environment("hostname")},
       {"executable", "seqbench run " + run.suite_path},
-      {"num_cpus", std::atoi(EnvironmentValue(run, "cpu_logical_cores").c_str())},
+      {"num_cpus", std::atoi(run.Environment("cpu_logical_cores").c_str())},
       {"mhz_per_cpu", 0},
-      {"cpu_scaling_enabled", EnvironmentValue(run, "cpu_governor") != "performance"},
+      {"cpu_scaling_enabled", run.Environment("cpu_governor") != "performance"},
       {"caches", json::array()},
       {"load_avg", json::array()},
-      {"library_build_type", EnvironmentValue(run, "build_type") == "Debug" ? "debug" : "release"},
+      {"library_build_type", run.Environment("build_type") == "Debug" ? "debug" : "release"},
       {"seqbench_run_id", run.run_id},
       {"seqbench_suite", run.suite_name}};
   json benchmarks = json::array();
   int64_t family_index = 0;
   for (const CaseRecord& c : cases) {
     if (c.samples_s.empty()) continue;  // errors and skips have no timings
-    std::string name = c.case_key;
+    std::string name = c.key();
     for (char& ch : name) {
       if (ch == ' ') ch = '/';
     }

@@ -6,6 +6,7 @@
 // Thread-safety: pure functions over their arguments.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,22 +14,23 @@
 
 namespace seqbench {
 
-// `baseline` is the suite's baseline variant name, the reference of the speedup column.
-std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases,
-                           const std::string& baseline);
+// Markdown tables of a benchmark run, one per mode, dtype and device. The Speedup
+// column is Speedup() over the run's baseline (run.baseline) on the same workload, or,
+// where the baseline did not run that workload, on the group's first baseline case.
+std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases);
 std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases);
 std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
-// "mode=train B=32 T=256 min_len=128 ..." without the variant: what a case ran on.
-std::string WorkloadLabel(const CaseRecord& record);
-// Cases on the same workload compare directly (speedup, expectations, compare).
-bool SameWorkload(const CaseRecord& a, const CaseRecord& b);
-std::string EnvironmentValue(const RunRecord& run, const std::string& key);
-// The median of repetition samples (the mean of the middle two for an even count).
-double SampleMedian(std::vector<double> samples);
-// A workload field of a case as text (mode, dtype, device, batch, seq_len, min_len,
-// generate_tokens, layers, width), or "" for another name: what `where` filters match.
-std::string CaseField(const CaseRecord& c, const std::string& name);
+// The one definition of speedup in seqbench (README, report, check, compare, plot):
+//
+//   speedup = median throughput of `candidate` / median throughput of `reference`,
+//   median throughput = tokens per step / median seconds per step.
+//
+// On the same workload (same tokens per step) this is the ratio of median step times,
+// reference / candidate. nullopt when either case has no samples or no tokens.
+std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& reference);
+// Tokens per step / median seconds per step; nullopt without samples or tokens.
+std::optional<double> MedianThroughput(const CaseRecord& c);
 
 }  // namespace seqbench

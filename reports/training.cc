@@ -14,7 +14,7 @@ namespace {
 
 const CaseRecord* FindPipeline(const std::vector<CaseRecord>& cases, const std::string& name) {
   for (const CaseRecord& c : cases) {
-    if (c.variant_name == name) return &c;
+    if (c.name() == name) return &c;
   }
   return nullptr;
 }
@@ -33,6 +33,13 @@ std::string Loss(std::optional<double> value) {
 
 }  // namespace
 
+TrainingCurves LoadCurves(const Store& store, int64_t run_id,
+                          const std::vector<CaseRecord>& cases) {
+  TrainingCurves curves;
+  for (const CaseRecord& c : cases) curves[c.key()] = store.TrainingSteps(run_id, c.key());
+  return curves;
+}
+
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
   MarkdownTable table({"pipeline", "options", "tokens/s", "× ref.", "peak memory", "× ref.",
                        "padding eff.", "steps", "train loss", "val. loss", "status"});
@@ -49,7 +56,7 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
     }
     const auto peak = c.MetricValue("peak_bytes");
     const auto efficiency = c.MetricValue("padding_efficiency");
-    table.AddRow({c.variant_name, c.options, throughput,
+    table.AddRow({c.name(), c.description, throughput,
                   ref ? Ratio(tokens_per_s, ref->MetricValue("tokens_per_s")) : "—",
                   peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
                   ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
@@ -81,8 +88,8 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
   const std::vector<TrainingStepRecord>* reference = nullptr;
   if (difference) {
     for (const CaseRecord& c : cases) {
-      if (c.variant_name == request.over && curves.count(c.case_key)) {
-        reference = &curves.at(c.case_key);
+      if (c.name() == request.over && curves.count(c.key())) {
+        reference = &curves.at(c.key());
       }
     }
     if (reference == nullptr) {
@@ -93,16 +100,16 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
   // One window for every line, so that a short run is smoothed (and lags) as the others.
   size_t longest = 0;
   for (const CaseRecord& c : cases) {
-    const auto it = curves.find(c.case_key);
+    const auto it = curves.find(c.key());
     if (it != curves.end()) longest = std::max(longest, it->second.size());
   }
   const size_t window = std::max<size_t>(1, longest / 40);
   std::string data, plot;
   int series = 0;
   for (const CaseRecord& c : cases) {
-    const auto it = curves.find(c.case_key);
+    const auto it = curves.find(c.key());
     if (it == curves.end() || it->second.empty()) continue;
-    if (difference && c.variant_name == request.over) continue;
+    if (difference && c.name() == request.over) continue;
     const auto& steps = it->second;
     std::string points;
     double sum = 0;
@@ -130,7 +137,7 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
             (request.y == "validation_loss" ? "linespoints lw 2 pt 7"
              : difference                   ? "points pt 7 ps 0.5"
                                             : "lines lw 2") +
-            " title " + GnuplotQuoted(c.variant_name);
+            " title " + GnuplotQuoted(c.name());
     ++series;
   }
   if (series == 0)
@@ -153,10 +160,10 @@ void RenderLossPlot(const std::vector<CaseRecord>& cases, const TrainingCurves& 
 }
 
 std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
-    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases,
+    const std::vector<Expectation>& expectations, const std::vector<CaseRecord>& cases,
     const TrainingCurves& curves) {
   std::vector<ExpectationOutcome> outcomes;
-  for (const RatioExpectation& e : expectations) {
+  for (const Expectation& e : expectations) {
     if (e.what == "all_correct") {
       auto outcome = EvaluateExpectations({e}, cases);
       outcomes.insert(outcomes.end(), outcome.begin(), outcome.end());
@@ -185,7 +192,7 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
       if (e.what == "memory_ratio") value = ratio("peak_bytes");
       if (e.what == "validation_loss_ratio") value = ratio("final_validation_loss");
       if (e.what == "loss_match") {
-        const auto a = curves.find(mine->case_key), b = curves.find(theirs->case_key);
+        const auto a = curves.find(mine->key()), b = curves.find(theirs->key());
         if (a != curves.end() && b != curves.end()) {
           const size_t common = std::min(a->second.size(), b->second.size());
           double largest = 0;

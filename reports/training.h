@@ -1,7 +1,8 @@
 // Reports of `seqbench train` runs: the pipelines' throughput table, their loss curves as
 // SVG plots through gnuplot, and the training expectations the CI gate evaluates. A
-// pipeline is stored as one case (variant_name = the pipeline's name, reference = the
-// suite's reference pipeline) with its steps in the training_steps table.
+// pipeline is stored as one case (variant_name = the pipeline's name, description = its
+// options, reference = the suite's reference pipeline) with its steps in the
+// training_steps table.
 //
 // Thread-safety: pure functions, except RenderLossPlot() which runs gnuplot.
 #pragma once
@@ -18,9 +19,12 @@ namespace seqbench {
 // Each pipeline's steps, by case key.
 using TrainingCurves = std::map<std::string, std::vector<TrainingStepRecord>>;
 
-// One row per pipeline: its options, tokens/s (mean ± std over steps) and the ratio to
-// the reference pipeline, peak memory and its ratio, padding efficiency, steps, and the
-// final training and validation losses.
+// Each case's logged steps, read from the store (the pipelines of one run).
+TrainingCurves LoadCurves(const Store& store, int64_t run_id, const std::vector<CaseRecord>& cases);
+
+// One row per pipeline: its options (the case's description), tokens/s (mean ± std over steps) and
+// the ratio to the reference pipeline, peak memory and its ratio, padding efficiency, steps, and
+// the final training and validation losses.
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {
@@ -48,7 +52,7 @@ void RenderLossPlot(const std::vector<CaseRecord>& cases, const TrainingCurves& 
 //   validation_loss_ratio  final validation loss of `variant` / that of `over`
 //   all_correct            every pipeline finished with status ok
 std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
-    const std::vector<RatioExpectation>& expectations, const std::vector<CaseRecord>& cases,
+    const std::vector<Expectation>& expectations, const std::vector<CaseRecord>& cases,
     const TrainingCurves& curves);
 
 }  // namespace seqbench

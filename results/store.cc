@@ -3,6 +3,10 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "results/legacy_facts.h"
 
 namespace seqbench {
 namespace {
@@ -99,7 +103,61 @@ constexpr Migration kMigrations[] = {
      "  tokens          INTEGER NOT NULL,"
      "  elapsed_s       REAL NOT NULL,"
      "  PRIMARY KEY (run_id, case_key, step));"},
+    // v5: the run's measurement facts as typed columns and its expectations as rows, so
+    // that reports never parse the stored suite text; every case carries its whole model.
+    // BackfillV5() fills them for runs stored before.
+    {5,
+     "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'benchmark' "
+     "  CHECK (kind IN ('benchmark', 'training'));"
+     "ALTER TABLE runs ADD COLUMN baseline TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE runs ADD COLUMN repetitions INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN min_time_s REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN check_policy TEXT NOT NULL DEFAULT 'full';"
+     "ALTER TABLE cases ADD COLUMN heads INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN vocab_size INTEGER NOT NULL DEFAULT 0;"
+     "CREATE TABLE expectations ("
+     "  run_id   INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  position INTEGER NOT NULL,"
+     "  what     TEXT NOT NULL,"
+     "  variant  TEXT NOT NULL,"
+     "  over     TEXT NOT NULL,"
+     "  at_least REAL,"
+     "  at_most  REAL,"
+     "  filters  TEXT NOT NULL,"
+     "  line     INTEGER NOT NULL,"
+     "  PRIMARY KEY (run_id, position));"},
 };
+
+// `where` filters as stored: "field=value" pairs separated by spaces. Workload values are
+// integers or fixed choices, so neither holds a space or '='.
+std::string EncodeFilters(const std::map<std::string, std::string>& filters) {
+  std::string text;
+  for (const auto& [field, value] : filters)
+    text += (text.empty() ? "" : " ") + field + "=" + value;
+  return text;
+}
+
+std::map<std::string, std::string> DecodeFilters(const std::string& text) {
+  std::map<std::string, std::string> filters;
+  std::istringstream pairs(text);
+  std::string pair;
+  while (pairs >> pair) {
+    const size_t equals = pair.find('=');
+    if (equals != std::string::npos) filters[pair.substr(0, equals)] = pair.substr(equals + 1);
+  }
+  return filters;
+}
+
+// The cases table's workload columns, in WorkloadFields() order: "mode, layers, ...".
+std::string WorkloadColumns() {
+  std::string columns;
+  for (const WorkloadField& field : WorkloadFields()) {
+    columns += (columns.empty() ? "" : ", ") + std::string(field.name);
+  }
+  return columns;
+}
 
 }  // namespace
 
@@ -193,6 +251,13 @@ class Store::Transaction {
   bool committed_ = false;
 };
 
+std::string RunRecord::Environment(const std::string& key) const {
+  for (const auto& [name, value] : environment) {
+    if (name == key) return value;
+  }
+  return "";
+}
+
 std::optional<double> CaseRecord::MetricValue(const std::string& name) const {
   for (const Metric& metric : metrics) {
     if (metric.name == name) return metric.value;
@@ -270,6 +335,7 @@ void Store::EnsureSchema() {
   for (const Migration& migration : kMigrations) {
     if (migration.version <= version) continue;
     Execute(migration.sql);
+    if (migration.version == 5) BackfillV5();
     Statement update(*this, "UPDATE schema_version SET version = ?1");
     update.Bind(1, int64_t{migration.version}).Run();
     version = migration.version;
@@ -281,13 +347,18 @@ int64_t Store::CreateRun(const RunRecord& run) {
   Transaction transaction(*this);
   Statement insert(*this,
                    "INSERT INTO runs (uuid, suite_name, suite_path, suite_text, suite_hash, "
-                   "command_line, shard, seed, status, started_at, finished_at) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+                   "command_line, shard, seed, status, started_at, finished_at, kind, baseline, "
+                   "repetitions, warmup, min_time_s, threads, check_policy) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                   "?16, ?17, ?18)");
   insert.Bind(1, run.uuid).Bind(2, run.suite_name).Bind(3, run.suite_path).Bind(4, run.suite_text);
   insert.Bind(5, run.suite_hash).Bind(6, run.command_line).Bind(7, run.shard);
   insert.Bind(8, static_cast<int64_t>(run.seed)).Bind(9, run.status).Bind(10, run.started_at);
-  insert.BindNullIfEmpty(11, run.finished_at).Run();
+  insert.BindNullIfEmpty(11, run.finished_at).Bind(12, run.kind).Bind(13, run.baseline);
+  insert.Bind(14, run.repetitions).Bind(15, run.warmup).Bind(16, run.min_time_s);
+  insert.Bind(17, run.threads).Bind(18, run.check_policy).Run();
   const int64_t run_id = sqlite3_last_insert_rowid(db_);
+  AddExpectations(run_id, run.expectations);
   Statement environment(*this, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3)");
   for (const auto& [key, value] : run.environment)
     environment.Bind(1, run_id).Bind(2, key).Bind(3, value).Run();
@@ -299,21 +370,32 @@ int64_t Store::CreateRun(const RunRecord& run) {
 
 void Store::AddCase(int64_t run_id, const CaseRecord& record) {
   Transaction transaction(*this);
-  Statement insert(
-      *this,
-      "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, "
-      "options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, "
-      "message, reference, iterations, tokens_per_step, wall_s, category, description, layers, "
-      "width) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-      "?18, ?19, ?20, ?21, ?22, ?23)");
-  insert.Bind(1, run_id).Bind(2, record.case_key).Bind(3, record.position);
-  insert.Bind(4, record.variant_name).Bind(5, record.variant_key).Bind(6, record.options);
-  insert.Bind(7, record.mode).Bind(8, record.dtype).Bind(9, record.device);
-  insert.Bind(10, record.batch).Bind(11, record.seq_len).Bind(12, record.min_len);
-  insert.Bind(13, record.generate_tokens).Bind(14, record.status).Bind(15, record.message);
-  insert.Bind(16, record.reference).Bind(17, record.iterations).Bind(18, record.tokens_per_step);
-  insert.Bind(19, record.wall_s).Bind(20, record.category).Bind(21, record.description);
-  insert.Bind(22, record.layers).Bind(23, record.width).Run();
+  const std::vector<WorkloadField>& fields = WorkloadFields();
+  std::string sql =
+      "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, options, "
+      "status, message, reference, iterations, tokens_per_step, wall_s, category, description, " +
+      WorkloadColumns() + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14";
+  constexpr int kFirstWorkloadColumn = 15;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    sql += ", ?" + std::to_string(kFirstWorkloadColumn + i);
+  }
+  sql += ")";
+  Statement insert(*this, sql.c_str());
+  const CaseIdentity& id = record.identity;
+  insert.Bind(1, run_id).Bind(2, id.Key()).Bind(3, record.position);
+  insert.Bind(4, id.variant_name).Bind(5, id.variant_key).Bind(6, id.options);
+  insert.Bind(7, record.status).Bind(8, record.message).Bind(9, record.reference);
+  insert.Bind(10, record.iterations).Bind(11, record.tokens_per_step).Bind(12, record.wall_s);
+  insert.Bind(13, record.category).Bind(14, record.description);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const int index = kFirstWorkloadColumn + static_cast<int>(i);
+    if (fields[i].integer != nullptr) {
+      insert.Bind(index, id.workload.*fields[i].integer);
+    } else {
+      insert.Bind(index, id.workload.*fields[i].text);
+    }
+  }
+  insert.Run();
   const int64_t case_id = sqlite3_last_insert_rowid(db_);
   Statement sample(*this, "INSERT INTO samples (case_id, repetition, seconds) VALUES (?1, ?2, ?3)");
   for (size_t i = 0; i < record.samples_s.size(); ++i) {
@@ -338,7 +420,8 @@ void Store::SetRunStatus(int64_t run_id, const std::string& status,
 namespace {
 constexpr const char* kRunColumns =
     "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "
-    "seed, status, started_at, finished_at FROM runs";
+    "seed, status, started_at, finished_at, kind, baseline, repetitions, warmup, min_time_s, "
+    "threads, check_policy FROM runs";
 }
 
 RunRecord Store::ReadRunRow(const Statement& row) {
@@ -355,6 +438,13 @@ RunRecord Store::ReadRunRow(const Statement& row) {
   run.status = row.Text(9);
   run.started_at = row.Text(10);
   run.finished_at = row.Text(11);
+  run.kind = row.Text(12);
+  run.baseline = row.Text(13);
+  run.repetitions = row.Integer(14);
+  run.warmup = row.Integer(15);
+  run.min_time_s = row.Real(16);
+  run.threads = row.Integer(17);
+  run.check_policy = row.Text(18);
   return run;
 }
 
@@ -371,6 +461,21 @@ std::optional<RunRecord> Store::FindRun(int64_t run_id) const {
   Statement warnings(*this, "SELECT message FROM warnings WHERE run_id = ?1 ORDER BY rowid");
   warnings.Bind(1, run_id);
   while (warnings.Step()) run.warnings.push_back(warnings.Text(0));
+  Statement expectations(*this,
+                         "SELECT what, variant, over, at_least, at_most, filters, line FROM "
+                         "expectations WHERE run_id = ?1 ORDER BY position");
+  expectations.Bind(1, run_id);
+  while (expectations.Step()) {
+    Expectation e;
+    e.what = expectations.Text(0);
+    e.variant = expectations.Text(1);
+    e.over = expectations.Text(2);
+    e.at_least = expectations.OptionalReal(3);
+    e.at_most = expectations.OptionalReal(4);
+    e.where = DecodeFilters(expectations.Text(5));
+    e.line = expectations.Integer(6);
+    run.expectations.push_back(std::move(e));
+  }
   return run;
 }
 
@@ -383,14 +488,13 @@ std::vector<RunRecord> Store::Runs() const {
 }
 
 std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
-  Statement select(
-      *this,
-      "SELECT case_id, case_key, position, variant_name, variant_key, options, mode, "
-      "dtype, device, batch, seq_len, min_len, generate_tokens, status, message, "
-      "reference, iterations, tokens_per_step, wall_s, category, description, layers, width "
-      "FROM cases "
-      "WHERE run_id = ?1 "
-      "ORDER BY position, case_id");
+  const std::vector<WorkloadField>& fields = WorkloadFields();
+  const std::string sql =
+      "SELECT case_id, position, variant_name, variant_key, options, status, message, "
+      "reference, iterations, tokens_per_step, wall_s, category, description, " +
+      WorkloadColumns() + " FROM cases WHERE run_id = ?1 ORDER BY position, case_id";
+  constexpr int kFirstWorkloadColumn = 13;
+  Statement select(*this, sql.c_str());
   select.Bind(1, run_id);
   Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
   Statement metrics(*this,
@@ -399,28 +503,26 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
   while (select.Step()) {
     CaseRecord record;
     const int64_t case_id = select.Integer(0);
-    record.case_key = select.Text(1);
-    record.position = select.Integer(2);
-    record.variant_name = select.Text(3);
-    record.variant_key = select.Text(4);
-    record.options = select.Text(5);
-    record.mode = select.Text(6);
-    record.dtype = select.Text(7);
-    record.device = select.Text(8);
-    record.batch = select.Integer(9);
-    record.seq_len = select.Integer(10);
-    record.min_len = select.Integer(11);
-    record.generate_tokens = select.Integer(12);
-    record.status = select.Text(13);
-    record.message = select.Text(14);
-    record.reference = select.Text(15);
-    record.iterations = select.Integer(16);
-    record.tokens_per_step = select.Integer(17);
-    record.wall_s = select.Real(18);
-    record.category = select.Text(19);
-    record.description = select.Text(20);
-    record.layers = select.Integer(21);
-    record.width = select.Integer(22);
+    record.position = select.Integer(1);
+    record.identity.variant_name = select.Text(2);
+    record.identity.variant_key = select.Text(3);
+    record.identity.options = select.Text(4);
+    record.status = select.Text(5);
+    record.message = select.Text(6);
+    record.reference = select.Text(7);
+    record.iterations = select.Integer(8);
+    record.tokens_per_step = select.Integer(9);
+    record.wall_s = select.Real(10);
+    record.category = select.Text(11);
+    record.description = select.Text(12);
+    for (size_t i = 0; i < fields.size(); ++i) {
+      const int column = kFirstWorkloadColumn + static_cast<int>(i);
+      if (fields[i].integer != nullptr) {
+        record.identity.workload.*fields[i].integer = select.Integer(column);
+      } else {
+        record.identity.workload.*fields[i].text = select.Text(column);
+      }
+    }
     samples.Bind(1, case_id);
     while (samples.Step()) record.samples_s.push_back(samples.Real(0));
     samples.Run();
@@ -496,13 +598,13 @@ MergeCounts Store::MergeFrom(const Store& other) {
     }
     const std::set<std::string> present = CaseKeys(target_id);
     for (const CaseRecord& record : other.Cases(summary.run_id)) {
-      if (present.count(record.case_key)) {
+      if (present.count(record.key())) {
         ++counts.cases_already_present;
         continue;
       }
       AddCase(target_id, record);
-      const auto steps = other.TrainingSteps(summary.run_id, record.case_key);
-      if (!steps.empty()) AddTrainingSteps(target_id, record.case_key, steps);
+      const auto steps = other.TrainingSteps(summary.run_id, record.key());
+      if (!steps.empty()) AddTrainingSteps(target_id, record.key(), steps);
       ++counts.cases_added;
     }
     // A run finished in the source (e.g. resumed there) is finished here too.
@@ -512,6 +614,72 @@ MergeCounts Store::MergeFrom(const Store& other) {
     }
   }
   return counts;
+}
+
+void Store::AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations) {
+  Statement insert(*this,
+                   "INSERT INTO expectations (run_id, position, what, variant, over, at_least, "
+                   "at_most, filters, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  for (size_t i = 0; i < expectations.size(); ++i) {
+    const Expectation& e = expectations[i];
+    insert.Bind(1, run_id).Bind(2, static_cast<int64_t>(i)).Bind(3, e.what).Bind(4, e.variant);
+    insert.Bind(5, e.over).Bind(6, e.at_least).Bind(7, e.at_most);
+    insert.Bind(8, EncodeFilters(e.where)).Bind(9, e.line).Run();
+  }
+}
+
+void Store::BackfillV5() {
+  for (RunRecord run : Runs()) {
+    run.environment = FindRun(run.run_id)->environment;
+    const legacy::LegacyFacts facts = legacy::ReadLegacyFacts(run.suite_text, run.environment);
+    int64_t threads = 0;
+    if (const std::string value = run.Environment("torch_threads"); !value.empty()) {
+      threads = std::atoll(value.c_str());
+    }
+    Statement update(*this,
+                     "UPDATE runs SET kind = ?1, baseline = ?2, repetitions = ?3, warmup = ?4, "
+                     "min_time_s = ?5, threads = ?6 WHERE run_id = ?7");
+    update.Bind(1, facts.kind).Bind(2, facts.baseline).Bind(3, facts.repetitions);
+    update.Bind(4, facts.warmup).Bind(5, facts.min_time_s).Bind(6, threads).Bind(7, run.run_id);
+    update.Run();
+    AddExpectations(run.run_id, facts.expectations);
+
+    // Cases before v3 stored no model sizes, and none stored heads or vocabulary: they ran
+    // the suite's [model] unless the workload overrode layers or width.
+    Statement sizes(*this,
+                    "UPDATE cases SET layers = CASE layers WHEN 0 THEN ?1 ELSE layers END, "
+                    "width = CASE width WHEN 0 THEN ?2 ELSE width END, heads = ?3, "
+                    "vocab_size = ?4 WHERE run_id = ?5");
+    sizes.Bind(1, facts.layers).Bind(2, facts.width).Bind(3, facts.heads);
+    sizes.Bind(4, facts.vocab_size).Bind(5, run.run_id).Run();
+    if (facts.kind == kRunKindTraining) {
+      // A pipeline's description of its options was kept in `options`, which is now the
+      // variant's options (part of the case key): move it to `description`.
+      Statement move(*this,
+                     "UPDATE cases SET description = options, options = '' WHERE run_id = ?1");
+      move.Bind(1, run.run_id).Run();
+    }
+
+    // Every stored key becomes the one canonical key of its case.
+    Statement rekey_case(*this,
+                         "UPDATE cases SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
+    Statement rekey_steps(
+        *this, "UPDATE training_steps SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
+    // Same order as Cases(), so that the two lists pair up row by row.
+    Statement old_keys(*this,
+                       "SELECT case_key FROM cases WHERE run_id = ?1 ORDER BY position, case_id");
+    old_keys.Bind(1, run.run_id);
+    std::vector<std::string> stored_keys;
+    while (old_keys.Step()) stored_keys.push_back(old_keys.Text(0));
+    const std::vector<CaseRecord> cases = Cases(run.run_id);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const CaseRecord& record = cases[i];
+      const std::string& old_key = stored_keys.at(i);
+      if (old_key == record.key()) continue;
+      rekey_case.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
+      rekey_steps.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
+    }
+  }
 }
 
 }  // namespace seqbench

@@ -12,12 +12,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "results/case_identity.h"
 
 struct sqlite3;
 
@@ -28,21 +31,53 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
+
+// A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
+// (suites/README.md): stored with the run, so that a run stays checkable whatever the
+// suite file or the variant registry say today.
+struct Expectation {
+  std::string what;     // speedup | memory_ratio | all_correct; training: throughput |
+                        // memory_ratio | loss_match | validation_loss_ratio | all_correct
+  std::string variant;  // the variant (or pipeline) name the ratio is about
+  std::string over;     // the name it is compared with, on the same workload
+  std::optional<double> at_least, at_most;
+  std::map<std::string, std::string> where;  // workload fields that select the cases
+  int64_t line = 0;                          // in the suite file, for messages
+};
+
+inline constexpr char kRunKindBenchmark[] = "benchmark";  // seqbench run
+inline constexpr char kRunKindTraining[] = "training";    // seqbench train
 
 // Run statuses: "running" until the last case is stored; "complete" then; "interrupted"
 // when stopped early (resume with --resume).
 struct RunRecord {
   int64_t run_id = 0;
   std::string uuid;  // identifies the run across databases (merge)
-  std::string suite_name, suite_path, suite_text, suite_hash;
+  std::string kind = kRunKindBenchmark;
+  std::string suite_name, suite_path, suite_hash;
+  // The suite file's text, for provenance only: reports read the typed facts below and
+  // never parse it.
+  std::string suite_text;
   std::string command_line;
   std::string shard;  // "i/n", or "" for the whole suite
   uint64_t seed = 0;
   std::string status;
   std::string started_at, finished_at;  // ISO 8601 UTC; finished_at empty while running
+  // Typed facts of how the run measured (schema v5).
+  std::string baseline;               // the correctness and speedup reference (training: the
+                                      // reference pipeline)
+  int64_t repetitions = 0;            // timed samples per case (training: 0, one per step)
+  int64_t warmup = 0;                 // untimed steps before them
+  double min_time_s = 0;              // each sample repeats the step until this long
+  int64_t threads = 0;                // LibTorch intra-op threads in force
+  std::string check_policy = "full";  // which cases were checked against the baseline
+  std::vector<Expectation> expectations;
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<std::string> warnings;
+
+  // An environment entry's value, or "".
+  std::string Environment(const std::string& key) const;
 };
 
 struct Metric {
@@ -52,14 +87,10 @@ struct Metric {
 };
 
 struct CaseRecord {
-  std::string case_key;  // unique per run; what resume, merge and compare match on
-  int64_t position = 0;  // order in the suite's expansion
-  std::string variant_name, variant_key, options;  // options as "name=value,..."
-  std::string category, description;               // the variant's improvement category and summary
-  std::string mode, dtype, device;
-  int64_t batch = 0, seq_len = 0, min_len = 0, generate_tokens = 0;
-  int64_t layers = 0, width = 0;  // the model the case ran (0 in databases before v3)
-  std::string status;             // ok | mismatch | error | skipped
+  CaseIdentity identity;              // its Key() is the stored case_key
+  int64_t position = 0;               // order in the suite's expansion
+  std::string category, description;  // the variant's improvement category and summary
+  std::string status;                 // ok | mismatch | error | skipped
   std::string message;
   std::string reference;   // what correctness compared with
   int64_t iterations = 0;  // steps per repetition
@@ -68,6 +99,9 @@ struct CaseRecord {
   std::vector<double> samples_s;  // seconds per step, one per repetition
   std::vector<Metric> metrics;
 
+  std::string key() const { return identity.Key(); }
+  const std::string& name() const { return identity.variant_name; }
+  const Workload& workload() const { return identity.workload; }
   std::optional<double> MetricValue(const std::string& name) const;
 };
 
@@ -127,6 +161,9 @@ class Store {
   class Transaction;
   void Execute(const std::string& sql) const;
   void EnsureSchema();
+  // Fills v5's typed run facts and model columns of runs stored before v5.
+  void BackfillV5();
+  void AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations);
   void Check(int rc, const char* what) const;
   static RunRecord ReadRunRow(const Statement& row);  // columns of kRunColumns
 

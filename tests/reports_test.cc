@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/statistics.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/format.h"
@@ -33,37 +34,36 @@ RunRecord Run() {
   run.suite_path = "suites/demo.toml";
   run.started_at = "2026-11-21T10:00:00Z";
   run.status = "complete";
+  run.baseline = "baseline";
+  run.threads = 2;
   run.environment = {{"torch_version", "1.13.0"}, {"torch_threads", "2"},
                      {"cpu_model", "Test CPU"},   {"git_sha", "0123456789abcdef"},
                      {"hostname", "box"},         {"cpu_logical_cores", "2"}};
   return run;
 }
 
+// A case with its metrics computed as ToRecord() does: from the samples, by the one
+// statistics module.
 CaseRecord Case(const std::string& variant, const std::string& mode, int64_t batch,
                 std::vector<double> samples, const std::string& status = "ok") {
   CaseRecord c;
-  c.variant_name = c.variant_key = variant;
-  c.mode = mode;
-  c.dtype = "float32";
-  c.device = "cpu";
-  c.batch = batch;
-  c.seq_len = 64;
+  c.identity.variant_name = c.identity.variant_key = variant;
+  c.identity.workload.mode = mode;
+  c.identity.workload.batch = batch;
+  c.identity.workload.seq_len = 64;
   c.status = status;
   c.iterations = 1;
   c.tokens_per_step = batch * 64;
   c.category = "cat";
   c.description = "does | things with `code`";
-  c.case_key = variant + " mode=" + mode + " B=" + std::to_string(batch);
   c.samples_s = std::move(samples);
   if (!c.samples_s.empty()) {
-    double mean = 0;
-    for (const double x : c.samples_s) mean += x;
-    mean /= c.samples_s.size();
-    c.metrics = {{"runtime_mean_s", mean, "s"},
-                 {"runtime_median_s", mean, "s"},
-                 {"runtime_stddev_s", mean * 0.01, "s"},
-                 {"runtime_cv", 0.01, "ratio"},
-                 {"tokens_per_s", c.tokens_per_step / mean, "tokens/s"},
+    const stats::Summary summary = stats::Summarize(c.samples_s);
+    c.metrics = {{"runtime_mean_s", summary.mean, "s"},
+                 {"runtime_median_s", summary.median, "s"},
+                 {"runtime_stddev_s", summary.stddev, "s"},
+                 {"runtime_iqr_s", summary.iqr, "s"},
+                 {"tokens_per_s", c.tokens_per_step / summary.median, "tokens/s"},
                  {"peak_bytes", 4096.0 * batch, "bytes"},
                  {"activation_bytes", 1024.0 * batch, "bytes"}};
   }
@@ -71,11 +71,15 @@ CaseRecord Case(const std::string& variant, const std::string& mode, int64_t bat
   return c;
 }
 
+// Samples whose mean and median differ, so that a report using the wrong one shows:
+// fused's median is 0.2 s (2× the baseline's 0.4 s) but its mean is 0.4 s (1×).
 std::vector<CaseRecord> Cases() {
-  return {
-      Case("baseline", "train", 1, {0.4, 0.4}),    Case("fused", "train", 1, {0.2, 0.2}),
-      Case("batched", "train", 8, {0.5, 0.5}),     Case("scan", "train", 8, {}, "error"),
-      Case("baseline", "generate", 1, {2.0, 2.0}), Case("stepwise", "generate", 1, {0.05, 0.05})};
+  return {Case("baseline", "train", 1, {0.4, 0.35, 0.45}),
+          Case("fused", "train", 1, {0.2, 0.2, 0.8}),
+          Case("batched", "train", 8, {0.5, 0.5, 0.6}),
+          Case("scan", "train", 8, {}, "error"),
+          Case("baseline", "generate", 1, {2.0, 2.0, 2.0}),
+          Case("stepwise", "generate", 1, {0.05, 0.05, 1.0})};
 }
 
 // Splits a Markdown table row on pipes that are not backslash-escaped.
@@ -98,7 +102,7 @@ std::vector<std::string> Cells(const std::string& row) {
 
 TEST_CASE("Markdown tables are rectangular, escaped, and carry the stored numbers", "[reports]") {
   const auto cases = Cases();
-  const std::string markdown = RenderMarkdown(Run(), cases, "baseline");
+  const std::string markdown = RenderMarkdown(Run(), cases);
   std::istringstream lines(markdown);
   std::string line;
   size_t columns = 0, tables = 0, rows = 0;
@@ -127,13 +131,44 @@ TEST_CASE("Markdown tables are rectangular, escaped, and carry the stored number
   // The numbers are the database's: runtime, memory and throughput of the fused row.
   const auto& fused = body[1];
   CHECK(fused[1].find("fused") != std::string::npos);
-  CHECK(fused[4] == " " + FormatMeanStd(0.2, 0.002) + " ");
+  CHECK(fused[4] == " 200 ms (IQR 300 ms) ");  // median of {0.2, 0.2, 0.8}; q3 - q1 = 0.5 - 0.2
   CHECK(fused[5] == " " + FormatBytes(4096) + " ");
   CHECK(fused[6] == " " + FormatBytes(1024) + " ");
-  CHECK(fused[7] == " 2.00× ");    // twice the baseline's throughput on the same workload
-  CHECK(fused[8] == " 320 ");      // 64 tokens / 0.2 s
+  CHECK(fused[7] == " 2.00× ");    // median throughput over the baseline's (the means say 1×)
+  CHECK(fused[8] == " 320 ");      // 64 tokens / 0.2 s, the median
+  CHECK(body[2][7] == " 6.40× ");  // batched B=8 over baseline B=1: (512 / 0.5) / (64 / 0.4)
   CHECK(body[3][4] == " — ");      // the error row has no runtime
   CHECK(body[5][7] == " 40.0× ");  // stepwise over baseline in generate mode
+  // The speedup column and check agree: one definition (Speedup()).
+  const std::vector<Expectation> expectations = {
+      {"speedup", "fused", "baseline", 1.99, 2.01, {{"mode", "train"}}, 1}};
+  CHECK(EvaluateExpectations(expectations, cases).at(0).held);
+}
+
+TEST_CASE("one speedup definition: the ratio of median throughputs", "[reports]") {
+  const auto cases = Cases();
+  // Same workload: the ratio of median step times.
+  CHECK(*Speedup(cases[1], cases[0]) == Approx(0.4 / 0.2));
+  CHECK(*Speedup(cases[0], cases[1]) == Approx(0.2 / 0.4));
+  // Other work per step: tokens per median second. batched B=8: 512 tokens / 0.5 s;
+  // baseline B=1: 64 tokens / 0.4 s.
+  CHECK(*Speedup(cases[2], cases[0]) == Approx((512 / 0.5) / (64 / 0.4)));
+  CHECK_FALSE(Speedup(cases[3], cases[0]));  // no samples: no speedup
+}
+
+TEST_CASE("Markdown cells escape pipes, backticks, line breaks and HTML", "[reports]") {
+  CHECK(EscapeCell("a|b") == "a\\|b");
+  CHECK(EscapeCell("`x`") == "\\`x\\`");
+  CHECK(EscapeCell("line\nbreak\r\nend") == "line break  end");
+  CHECK(EscapeCell("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)>");
+  CHECK(EscapeCell("</b><!-- x -->") == "&lt;/b>&lt;!-- x -->");
+  CHECK(EscapeCell("&lt;") == "&amp;lt;");                            // shown as typed, not as "<"
+  CHECK(EscapeCell("ratio <= 0.8 & >= 1") == "ratio <= 0.8 & >= 1");  // no markup: unchanged
+  MarkdownTable table({"name"});
+  table.AddRow({"two\nlines | <b>bold</b>"});
+  const std::string rendered = table.Render();
+  CHECK(std::count(rendered.begin(), rendered.end(), '\n') == 3);  // header, rule, one row
+  CHECK(rendered.find("<b>") == std::string::npos);
 }
 
 TEST_CASE("MarkdownTable rejects ragged rows", "[reports]") {
@@ -194,7 +229,8 @@ TEST_CASE("README errors name the file and line", "[reports][readme]") {
 
 CaseRecord Timed(const std::string& key, std::vector<double> samples, double peak = 1000) {
   CaseRecord c;
-  c.case_key = key;
+  c.identity.variant_name = c.identity.variant_key = key;
+  c.tokens_per_step = 64;
   c.status = "ok";
   c.samples_s = std::move(samples);
   c.metrics = {{"peak_bytes", peak, "bytes"}};
@@ -208,17 +244,6 @@ std::vector<double> Noisy(double center, size_t n, double spread = 0.01) {
   return samples;
 }
 
-TEST_CASE("the Mann-Whitney U test gives the textbook values", "[reports][compare]") {
-  const MannWhitney separated = MannWhitneyU({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10});
-  CHECK(separated.u == 0);
-  CHECK(separated.p_value ==
-        Approx(0.01219).epsilon(0.01));  // normal approximation, continuity corrected
-  const MannWhitney identical = MannWhitneyU({3, 3, 3}, {3, 3, 3});
-  CHECK(identical.p_value == 1);
-  const MannWhitney symmetric = MannWhitneyU({1, 4, 5, 8}, {2, 3, 6, 7});
-  CHECK(symmetric.p_value > 0.5);
-}
-
 TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][compare]") {
   const CompareSettings settings;  // 5%, alpha 0.01, 9 samples
   const auto base = std::vector<CaseRecord>{
@@ -229,7 +254,7 @@ TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][
       Timed("fat", Noisy(2.0, 10), 1500), Timed("new", Noisy(1.0, 10))};
   const auto results = CompareCases(base, next, settings);
   std::map<std::string, CaseComparison> by_key;
-  for (const auto& r : results) by_key[r.case_key] = r;
+  for (const auto& r : results) by_key[r.case_key.substr(0, r.case_key.find(' '))] = r;
   CHECK(by_key["same"].verdict == "same");
   CHECK_FALSE(IsRegression(by_key["same"]));
   CHECK(by_key["slow"].verdict == "slower");
@@ -298,10 +323,11 @@ TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][
   }
   CHECK(ours.at("context").contains("date"));
   CHECK(ours.at("context").contains("num_cpus"));
-  // Repetitions are the stored samples; the error case has none and is left out.
+  // Repetitions are the stored samples (3 for each of 5 timed cases); the error case has
+  // none and is left out.
   int iterations = 0;
   for (const auto& entry : ours.at("benchmarks")) iterations += entry.at("run_type") == "iteration";
-  CHECK(iterations == 10);
+  CHECK(iterations == 15);
 }
 
 TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
@@ -322,15 +348,19 @@ TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
   const json document = json::parse(RenderJson(Run(), cases));
   CHECK(document.at("cases").size() == cases.size());
   CHECK(document.at("cases")[1].at("metrics").at("tokens_per_s").at("value") == Approx(320));
-  CHECK(document.at("cases")[1].at("layers") == 0);
-  CHECK(header.find(",layers,width,") != std::string::npos);
+  CHECK(document.at("cases")[1].at("layers") == 2);
+  CHECK(document.at("cases")[1].at("heads") == 4);
+  CHECK(document.at("run").at("baseline") == "baseline");
+  // Every workload field is a column, in the identity's order.
+  CHECK(header.find(",mode,dtype,device,batch,seq_len,min_len,generate_tokens,layers,width,"
+                    "heads,vocab_size,") != std::string::npos);
   CHECK(document.at("run").at("environment").at("torch_version") == "1.13.0");
 }
 
 TEST_CASE("check evaluates ratios on one workload and fails when one falls short",
           "[reports][check]") {
   const auto cases = Cases();
-  const std::vector<RatioExpectation> expectations = {
+  const std::vector<Expectation> expectations = {
       {"speedup", "fused", "baseline", 1.5, std::nullopt, {{"mode", "train"}}, 1},
       {"speedup", "fused", "baseline", 3.0, std::nullopt, {}, 2},
       {"speedup", "stepwise", "baseline", 20.0, std::nullopt, {{"mode", "generate"}}, 3},
@@ -341,7 +371,7 @@ TEST_CASE("check evaluates ratios on one workload and fails when one falls short
   };
   const auto outcomes = EvaluateExpectations(expectations, cases);
   REQUIRE(outcomes.size() == expectations.size());
-  CHECK(outcomes[0].held);  // 0.4 / 0.2 = 2
+  CHECK(outcomes[0].held);  // medians 0.4 / 0.2 = 2 (the means would say 1)
   CHECK_THAT(outcomes[0].measured, Catch::Contains("2×"));
   CHECK_FALSE(outcomes[1].held);
   CHECK(outcomes[2].held);  // 2.0 / 0.05 = 40
@@ -359,7 +389,7 @@ TEST_CASE("plots: one series per variant, units on the axes, log axes over decad
   for (const int64_t t : {128, 256, 512, 1024, 2048}) {
     for (const char* variant : {"batched", "scan"}) {
       CaseRecord c = Case(variant, "train", 4, {t * 1e-5, t * 1e-5});
-      c.seq_len = t;
+      c.identity.workload.seq_len = t;
       cases.push_back(c);
     }
   }
@@ -381,7 +411,10 @@ TEST_CASE("plots: one series per variant, units on the axes, log axes over decad
   std::ifstream svg(request.output);
   std::stringstream content;
   content << svg.rdbuf();
-  CHECK_THAT(content.str(), Catch::Contains("<svg"));
+  // gnuplot drew what the script says: both series in the key, the axis label.
+  CHECK_THAT(content.str(), Catch::Contains("<svg") && Catch::Contains(">batched<") &&
+                                Catch::Contains(">scan<") &&
+                                Catch::Contains("sequence length T (tokens)"));
 }
 
 // Three training pipelines: two on one curve (up to rounding), one on another.
@@ -390,8 +423,8 @@ std::vector<CaseRecord> Pipelines() {
   for (const auto& [name, tokens_per_s] : std::vector<std::pair<std::string, double>>{
            {"plain", 1000}, {"scan", 1500}, {"bf16", 900}}) {
     CaseRecord c;
-    c.case_key = c.variant_name = name;
-    c.options = "variant=" + name + " | odd";
+    c.identity.variant_name = c.identity.variant_key = name;
+    c.description = "variant=" + name + " | odd";
     c.reference = "plain";
     c.status = "ok";
     c.iterations = 50;
@@ -403,16 +436,23 @@ std::vector<CaseRecord> Pipelines() {
   return cases;
 }
 
+// The case key of pipeline `name` among Pipelines().
+std::string Key(const std::string& name) {
+  CaseRecord c;
+  c.identity.variant_name = c.identity.variant_key = name;
+  return c.key();
+}
+
 TrainingCurves Curves() {
   TrainingCurves curves;
   for (int step = 1; step <= 50; ++step) {
     const double loss = 5.0 / step;
-    curves["plain"].push_back({step, loss, std::nullopt, 1e-3, 1, 1, false, 100, 0.1 * step});
-    curves["scan"].push_back(
+    curves[Key("plain")].push_back({step, loss, std::nullopt, 1e-3, 1, 1, false, 100, 0.1 * step});
+    curves[Key("scan")].push_back(
         {step, loss + 1e-7, std::nullopt, 1e-3, 1, 1, false, 100, 0.05 * step});
-    curves["bf16"].push_back({step, loss + 0.01,
-                              step % 10 == 0 ? std::optional<double>(loss) : std::nullopt, 1e-3, 1,
-                              1, false, 100, 0.1 * step});
+    curves[Key("bf16")].push_back({step, loss + 0.01,
+                                   step % 10 == 0 ? std::optional<double>(loss) : std::nullopt,
+                                   1e-3, 1, 1, false, 100, 0.1 * step});
   }
   return curves;
 }
@@ -440,7 +480,7 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   const auto curves = Curves();
   const auto outcome = [&](const std::string& what, const std::string& variant, double at_most,
                            std::optional<double> at_least = std::nullopt) {
-    RatioExpectation e;
+    Expectation e;
     e.what = what;
     e.variant = variant;
     e.over = "plain";

@@ -1,37 +1,54 @@
-// The case runner: Google Benchmark's statistics over known samples, the counting CPU
-// allocator on a known allocation pattern, and a failing variant that is recorded as an
-// error while the next case still runs.
+// The case runner: Google Benchmark's samples and the record's statistics over them, the counting
+// CPU allocator on a known allocation pattern, and a failing variant that is recorded as an error
+// while the next case still runs.
 #include "harness/runner.h"
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
+#include "harness/case_record.h"
 #include "tests/test_support.h"
 
 namespace seqbench {
 namespace {
 
-TEST_CASE("timing statistics match the known samples", "[runner]") {
-  // Each repetition is 2 iterations; manual times per iteration are known exactly.
-  const std::vector<double> per_step = {0.010, 0.012, 0.020, 0.022, 0.030, 0.032, 0.040, 0.042};
+TEST_CASE("timing samples, and the record's statistics from them", "[runner]") {
+  // Each repetition is 2 iterations; manual times per iteration are known exactly. The last
+  // repetition is slow, so that mean (0.0385) and median (0.026) differ.
+  const std::vector<double> per_step = {0.010, 0.012, 0.020, 0.022, 0.030, 0.032, 0.090, 0.092};
   size_t next = 0;
   const Timing timing = MeasureWithGoogleBenchmark(
       "known", [&] { return per_step.at(next++); }, /*iterations=*/2, /*repetitions=*/4);
   CHECK(next == per_step.size());
-  const std::vector<double> expected = {0.011, 0.021, 0.031, 0.041};  // per-repetition means
+  const std::vector<double> expected = {0.011, 0.021, 0.031, 0.091};  // per-repetition means
   REQUIRE(timing.samples_s.size() == expected.size());
   for (size_t i = 0; i < expected.size(); ++i) CHECK(timing.samples_s[i] == Approx(expected[i]));
-  const double mean = 0.026;
+
+  CaseResult result;
+  result.spec.variant.name = result.spec.variant.key = "fused";
+  result.status = kStatusOk;
+  result.timing = timing;
+  result.tokens_per_step = 52;
+  const CaseRecord record = ToRecord(result, 3);
+  CHECK(record.position == 3);
+  CHECK(record.key() == result.spec.Key());
+  CHECK(record.samples_s == timing.samples_s);
+  const double mean = 0.0385;
   double squares = 0;
   for (const double x : expected) squares += (x - mean) * (x - mean);
   const double stddev = std::sqrt(squares / (expected.size() - 1));  // sample std
-  CHECK(timing.statistics.at("mean") == Approx(mean));
-  CHECK(timing.statistics.at("median") == Approx(0.026));
-  CHECK(timing.statistics.at("stddev") == Approx(stddev));
-  CHECK(timing.statistics.at("cv") == Approx(stddev / mean));
-  CHECK(timing.statistics.at("min") == Approx(0.011));
-  CHECK(timing.statistics.at("max") == Approx(0.041));
+  CHECK(*record.MetricValue("runtime_mean_s") == Approx(mean));
+  CHECK(*record.MetricValue("runtime_median_s") == Approx(0.026));
+  CHECK(*record.MetricValue("runtime_stddev_s") == Approx(stddev));
+  CHECK(*record.MetricValue("runtime_cv") == Approx(stddev / mean));
+  CHECK(*record.MetricValue("runtime_min_s") == Approx(0.011));
+  CHECK(*record.MetricValue("runtime_max_s") == Approx(0.091));
+  CHECK(*record.MetricValue("runtime_iqr_s") == Approx(0.046 - 0.0185));  // NumPy's quantiles
+  CHECK(*record.MetricValue("tokens_per_s") == Approx(52 / 0.026));  // throughput of the median
 }
 
 TEST_CASE("a step that throws surfaces as an exception from the measurement", "[runner]") {
@@ -62,11 +79,22 @@ TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[m
     auto c = torch::empty({kMiB / 2}, torch::kUInt8);
     CHECK(allocator.live_bytes() == start + 2 * kMiB + kMiB / 2);
   }
+  // The resident set now, from the kernel. The kernel updates the high-water mark that
+  // getrusage() reports lazily, so it may trail the current RSS a little; a
+  // kilobytes-for-bytes slip would put it 1024 times off, outside these bounds.
+  long resident_pages = 0, total_pages = 0;
+  std::FILE* statm = std::fopen("/proc/self/statm", "r");
+  REQUIRE(statm != nullptr);
+  REQUIRE(std::fscanf(statm, "%ld %ld", &total_pages, &resident_pages) == 2);
+  std::fclose(statm);
+  const int64_t resident_bytes = static_cast<int64_t>(resident_pages) * sysconf(_SC_PAGESIZE);
   const MemoryUsage usage = probe.End();
   CHECK(allocator.live_bytes() == start);
   CHECK(usage.peak_bytes == start + 3 * kMiB);
   CHECK(usage.activation_bytes == 3 * kMiB);
-  CHECK(usage.max_rss_bytes > 0);
+  const int64_t virtual_bytes = static_cast<int64_t>(total_pages) * sysconf(_SC_PAGESIZE);
+  CHECK(usage.max_rss_bytes >= resident_bytes / 2);
+  CHECK(usage.max_rss_bytes <= virtual_bytes);
 }
 
 // A variant that always fails, registered only in the test binary.
@@ -135,7 +163,8 @@ device = "cuda"
   CHECK(results[2].timing.samples_s.size() == 2);
   CHECK(results[2].checked);
   CHECK(results[2].correctness.passed());
-  CHECK(results[2].memory.peak_bytes > 0);
+  CHECK(results[2].memory.activation_bytes > 0);
+  CHECK(results[2].memory.peak_bytes >= results[2].memory.activation_bytes);
   CHECK(results[2].tokens_per_step == 12);
   // A wrong function is a mismatch, with its errors and its timings kept.
   CHECK(results[3].status == kStatusMismatch);

@@ -39,7 +39,7 @@ inline std::vector<std::string> VariantsOf(const std::string& family, const std:
   std::vector<std::string> keys;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     if (entry->key.rfind("test_", 0) == 0) continue;
-    const Capabilities caps = entry->factory()->capabilities();
+    const Capabilities& caps = entry->capabilities;
     if (entry->key != exclude && caps.family == family && caps.Supports(torch::kCPU)) {
       keys.push_back(entry->key);
     }

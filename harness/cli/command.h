@@ -45,12 +45,8 @@ int RunPlot(const std::vector<std::string>& args);
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();
 void SetCommandLine(int argc, char** argv);
-// A random 128-bit identifier as 32 hex digits: a run's identity across databases.
-std::string NewUuid();
 int RunTrain(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
-// Now, as ISO 8601 UTC ("2026-11-21T14:08:01Z").
-std::string UtcNow();
 // Parses a command's arguments: `options` are what --help shows, `hidden` the slots that
 // `positional` fills. Bad input throws UsageError naming `command`; with --help the options
 // are printed and nullopt comes back (the command then exits 0).
@@ -70,5 +66,26 @@ std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::str
 // naming `command`.
 RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
                      const std::string& command, bool complete_only = true);
+
+// The options of every command that works on one stored run: --db, a positional RUN_ID,
+// --latest and --suite, declared once so that they mean the same everywhere.
+struct RunSelection {
+  std::string db_path;
+  int64_t run_id = 0;
+  std::string suite;
+
+  // Adds --db, --latest and --suite to `options`, and RUN_ID as the first positional.
+  void Declare(boost::program_options::options_description& options,
+               boost::program_options::options_description& hidden,
+               boost::program_options::positional_options_description& positional);
+  // Opens the database (which must exist) and resolves the run.
+  RunRecord Resolve(const boost::program_options::variables_map& values,
+                    std::unique_ptr<Store>& store, const std::string& command,
+                    bool complete_only = true) const;
+};
+
+// Adds --db (default results/seqbench.db) to `options`.
+void DeclareDatabase(boost::program_options::options_description& options, std::string* db_path,
+                     const char* meaning = "results database");
 
 }  // namespace seqbench::cli

@@ -7,10 +7,10 @@
 #include <iostream>
 
 #include "harness/cli/command.h"
+#include "harness/statistics.h"
 #include "harness/text_data.h"
 #include "harness/training/trainer.h"
 #include "reports/format.h"
-#include "reports/report.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -115,7 +115,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (!token_s.empty()) {
     const auto [fastest, slowest] = std::minmax_element(token_s.begin(), token_s.end());
     std::printf("per new token: median %s (min %s, max %s) over %zu tokens\n",
-                FormatDuration(SampleMedian(token_s)).c_str(), FormatDuration(*fastest).c_str(),
+                FormatDuration(stats::Median(token_s)).c_str(), FormatDuration(*fastest).c_str(),
                 FormatDuration(*slowest).c_str(), token_s.size());
   }
   return 0;

@@ -46,7 +46,7 @@ int RunList(const std::vector<std::string>& args) {
     key_width = std::max(key_width, entry->key.size() + 1);
   }
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
-    const Capabilities caps = entry->factory()->capabilities();
+    const Capabilities& caps = entry->capabilities;
     std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << entry->key
               << entry->description << "\n"
               << std::setw(16) << ""

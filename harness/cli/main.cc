@@ -96,6 +96,28 @@ RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std:
   return *run;
 }
 
+void DeclareDatabase(po::options_description& options, std::string* db_path, const char* meaning) {
+  options.add_options()("db", po::value(db_path)->default_value("results/seqbench.db"), meaning);
+}
+
+void RunSelection::Declare(po::options_description& options, po::options_description& hidden,
+                           po::positional_options_description& positional) {
+  DeclareDatabase(options, &db_path);
+  options.add_options()("latest", "the newest run (complete, except for show)")(
+      "suite", po::value(&suite), "with --latest: the newest run of this suite");
+  hidden.add_options()("run", po::value(&run_id));
+  positional.add("run", 1);
+}
+
+RunRecord RunSelection::Resolve(const po::variables_map& values, std::unique_ptr<Store>& store,
+                                const std::string& command, bool complete_only) const {
+  if (values.count("suite") && !values.count("latest")) {
+    throw UsageError(command + ": --suite selects with --latest; give both, or a RUN_ID");
+  }
+  store = OpenExistingStore(db_path, command);
+  return ResolveRun(*store, run_id, values.count("latest") > 0, suite, command, complete_only);
+}
+
 namespace {
 
 std::string GlobalUsage(const po::options_description& options) {

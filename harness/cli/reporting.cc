@@ -1,6 +1,5 @@
 // The report commands: `report`, `readme`, `compare`, `check` and `plot`. They read the
-// results store (and, for `check`, the suite text stored with the run) and never run a
-// model.
+// results store's typed run facts and never run a model or parse a stored suite.
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <fstream>
@@ -9,14 +8,13 @@
 #include <sstream>
 
 #include "harness/cli/command.h"
-#include "harness/suite.h"
-#include "harness/training/training_suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
 #include "reports/readme.h"
+#include "reports/readme_sections.h"
 #include "reports/report.h"
 #include "reports/training.h"
 
@@ -24,12 +22,6 @@ namespace po = boost::program_options;
 
 namespace seqbench::cli {
 namespace {
-
-std::string BaselineOf(const RunRecord& run) {
-  const std::regex pattern("^\\s*baseline\\s*=\\s*\"([^\"]+)\"", std::regex::multiline);
-  std::smatch match;
-  return std::regex_search(run.suite_text, match, pattern) ? match[1].str() : "baseline";
-}
 
 void WriteOutput(const std::string& text, const std::string& path) {
   if (path.empty() || path == "-") {
@@ -50,64 +42,38 @@ std::string ReadFile(const std::string& path, const std::string& command) {
 
 }  // namespace
 
-namespace {
-
-// The cases named in `list` ("a,b,c"), in that order; a name no case has is an error.
-std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
-                                        const std::string& list) {
-  std::vector<CaseRecord> selected;
-  std::istringstream names(list);
-  std::string name;
-  while (std::getline(names, name, ',')) {
-    const auto it = std::find_if(cases.begin(), cases.end(),
-                                 [&](const CaseRecord& c) { return c.variant_name == name; });
-    if (it == cases.end()) throw ReadmeError("pipelines=: no pipeline '" + name + "' in the run");
-    selected.push_back(*it);
-  }
-  return selected;
-}
-
-TrainingCurves CurvesOf(const Store& store, int64_t run_id, const std::vector<CaseRecord>& cases) {
-  TrainingCurves curves;
-  for (const CaseRecord& c : cases) curves[c.case_key] = store.TrainingSteps(run_id, c.case_key);
-  return curves;
-}
-
-}  // namespace
-
 int RunReport(const std::vector<std::string>& args) {
-  std::string db_path, suite, format, out;
-  int64_t run_id = 0;
+  RunSelection selection;
+  std::string format, out;
   po::options_description options(
-      "Usage: seqbench report [RUN_ID | --latest] [--suite NAME] [--format "
+      "Usage: seqbench report [RUN_ID | --latest [--suite NAME]] [--format "
       "md|csv|json|gbench-json]\n"
       "                       [--out FILE] [--db FILE]\n\n"
       "Renders a stored run: Markdown tables (one per mode, dtype and device), CSV or JSON\n"
-      "with every field, or Google Benchmark's JSON for its tools/compare.py.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
-      "latest", "the latest complete run")("suite", po::value(&suite),
-                                           "with --latest: of this suite")(
-      "format", po::value(&format)->default_value("md"), "md, csv, json or gbench-json")(
-      "out", po::value(&out), "write here instead of standard output");
+      "with every field, or Google Benchmark's JSON for its tools/compare.py. Speedup is the\n"
+      "ratio of median throughputs (tokens per step / median seconds per step), the one\n"
+      "definition every seqbench command uses.\n\nOptions");
+  options.add_options()("help,h", "show this help");
   po::options_description hidden;
-  hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
-  positional.add("run", 1);
+  selection.Declare(options, hidden, positional);
+  options.add_options()("format", po::value(&format)->default_value("md"),
+                        "md, csv, json or gbench-json")("out", po::value(&out),
+                                                        "write here instead of standard output");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
     throw UsageError("report: --format must be md, csv, json or gbench-json, got '" + format + "'");
   }
-  const auto store = OpenExistingStore(db_path, "report");
-  const RunRecord run = ResolveRun(*store, run_id, values->count("latest"), suite, "report");
+  std::unique_ptr<Store> store;
+  const RunRecord run = selection.Resolve(*values, store, "report");
   const auto cases = store->Cases(run.run_id);
   std::string text;
   if (format == "md") {
-    text = training::IsTrainingSuiteText(run.suite_text)
+    text = run.kind == kRunKindTraining
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
                      ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
-               : RenderMarkdown(run, cases, BaselineOf(run));
+               : RenderMarkdown(run, cases);
   }
   if (format == "csv") text = RenderCsv(run, cases);
   if (format == "json") text = RenderJson(run, cases);
@@ -131,8 +97,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "loss curves; pipelines=A,B,... picks\n"
       "and orders the pipelines shown.\n\n"
       "Options");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database");
+  options.add_options()("help,h", "show this help");
+  DeclareDatabase(options, &db_path);
   po::options_description hidden;
   hidden.add_options()("readme", po::value(&readme_path));
   po::positional_options_description positional;
@@ -142,77 +108,9 @@ int RunReadme(const std::vector<std::string>& args) {
   if (readme_path.empty()) throw UsageError("readme: give the Markdown file to update");
   const std::string text = ReadFile(readme_path, "readme");
   const auto store = OpenExistingStore(db_path, "readme");
-  const auto runs = store->Runs();
-  const std::filesystem::path readme_dir = std::filesystem::path(readme_path).parent_path();
-
-  const SectionRenderer render = [&](const ReadmeSection& section) -> std::string {
-    const auto attribute = [&](const std::string& key) {
-      const auto it = section.attributes.find(key);
-      return it == section.attributes.end() ? std::string() : it->second;
-    };
-    const std::string suite = attribute("suite");
-    const std::string device = attribute("device");
-    if (suite.empty()) throw ReadmeError("the section needs suite=NAME");
-    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-      if (it->status != "complete" || it->suite_name != suite) continue;
-      // Attributes that are not the section's own are workload filters, e.g. batch=1.
-      std::map<std::string, std::string> where;
-      for (const auto& [key, value] : section.attributes) {
-        if (key != "suite" && key != "plot" && key != "x" && key != "over" && key != "file" &&
-            key != "pipelines") {
-          where[key] = value;
-        }
-      }
-      std::vector<CaseRecord> cases;
-      for (CaseRecord& c : store->Cases(it->run_id)) {
-        const bool selected = std::all_of(where.begin(), where.end(), [&](const auto& item) {
-          return CaseField(c, item.first) == item.second;
-        });
-        if (selected) cases.push_back(std::move(c));
-      }
-      if (!attribute("pipelines").empty()) cases = SelectPipelines(cases, attribute("pipelines"));
-      if (cases.empty()) continue;
-      const RunRecord run = *store->FindRun(it->run_id);
-      const bool training_run = training::IsTrainingSuiteText(run.suite_text);
-      if (attribute("plot").empty()) {
-        return training_run ? RenderTrainingTable(cases)
-                            : RenderMarkdown(run, cases, BaselineOf(run));
-      }
-      const std::string file = attribute("file");
-      if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
-      const std::string output = (readme_dir / file).string();
-      const std::string title = suite + " (" + (device.empty() ? "all devices" : device) +
-                                "), run " + std::to_string(run.run_id) + ", " +
-                                run.started_at.substr(0, 10);
-      std::filesystem::create_directories(std::filesystem::path(output).parent_path());
-      const std::string y = attribute("plot");
-      std::string x = attribute("x");
-      try {
-        if (training_run) {  // loss curves from the training_steps table
-          LossPlotRequest request;
-          request.x = x = x.empty() ? "step" : x;
-          request.y = y;
-          request.over = attribute("over");
-          request.title = title;
-          request.output = output;
-          RenderLossPlot(cases, CurvesOf(*store, run.run_id, cases), request);
-        } else {
-          PlotRequest request;
-          request.x = x = x.empty() ? "seq_len" : x;
-          request.y = y;
-          request.over = attribute("over");
-          request.title = title;
-          request.output = output;
-          RenderPlot(cases, request);
-        }
-      } catch (const std::invalid_argument& error) {
-        throw ReadmeError(error.what());
-      }
-      return "![" + y + " against " + x + ": " + title + "](" + file + ")\n";
-    }
-    throw ReadmeError("no complete run of suite '" + suite + "'" +
-                      (device.empty() ? "" : " on device '" + device + "'") + " in " + db_path +
-                      "; run: seqbench run suites/" + suite + ".toml --db " + db_path);
+  const std::string readme_dir = std::filesystem::path(readme_path).parent_path().string();
+  const SectionRenderer render = [&](const ReadmeSection& section) {
+    return RenderReadmeSection(*store, section, readme_dir);
   };
   std::string updated;
   try {
@@ -241,10 +139,9 @@ int RunCompare(const std::vector<std::string>& args) {
       "slower, same, ambiguous (significant but within the threshold, or too few samples).\n"
       "Peak memory is judged against the same threshold. Exits 1 when any case is slower\n"
       "or larger beyond the threshold.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"),
-      "database of NEW_RUN (and BASE_RUN)")("base-db", po::value(&base_db),
-                                            "database of BASE_RUN, if another")(
+  options.add_options()("help,h", "show this help");
+  DeclareDatabase(options, &db_path, "database of NEW_RUN (and BASE_RUN)");
+  options.add_options()("base-db", po::value(&base_db), "database of BASE_RUN, if another")(
       "threshold", po::value(&threshold_text)->default_value("5%"), "smallest change that counts")(
       "alpha", po::value(&settings.alpha)->default_value(0.01), "significance level");
   po::options_description hidden;
@@ -297,51 +194,34 @@ int RunCompare(const std::vector<std::string>& args) {
 }
 
 int RunCheck(const std::vector<std::string>& args) {
-  std::string db_path;
-  int64_t run_id = 0;
+  RunSelection selection;
   po::options_description options(
-      "Usage: seqbench check [RUN_ID | --latest] [--db FILE]\n\n"
-      "Evaluates the [[expect]] entries of the suite stored with the run (ratios measured\n"
-      "side by side in that run), prints what held, and exits 1 when anything fell "
-      "short.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
-      "latest", "the latest complete run");
+      "Usage: seqbench check [RUN_ID | --latest [--suite NAME]] [--db FILE]\n\n"
+      "Evaluates the expectations stored with the run (its suite's [[expect]] entries:\n"
+      "ratios measured side by side in that run; speedup is the ratio of median\n"
+      "throughputs), prints what held, and exits 1 when anything fell short. Works on any\n"
+      "stored run, whatever the suite file or the variants registered today.\n\nOptions");
+  options.add_options()("help,h", "show this help");
   po::options_description hidden;
-  hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
-  positional.add("run", 1);
+  selection.Declare(options, hidden, positional);
   const auto values = ParseArguments(args, options, hidden, positional, "check");
   if (!values) return 0;
-  const auto store = OpenExistingStore(db_path, "check");
-  const RunRecord run = ResolveRun(*store, run_id, values->count("latest"), "", "check");
+  std::unique_ptr<Store> store;
+  const RunRecord run = selection.Resolve(*values, store, "check");
   if (run.status != "complete") {
     throw UsageError("check: run " + std::to_string(run.run_id) + " is " + run.status +
                      "; finish it with seqbench run " + run.suite_path + " --resume " +
                      std::to_string(run.run_id));
   }
-  const bool training_run = training::IsTrainingSuiteText(run.suite_text);
-  const std::string stored_path =
-      run.suite_path + " (as stored with run " + std::to_string(run.run_id) + ")";
-  std::vector<Expectation> suite_expectations;
-  try {
-    suite_expectations =
-        training_run ? training::ParseTrainingSuite(run.suite_text, stored_path).expectations
-                     : ParseSuite(run.suite_text, stored_path).expectations;
-  } catch (const SuiteError& error) {
-    throw UsageError(std::string("check: ") + error.what());
-  }
-  std::vector<RatioExpectation> expectations;
-  for (const Expectation& e : suite_expectations) {
-    expectations.push_back({e.what, e.variant, e.over, e.at_least, e.at_most, e.where, e.line});
-  }
-  if (expectations.empty()) {
+  if (run.expectations.empty()) {
     throw UsageError("check: suite '" + run.suite_name + "' has no [[expect]] entries to check");
   }
   const auto cases = store->Cases(run.run_id);
-  const auto outcomes = training_run ? EvaluateTrainingExpectations(
-                                           expectations, cases, CurvesOf(*store, run.run_id, cases))
-                                     : EvaluateExpectations(expectations, cases);
+  const auto outcomes = run.kind == kRunKindTraining
+                            ? EvaluateTrainingExpectations(run.expectations, cases,
+                                                           LoadCurves(*store, run.run_id, cases))
+                            : EvaluateExpectations(run.expectations, cases);
   MarkdownTable table({"", "expectation", "measured"});
   int failed = 0;
   for (const ExpectationOutcome& outcome : outcomes) {
@@ -355,38 +235,36 @@ int RunCheck(const std::vector<std::string>& args) {
 }
 
 int RunPlot(const std::vector<std::string>& args) {
-  std::string db_path;
-  int64_t run_id = 0;
+  RunSelection selection;
   PlotRequest request;
   po::options_description options(
-      "Usage: seqbench plot RUN_ID --x seq_len|batch|layers --y "
+      "Usage: seqbench plot [RUN_ID | --latest [--suite NAME]] --x seq_len|batch|layers --y "
       "runtime|memory|tokens_per_s|speedup\n"
       "                     [--over VARIANT] [--out FILE.svg] [--db FILE]\n\n"
       "Plots one line per variant through gnuplot (SVG), log axes where the data spans a\n"
       "decade or more. runtime is the median step time; memory the activation memory.\n"
       "For a training run (seqbench train): --y loss|validation_loss --x step|time, one line\n"
       "per pipeline.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
-      "x", po::value(&request.x)->default_value("seq_len"), "seq_len, batch or layers")(
-      "y", po::value(&request.y)->default_value("runtime"),
-      "runtime, memory, tokens_per_s or speedup")(
+  options.add_options()("help,h", "show this help");
+  po::options_description hidden;
+  po::positional_options_description positional;
+  selection.Declare(options, hidden, positional);
+  options.add_options()("x", po::value(&request.x)->default_value("seq_len"),
+                        "seq_len, batch or layers")("y",
+                                                    po::value(&request.y)->default_value("runtime"),
+                                                    "runtime, memory, tokens_per_s or speedup")(
       "over", po::value(&request.over), "with --y speedup: the variant it is relative to")(
       "out", po::value(&request.output), "the SVG file (default: run<ID>_<y>.svg)");
-  po::options_description hidden;
-  hidden.add_options()("run", po::value(&run_id));
-  po::positional_options_description positional;
-  positional.add("run", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "plot");
   if (!values) return 0;
-  const auto store = OpenExistingStore(db_path, "plot");
-  const RunRecord run = ResolveRun(*store, run_id, false, "", "plot");
+  std::unique_ptr<Store> store;
+  const RunRecord run = selection.Resolve(*values, store, "plot");
   if (request.output.empty())
     request.output = "run" + std::to_string(run.run_id) + "_" + request.y + ".svg";
   request.title = run.suite_name + ", run " + std::to_string(run.run_id);
   const auto cases = store->Cases(run.run_id);
   try {
-    if (training::IsTrainingSuiteText(run.suite_text)) {
+    if (run.kind == kRunKindTraining) {
       LossPlotRequest loss_request;
       loss_request.y = values->count("y") && !values->at("y").defaulted() ? request.y : "loss";
       loss_request.x = values->count("x") && !values->at("x").defaulted() ? request.x : "step";
@@ -395,7 +273,7 @@ int RunPlot(const std::vector<std::string>& args) {
       loss_request.output =
           values->count("out") ? request.output
                                : "run" + std::to_string(run.run_id) + "_" + loss_request.y + ".svg";
-      RenderLossPlot(cases, CurvesOf(*store, run.run_id, cases), loss_request);
+      RenderLossPlot(cases, LoadCurves(*store, run.run_id, cases), loss_request);
       std::cout << loss_request.output << "\n";
       return 0;
     }

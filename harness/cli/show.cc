@@ -12,23 +12,19 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 
 int RunShow(const std::vector<std::string>& args) {
-  std::string db_path;
-  int64_t run_id = 0;
+  RunSelection selection;
   po::options_description options(
       "Usage: seqbench show [RUN_ID | --latest] [--db FILE]\n\n"
       "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
       "with status, runtime, memory and correctness. Without RUN_ID, lists the runs.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
-      "latest", "show the most recent run");
+  options.add_options()("help,h", "show this help");
   po::options_description hidden;
-  hidden.add_options()("run", po::value(&run_id));
   po::positional_options_description positional;
-  positional.add("run", 1);
+  selection.Declare(options, hidden, positional);
   const auto values = ParseArguments(args, options, hidden, positional, "show");
   if (!values) return 0;
-  const auto store = OpenExistingStore(db_path, "show");
   if (!values->count("run") && !values->count("latest")) {
+    const auto store = OpenExistingStore(selection.db_path, "show");
     std::printf("%-6s %-10s %-12s %-7s %-21s %s\n", "run", "status", "suite", "shard", "started",
                 "command");
     for (const RunRecord& run : store->Runs()) {
@@ -39,26 +35,33 @@ int RunShow(const std::vector<std::string>& args) {
     return 0;
   }
   // --latest here is the newest run whatever its status: an interrupted one is worth seeing.
-  const auto run = ResolveRun(*store, run_id, values->count("latest"), "", "show",
-                              /*complete_only=*/false);
-  run_id = run.run_id;
+  std::unique_ptr<Store> store;
+  const RunRecord run = selection.Resolve(*values, store, "show", /*complete_only=*/false);
+  const int64_t run_id = run.run_id;
   std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id, run.status.c_str(),
               run.suite_name.c_str(), run.suite_path.c_str(), run.suite_hash.c_str(),
               run.shard.empty() ? "" : ("  shard " + run.shard).c_str());
-  std::printf("started %s  finished %s  seed %llu\ncommand: %s\n\nEnvironment:\n",
-              run.started_at.c_str(), run.finished_at.empty() ? "-" : run.finished_at.c_str(),
-              (unsigned long long)run.seed, run.command_line.c_str());
+  std::printf("started %s  finished %s  seed %llu\ncommand: %s\n", run.started_at.c_str(),
+              run.finished_at.empty() ? "-" : run.finished_at.c_str(), (unsigned long long)run.seed,
+              run.command_line.c_str());
+  std::printf(
+      "%s run: baseline %s, %lld repetitions after %lld warmup, min time %s, %lld "
+      "thread(s), check %s, %zu expectation(s)\n\nEnvironment:\n",
+      run.kind.c_str(), run.baseline.c_str(), (long long)run.repetitions, (long long)run.warmup,
+      FormatDuration(run.min_time_s).c_str(), (long long)run.threads, run.check_policy.c_str(),
+      run.expectations.size());
   for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", key.c_str(), value.c_str());
   for (const auto& warning : run.warnings) std::printf("warning: %s\n", warning.c_str());
-  std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status", "runtime (mean ± std)",
-              "peak", "activation", "tokens/s", "max error (logits / grads)");
+  std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status",
+              "runtime (median, IQR)", "peak", "activation", "tokens/s",
+              "max error (logits / grads)");
   for (const CaseRecord& c : store->Cases(run_id)) {
     const auto metric = [&](const char* name) { return c.MetricValue(name); };
     std::string runtime = "-";
-    if (const auto mean = metric("runtime_mean_s")) {
-      const auto std = metric("runtime_stddev_s");
-      runtime = FormatMeanStd(*mean, std ? *std : -1);
+    if (const auto median = metric("runtime_median_s")) {
+      const auto iqr = metric("runtime_iqr_s");
+      runtime = FormatDuration(*median) + (iqr ? ", " + FormatDuration(*iqr) : "");
     }
     const auto peak = metric("peak_bytes");
     const auto activation = metric("activation_bytes");
@@ -76,7 +79,8 @@ int RunShow(const std::vector<std::string>& args) {
         std::snprintf(error_text, sizeof(error_text), "%.2g / -", *logits);
       }
     }
-    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", c.case_key.c_str(), c.status.c_str(),
+    const std::string label = c.name() + " " + c.workload().Label();
+    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", label.c_str(), c.status.c_str(),
                 runtime.c_str(), FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
                 FormatBytes(activation ? static_cast<int64_t>(*activation) : -1).c_str(),
                 tokens_text, error_text);

@@ -5,18 +5,15 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
-#include <chrono>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#include <numeric>
 #include <sstream>
 
 #include "harness/cli/command.h"
-#include "harness/environment.h"
-#include "harness/memory.h"
+#include "harness/run_header.h"
 #include "harness/text_data.h"
+#include "harness/training/pipeline.h"
 #include "harness/training/training_suite.h"
 #include "reports/format.h"
 #include "reports/training.h"
@@ -85,23 +82,6 @@ std::string CommandLineSuite(const po::variables_map& values) {
   return toml.str();
 }
 
-struct PipelineOutcome {
-  CaseRecord record;
-  bool interrupted = false;
-};
-
-double Mean(const std::vector<double>& values) {
-  return values.empty() ? 0 : std::accumulate(values.begin(), values.end(), 0.0) / values.size();
-}
-
-double SampleStddev(const std::vector<double>& values) {
-  if (values.size() < 2) return 0;
-  const double mean = Mean(values);
-  double sum = 0;
-  for (const double v : values) sum += (v - mean) * (v - mean);
-  return std::sqrt(sum / (values.size() - 1));
-}
-
 class ProgressPrinter {
  public:
   ProgressPrinter(std::string name, int64_t total) : name_(std::move(name)), total_(total) {}
@@ -132,154 +112,6 @@ class ProgressPrinter {
   int64_t total_;
   bool terminal_ = isatty(fileno(stderr)) != 0;
 };
-
-// The case's metrics from the steps that ran: throughput over the timed steps (after
-// timing_warmup), padding and losses over all of them, and the memory probe's figures.
-void AddPipelineMetrics(const std::vector<StepResult>& steps,
-                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
-                        const MemoryUsage& memory, CaseRecord& record) {
-  int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
-  double timed_seconds = 0;
-  std::vector<double> rates;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    all_tokens += steps[i].tokens;
-    padded_tokens += steps[i].padded_tokens;
-    skipped += steps[i].skipped ? 1 : 0;
-    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
-    record.samples_s.push_back(steps[i].seconds);
-    timed_tokens += steps[i].tokens;
-    timed_seconds += steps[i].seconds;
-    rates.push_back(steps[i].tokens / steps[i].seconds);
-  }
-  record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
-  const auto add = [&](const std::string& name, double value, const char* unit) {
-    record.metrics.push_back({name, value, unit});
-  };
-  if (timed_seconds > 0) {
-    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
-    if (rates.size() >= 2) add("tokens_per_s_stddev", SampleStddev(rates), "tokens/s");
-    add("runtime_mean_s", Mean(record.samples_s), "s");
-    if (rates.size() >= 2) add("runtime_stddev_s", SampleStddev(record.samples_s), "s");
-  }
-  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
-  const size_t tail = std::max<size_t>(1, steps.size() / 10);
-  double tail_loss = 0;
-  for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
-  add("final_train_loss", tail_loss / tail, "nats/token");
-  if (!validation_losses.empty())
-    add("final_validation_loss", validation_losses.back(), "nats/token");
-  add("skipped_steps", skipped, "count");
-  if (spec.config.loss_scaling || spec.config.precision == training::Precision::kFloat16) {
-    add("final_loss_scale", steps.back().loss_scale, "ratio");
-  }
-  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
-  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
-}
-
-PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
-                            const training::TrainingData& data, Store& store, int64_t run_id,
-                            int64_t position, const std::string& checkpoint,
-                            const std::string& resume, int64_t save_every) {
-  PipelineOutcome outcome;
-  CaseRecord& record = outcome.record;
-  const training::TrainingConfig& config = spec.config;
-  record.case_key = spec.name;
-  record.position = position;
-  record.variant_name = spec.name;
-  record.variant_key = config.variant;
-  record.options = spec.Describe();
-  record.category = "training pipeline";
-  record.description = GlobalVariants().Get(config.variant).description;
-  record.mode = "train";
-  record.dtype = "float32";
-  record.device = config.device;
-  record.batch = config.batching.policy == training::BatchingPolicy::kTokenBudget
-                     ? 0
-                     : config.batching.batch_size;
-  record.seq_len = suite.data.max_length;
-  record.layers = config.model.num_layers;
-  record.width = config.model.width;
-  record.reference = suite.reference;
-  record.status = "ok";
-
-  const auto started = std::chrono::steady_clock::now();
-  const torch::Device device(config.device);
-  if (device.is_cpu()) CountingCpuAllocator::Install();
-  MemoryProbe probe(device);
-  probe.Begin();
-  std::vector<StepResult> steps;
-  std::vector<double> validation_losses;
-  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
-  try {
-    Trainer trainer(config, data.train, data.validation);
-    if (!resume.empty()) {
-      trainer.Load(resume);
-      std::fprintf(stderr, "[%s] resumed from %s at step %lld\n", spec.name.c_str(), resume.c_str(),
-                   (long long)trainer.step());
-    }
-    const int64_t first_step = trainer.step();
-    ProgressPrinter progress(spec.name, spec.steps);
-    double elapsed_s = 0;
-    int64_t tokens = 0;
-    while (trainer.step() < spec.steps) {
-      if (stop_requested ||
-          (stop_after_steps > 0 && static_cast<int64_t>(steps.size()) >= stop_after_steps)) {
-        outcome.interrupted = true;
-        break;
-      }
-      const StepResult step = trainer.Step();
-      steps.push_back(step);
-      elapsed_s += step.seconds;
-      tokens += step.tokens;
-      TrainingStepRecord row{step.step,          step.loss,      std::nullopt,
-                             step.learning_rate, step.grad_norm, step.loss_scale,
-                             step.skipped,       step.tokens,    elapsed_s};
-      const bool last = step.step == spec.steps;
-      if (step.step % spec.eval_every == 0 || last) {
-        row.validation_loss = trainer.Evaluate();
-        validation_losses.push_back(*row.validation_loss);
-      }
-      pending.push_back(row);
-      if (row.validation_loss) {  // the log reaches the database at every evaluation
-        store.AddTrainingSteps(run_id, record.case_key, pending);
-        pending.clear();
-      }
-      if (!checkpoint.empty() && save_every > 0 && step.step % save_every == 0) {
-        trainer.Save(checkpoint);
-      }
-      progress.Update(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
-    }
-    if (!pending.empty()) store.AddTrainingSteps(run_id, record.case_key, pending);
-    pending.clear();
-    if (!checkpoint.empty()) {
-      trainer.Save(checkpoint);
-      std::fprintf(stderr, "[%s] checkpoint at step %lld: %s\n", spec.name.c_str(),
-                   (long long)trainer.step(), checkpoint.c_str());
-    }
-    const auto padding = trainer.loader().EpochPadding();
-    record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
-  } catch (const std::exception& error) {
-    record.status = "error";
-    record.message = DescribeError(error);
-    std::fprintf(stderr, "[%s] error: %s\n", spec.name.c_str(), record.message.c_str());
-    // The steps that ran before the error still belong in the log.
-    if (!pending.empty()) {
-      try {
-        store.AddTrainingSteps(run_id, record.case_key, pending);
-      } catch (const StoreError& store_error) {
-        record.message +=
-            "; and its last steps could not be logged: " + std::string(store_error.what());
-      }
-    }
-  }
-  const MemoryUsage memory = probe.End();
-  record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  record.iterations = static_cast<int64_t>(steps.size());
-  if (steps.empty()) return outcome;
-
-  AddPipelineMetrics(steps, validation_losses, spec, memory, record);
-  return outcome;
-}
 
 }  // namespace
 
@@ -410,25 +242,22 @@ int RunTrain(const std::vector<std::string>& args) {
   }
 
   Store store(db_path);
-  const Environment env = CaptureEnvironment();
-  RunRecord run;
-  run.uuid = NewUuid();
-  run.suite_name = suite.name;
-  run.suite_path = suite_path.empty() ? "(command line)" : suite_path;
-  run.suite_text = suite.text;
-  run.suite_hash = ContentHash(suite.text);
-  run.command_line = CommandLine();
-  run.seed = suite.data_seed;
-  run.status = "running";
-  run.started_at = UtcNow();
-  run.environment = env.entries;
-  run.environment.emplace_back("timer",
-                               "steady_clock around each optimizer step, loader waits "
-                               "included (the loss is read back every step)");
-  run.environment.emplace_back("data", data.description);
-  run.warnings = env.warnings;
+  RunDescription description;
+  description.kind = kRunKindTraining;
+  description.suite_name = suite.name;
+  description.suite_path = suite_path.empty() ? "(command line)" : suite_path;
+  description.suite_text = suite.text;
+  description.command_line = CommandLine();
+  description.seed = suite.data_seed;
+  description.baseline = suite.reference;
+  description.expectations = suite.expectations;
+  description.extra_environment = {{"timer",
+                                    "steady_clock around each optimizer step, loader waits "
+                                    "included (the loss is read back every step)"},
+                                   {"data", data.description}};
+  const RunRecord run = NewRunRecord(description);
   const int64_t run_id = store.CreateRun(run);
-  for (const auto& warning : env.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+  for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
               suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());
   std::fflush(stdout);
@@ -442,9 +271,21 @@ int RunTrain(const std::vector<std::string>& args) {
     std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines.size(), spec.name.c_str(),
                 spec.Describe().c_str(), (long long)spec.steps);
     std::fflush(stdout);
-    PipelineOutcome outcome =
-        RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position), checkpoint,
-                    resume, save_every);
+    ProgressPrinter progress(spec.name, spec.steps);
+    training::PipelineHooks hooks;
+    hooks.should_stop = [](int64_t steps_taken) {
+      return stop_requested || (stop_after_steps > 0 && steps_taken >= stop_after_steps);
+    };
+    hooks.on_step = [&](const StepResult& step, double elapsed_s, double tokens_per_s,
+                        std::optional<double> validation, int64_t first_step, bool last) {
+      progress.Update(step, elapsed_s, tokens_per_s, validation, first_step, last);
+    };
+    hooks.on_message = [](const std::string& message) {
+      std::fprintf(stderr, "%s\n", message.c_str());
+    };
+    training::PipelineOutcome outcome =
+        training::RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position),
+                              {checkpoint, save_every, resume}, hooks);
     interrupted = outcome.interrupted;
     if (interrupted) break;  // its steps are stored; its case is not: it did not finish
     store.AddCase(run_id, outcome.record);

@@ -85,7 +85,7 @@ int RunVerify(const std::vector<std::string>& args) {
   bool all_passed = true;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     if (entry->key == baseline_key || !std::regex_search(entry->key, pattern)) continue;
-    const Capabilities caps = entry->factory()->capabilities();
+    const Capabilities& caps = entry->capabilities;
     if (caps.family != config.family || !caps.Supports(dtype)) continue;
     if (!caps.Supports(torch::kCPU)) {
       std::printf("%-14s (CUDA only: not verified here; seqbench run checks it on a GPU)\n",

@@ -62,7 +62,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
         reader.Fail(value.source(), "unknown variant '" + c.variant +
                                         "'; known variants: " + GlobalVariants().JoinedKeys());
       }
-      const Capabilities caps = GlobalVariants().Get(c.variant).factory()->capabilities();
+      const Capabilities& caps = GlobalVariants().Get(c.variant).capabilities;
       if (!caps.Supports(Mode::kTrain)) {
         reader.Fail(value.source(), "variant '" + c.variant + "' does not support train mode");
       }
@@ -141,7 +141,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
 void CheckPipeline(const TomlReader& reader, const toml::table& table, const PipelineSpec& spec,
                    const DataOptions& data) {
   const TrainingConfig& c = spec.config;
-  const Capabilities caps = GlobalVariants().Get(c.variant).factory()->capabilities();
+  const Capabilities& caps = GlobalVariants().Get(c.variant).capabilities;
   for (const auto& [option, value] : c.variant_options) {
     if (caps.options.count(option) == 0) {
       std::vector<std::string> known;

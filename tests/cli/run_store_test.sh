@@ -45,7 +45,19 @@ set +e
 "$seqbench" run "$work/ci_changed.toml" --db "$work/r.db" --resume 1 2>"$work/err"
 rc=$?
 set -e
-[[ $rc -eq 2 ]] && grep -q "changed since that run" "$work/err" || fail "changed suite resumed (rc $rc)"
+[[ $rc -eq 2 ]] && grep -q "suite: the run has" "$work/err" || fail "changed suite resumed (rc $rc)"
+
+# 3b. Resuming with other repetitions would mix 2 and 3 samples in one run: refused, with the
+# flag that matches, and nothing written.
+before=$(count "$work/r.db" "select count(*) from cases")
+set +e
+"$seqbench" run "$suites/ci.toml" --db "$work/r.db" --repetitions 3 --resume 1 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "repetitions: the run has 2, this command 3 (pass --repetitions 2)" "$work/err" ||
+  fail "resume with other repetitions: rc $rc, $(cat "$work/err")"
+[[ $(count "$work/r.db" "select count(*) from cases") -eq $before ]] || fail "refused resume wrote cases"
+[[ $(count "$work/r.db" "select repetitions from runs where run_id = 1") -eq 2 ]] || fail "typed repetitions not stored"
 
 # 4. Two shards into two databases, merged twice: exactly the whole suite.
 "$seqbench" run "$suites/ci.toml" --db "$work/s1.db" --repetitions 2 --shard 1/2 >/dev/null
@@ -72,10 +84,12 @@ set -e
 grep -q "| S/N | Modifications |" "$work/report.md" || fail "report md"
 "$seqbench" report 1 --db "$work/r.db" --format csv >"$work/report.csv"
 [[ $(($(wc -l <"$work/report.csv") - 1)) -eq $total ]] || fail "report csv rows"
-for format in json gbench-json; do
-  "$seqbench" report --latest --db "$work/r.db" --format "$format" --out "$work/report.json"
-  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report.json" || fail "report $format is not JSON"
-done
+"$seqbench" report --latest --db "$work/r.db" --format json --out "$work/report.json"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert len(d["cases"]) == int(sys.argv[2]), len(d["cases"]); assert d["run"]["repetitions"] == 2' \
+  "$work/report.json" "$total" || fail "report json: not every case, or not the typed facts"
+"$seqbench" report --latest --db "$work/r.db" --format gbench-json --out "$work/report.json"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert sum(b["run_type"] == "iteration" for b in d["benchmarks"]) % 2 == 0' \
+  "$work/report.json" || fail "report gbench-json: not 2 repetitions a case"
 printf '# T\n\n<!-- seqbench:begin suite=ci device=cpu -->\n<!-- seqbench:end -->\nafter\n' >"$work/README.md"
 "$seqbench" readme "$work/README.md" --db "$work/r.db" >"$work/out"
 grep -q regenerated "$work/out" || fail "readme did not regenerate"
@@ -95,4 +109,17 @@ set +e
 rc=$?
 set -e
 [[ $rc -le 1 ]] && grep -q "✓ | every case correct" "$work/check" || fail "check (rc $rc): $(cat "$work/check")"
+
+# 7. check reads the run's stored facts, not its suite text nor today's registry: a run
+#    whose suite text is gone and whose variants no longer exist checks the same.
+cp "$work/r.db" "$work/renamed.db"
+count "$work/renamed.db" "update runs set suite_text = 'not TOML [', suite_hash = ''; update cases set variant_key = 'removed_' || variant_key" >/dev/null
+set +e
+"$seqbench" check 1 --db "$work/renamed.db" >"$work/check_renamed"
+rc_renamed=$?
+"$seqbench" check 1 --db "$work/r.db" >"$work/check_original"
+rc_original=$?
+set -e
+[[ $rc_renamed -eq $rc_original ]] && cmp -s "$work/check_renamed" "$work/check_original" ||
+  fail "check depends on the suite text or registry: $(diff "$work/check_original" "$work/check_renamed")"
 echo "run/store/report CLI checks passed"

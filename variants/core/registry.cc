@@ -53,10 +53,12 @@ std::unique_ptr<Variant> CreateVariant(std::string_view key) {
 }
 
 VariantRegistration::VariantRegistration(const char* key, const char* description,
-                                         std::function<std::unique_ptr<Variant>()> factory) {
+                                         std::function<std::unique_ptr<Variant>()> factory,
+                                         Capabilities capabilities) {
   const std::string origin =
       active_plugin_load != nullptr ? active_plugin_load->path : std::string("built-in");
-  AddOrDie(GlobalVariants(), VariantEntry{key, description, std::move(factory), origin});
+  AddOrDie(GlobalVariants(),
+           VariantEntry{key, description, std::move(factory), origin, std::move(capabilities)});
 }
 
 FamilyRegistration::FamilyRegistration(

@@ -90,9 +90,12 @@ class Registry {
 
 struct VariantEntry {
   std::string key;
-  std::string description;  // one line, shown by `seqbench list`
+  std::string description;  // one line: the variant's help, shown by `seqbench list`
   std::function<std::unique_ptr<Variant>()> factory;
   std::string origin;  // "built-in", or the plugin's path
+  // Read once at registration (as c10's Registry keeps metadata beside the creator), so
+  // that listing and filtering cases never construct a variant.
+  Capabilities capabilities;
 };
 
 // A model family: its specification's name and the seeded initializer every variant of
@@ -119,7 +122,7 @@ std::unique_ptr<Variant> CreateVariant(std::string_view key);
 // a message, except while a plugin loads, where LoadPlugin() reports it as an error.
 struct VariantRegistration {
   VariantRegistration(const char* key, const char* description,
-                      std::function<std::unique_ptr<Variant>()> factory);
+                      std::function<std::unique_ptr<Variant>()> factory, Capabilities capabilities);
 };
 struct FamilyRegistration {
   FamilyRegistration(const char* key, const char* description,
@@ -133,13 +136,15 @@ struct FamilyRegistration {
 #define SEQBENCH_CONCAT(a, b) SEQBENCH_CONCAT_INNER(a, b)
 
 // Registers VariantClass (default-constructible, derived from seqbench::Variant) under
-// `key`. Use once, at namespace scope, in the variant's own .cc file.
-#define SEQBENCH_REGISTER_VARIANT(key, VariantClass, description)                            \
-  static const ::seqbench::VariantRegistration SEQBENCH_CONCAT(seqbench_variant_, __LINE__)( \
-      key, description,                                                                      \
-      []() -> std::unique_ptr<::seqbench::Variant> { return std::make_unique<VariantClass>(); })
+// `key`, with its capabilities, read once here. Use once, at namespace scope, in the
+// variant's own .cc file. __COUNTER__ keeps two registrations in one file apart.
+#define SEQBENCH_REGISTER_VARIANT(key, VariantClass, description)                                \
+  static const ::seqbench::VariantRegistration SEQBENCH_CONCAT(seqbench_variant_, __COUNTER__)(  \
+      key, description,                                                                          \
+      []() -> std::unique_ptr<::seqbench::Variant> { return std::make_unique<VariantClass>(); }, \
+      VariantClass().capabilities())
 
 // Registers a model family, its shared weight initializer and its config check.
-#define SEQBENCH_REGISTER_FAMILY(key, init_weights, validate, description)                 \
-  static const ::seqbench::FamilyRegistration SEQBENCH_CONCAT(seqbench_family_, __LINE__)( \
+#define SEQBENCH_REGISTER_FAMILY(key, init_weights, validate, description)                    \
+  static const ::seqbench::FamilyRegistration SEQBENCH_CONCAT(seqbench_family_, __COUNTER__)( \
       key, description, init_weights, validate)

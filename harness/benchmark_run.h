@@ -1,0 +1,74 @@
+// A benchmark run as library code: which cases a command line selects (filter, shard,
+// device), whether a stored run may be resumed with it, and the loop that runs the
+// pending cases, storing each one as it finishes. The command line only parses flags
+// and prints what the callbacks report.
+//
+// Thread-safety: RunCases() drives one CaseRunner and one Store from the calling thread;
+// `should_stop` may read a flag set by a signal handler.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/case_record.h"
+#include "harness/suite.h"
+#include "results/store.h"
+
+namespace seqbench {
+
+struct ShardSpec {
+  int64_t index = 1, count = 1;  // shard `index` of `count`, 1-based
+  // "i/n", or "" for the whole suite.
+  std::string Text() const;
+};
+
+// Parses "i/n" with 1 <= i <= n (n at most 2^20); nullopt for anything else, overflow
+// included.
+std::optional<ShardSpec> ParseShard(const std::string& text);
+
+// What a run's command line asks of a suite.
+struct CaseSelection {
+  std::string filter;                 // ECMAScript regex over case keys; "" selects all
+  std::optional<std::string> device;  // every case on this device
+  ShardSpec shard;
+};
+
+// The suite's cases the selection picks, in expansion order. Throws std::invalid_argument
+// for a filter that is not a valid regex.
+std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selection);
+
+// The reasons a stored run cannot be continued by a command that would start `requested`
+// (same suite text, shard, and measurement facts: repetitions, warmup, min time, check
+// policy, threads), each naming the stored value and how to match it. Empty: it may.
+std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested);
+
+// The cases of `cases` whose keys are not in `finished`, in order.
+std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,
+                                   const std::set<std::string>& finished);
+
+struct CaseProgress {
+  int64_t done = 0, total = 0;  // cases finished in this process, and to run
+  const CaseResult* result = nullptr;
+  const CaseRecord* record = nullptr;
+  double eta_s = 0;
+};
+
+struct RunSummary {
+  std::map<std::string, int64_t> status_counts;  // by case status
+  bool interrupted = false;
+};
+
+// Runs every case of `cases` not in `finished` and stores each in run `run_id` as it
+// finishes (its position is its index in `cases`). Before each case, `should_stop`
+// is asked; true ends the loop with `interrupted` set. The run's status is the caller's.
+RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
+                    const std::set<std::string>& finished, Store& store, int64_t run_id,
+                    const std::function<bool(int64_t cases_run)>& should_stop,
+                    const std::function<void(const CaseProgress&)>& on_case);
+
+}  // namespace seqbench

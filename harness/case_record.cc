@@ -1,0 +1,60 @@
+#include "harness/case_record.h"
+
+#include "harness/statistics.h"
+
+namespace seqbench {
+
+CaseRecord ToRecord(const CaseResult& result, int64_t position) {
+  const Workload& w = result.spec.workload;
+  CaseRecord record;
+  record.identity = result.spec.Identity();
+  record.position = position;
+  record.category = result.category;
+  record.description = result.description;
+  record.status = result.status;
+  record.message = result.message;
+  record.reference = result.reference;
+  record.iterations = result.timing.iterations;
+  record.tokens_per_step = result.tokens_per_step;
+  record.wall_s = result.wall_s;
+  record.samples_s = result.timing.samples_s;
+  const auto add = [&](const std::string& name, double value, const char* unit) {
+    record.metrics.push_back({name, value, unit});
+  };
+  if (!record.samples_s.empty()) {
+    const stats::Summary summary = stats::Summarize(record.samples_s);
+    add("runtime_mean_s", summary.mean, "s");
+    add("runtime_median_s", summary.median, "s");
+    add("runtime_stddev_s", summary.stddev, "s");
+    add("runtime_cv", summary.cv, "ratio");
+    add("runtime_min_s", summary.min, "s");
+    add("runtime_max_s", summary.max, "s");
+    add("runtime_q1_s", summary.q1, "s");
+    add("runtime_q3_s", summary.q3, "s");
+    add("runtime_iqr_s", summary.iqr, "s");
+    if (summary.median > 0)
+      add("tokens_per_s", result.tokens_per_step / summary.median, "tokens/s");
+  }
+  if (result.memory.peak_bytes >= 0) add("peak_bytes", result.memory.peak_bytes, "bytes");
+  if (result.memory.activation_bytes >= 0)
+    add("activation_bytes", result.memory.activation_bytes, "bytes");
+  if (result.memory.max_rss_bytes >= 0) add("max_rss_bytes", result.memory.max_rss_bytes, "bytes");
+  if (result.checked) {
+    const EquivalenceResult& c = result.correctness;
+    if (w.mode == "generate") {
+      add("mismatched_tokens", c.mismatched_tokens, "count");
+    } else {
+      add("logits_max_abs", c.logits.max_abs, "abs");
+      add("logits_max_rel", c.logits.max_rel, "ratio");
+      add("loss_max_abs", c.loss.max_abs, "abs");
+      if (w.mode == "train") {
+        add("grad_max_abs", c.gradients.max_abs, "abs");
+        add("grad_max_rel", c.gradients.max_rel, "ratio");
+      }
+    }
+    add("correct", c.passed() ? 1 : 0, "bool");
+  }
+  return record;
+}
+
+}  // namespace seqbench

@@ -1,0 +1,21 @@
+// The stored record of one benchmark case: a CaseRunner's CaseResult turned into the
+// store's CaseRecord, with its identity, raw samples, and the metrics every report reads
+// (runtime statistics from harness/statistics.h, throughput, memory, correctness).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "harness/runner.h"
+#include "results/store.h"
+
+namespace seqbench {
+
+// `position` is the case's place in the suite's expansion. Metrics: runtime_{mean,median,
+// stddev,min,max,q1,q3,iqr}_s and runtime_cv over the samples; tokens_per_s = tokens per
+// step / median seconds per step (the throughput that speedups compare); peak, activation
+// and RSS bytes; the correctness errors and `correct`.
+CaseRecord ToRecord(const CaseResult& result, int64_t position);
+
+}  // namespace seqbench

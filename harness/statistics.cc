@@ -1,0 +1,171 @@
+#include "harness/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace seqbench::stats {
+namespace {
+
+void RequireNonEmpty(const std::vector<double>& values, const char* function) {
+  if (values.empty()) throw std::invalid_argument(std::string(function) + ": empty input");
+}
+
+void RequireProbability(double q, const char* function) {
+  // Written so that a NaN q is rejected too.
+  if (!(q >= 0.0 && q <= 1.0)) {
+    throw std::invalid_argument(std::string(function) + ": q must be in [0, 1], got " +
+                                std::to_string(q));
+  }
+}
+
+// NumPy's _lerp, operation for operation: from the nearer end, so that the result is
+// bit-identical to numpy.quantile and equals b exactly at t = 1.
+double Lerp(double a, double b, double t) {
+  const double diff = b - a;
+  return t >= 0.5 ? b - diff * (1.0 - t) : a + diff * t;
+}
+
+// Selects the two order statistics it needs with nth_element rather than sorting, and
+// leaves `values` reordered. Quantile, InterquartileRange and Summarize all go through
+// here so that a Summary's fields equal the single functions bit for bit.
+double QuantileInPlace(std::vector<double>& values, double q) {
+  const size_t last = values.size() - 1;
+  const double position = static_cast<double>(last) * q;
+  const double below = std::floor(position);
+  const auto lo = static_cast<size_t>(below);
+  std::nth_element(values.begin(), values.begin() + lo, values.end());
+  if (lo >= last) return values[last];
+  const double a = values[lo];
+  const double b = *std::min_element(values.begin() + lo + 1, values.end());
+  return Lerp(a, b, position - below);
+}
+
+double MedianInPlace(std::vector<double>& values) {
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower = *std::max_element(values.begin(), values.begin() + mid);
+  // (a + b) / 2 as NumPy computes it, not a + (b - a) / 2, to agree to the last bit.
+  return (lower + upper) / 2.0;
+}
+
+}  // namespace
+
+double Mean(const std::vector<double>& values) {
+  RequireNonEmpty(values, "Mean");
+  double sum = 0.0;
+  for (const double value : values) sum += value;
+  return sum / static_cast<double>(values.size());
+}
+
+double Median(std::vector<double> values) {
+  RequireNonEmpty(values, "Median");
+  return MedianInPlace(values);
+}
+
+double SampleStddev(const std::vector<double>& values) {
+  RequireNonEmpty(values, "SampleStddev");
+  if (values.size() < 2) return 0.0;
+  // Two passes: the one-pass sum-of-squares formula cancels catastrophically on timings,
+  // whose spread is tiny next to their magnitude.
+  const double mean = Mean(values);
+  double squares = 0.0;
+  for (const double value : values) squares += (value - mean) * (value - mean);
+  return std::sqrt(squares / static_cast<double>(values.size() - 1));
+}
+
+double CoefficientOfVariation(const std::vector<double>& values) {
+  RequireNonEmpty(values, "CoefficientOfVariation");
+  const double mean = Mean(values);
+  if (mean == 0.0) return 0.0;
+  return SampleStddev(values) / mean;
+}
+
+double Quantile(std::vector<double> values, double q) {
+  RequireNonEmpty(values, "Quantile");
+  RequireProbability(q, "Quantile");
+  return QuantileInPlace(values, q);
+}
+
+double InterquartileRange(const std::vector<double>& values) {
+  RequireNonEmpty(values, "InterquartileRange");
+  std::vector<double> scratch = values;
+  const double q3 = QuantileInPlace(scratch, 0.75);
+  const double q1 = QuantileInPlace(scratch, 0.25);
+  return q3 - q1;
+}
+
+double Min(const std::vector<double>& values) {
+  RequireNonEmpty(values, "Min");
+  return *std::min_element(values.begin(), values.end());
+}
+
+double Max(const std::vector<double>& values) {
+  RequireNonEmpty(values, "Max");
+  return *std::max_element(values.begin(), values.end());
+}
+
+Summary Summarize(const std::vector<double>& values) {
+  RequireNonEmpty(values, "Summarize");
+  Summary summary;
+  summary.count = values.size();
+  // Mean and stddev from the caller's order, so that they equal Mean() and SampleStddev()
+  // bit for bit (a sum depends on the order of its terms).
+  summary.mean = Mean(values);
+  summary.stddev = SampleStddev(values);
+  summary.cv = summary.mean == 0.0 ? 0.0 : summary.stddev / summary.mean;
+  summary.min = Min(values);
+  summary.max = Max(values);
+  std::vector<double> scratch = values;
+  summary.median = MedianInPlace(scratch);
+  summary.q1 = QuantileInPlace(scratch, 0.25);
+  summary.q3 = QuantileInPlace(scratch, 0.75);
+  summary.iqr = summary.q3 - summary.q1;
+  return summary;
+}
+
+MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second) {
+  if (first.empty() || second.empty()) return {};
+  const double n1 = static_cast<double>(first.size());
+  const double n2 = static_cast<double>(second.size());
+  const double n = n1 + n2;
+
+  // (value, from the first sample), sorted: runs of equal values are the tie groups.
+  std::vector<std::pair<double, bool>> pooled;
+  pooled.reserve(first.size() + second.size());
+  for (const double value : first) pooled.emplace_back(value, true);
+  for (const double value : second) pooled.emplace_back(value, false);
+  std::sort(pooled.begin(), pooled.end());
+
+  // Mean ranks are half-integers and tie counts integers: both sums below are exact in
+  // double, so U1 equals SciPy's exactly and U1(x, y) + U1(y, x) = n1 n2 holds exactly.
+  double first_rank_sum = 0.0;
+  double tie_term = 0.0;
+  for (size_t begin = 0; begin < pooled.size();) {
+    size_t end = begin + 1;
+    while (end < pooled.size() && pooled[end].first == pooled[begin].first) ++end;
+    const double mean_rank = (static_cast<double>(begin + 1) + static_cast<double>(end)) / 2.0;
+    const double t = static_cast<double>(end - begin);
+    tie_term += t * t * t - t;
+    for (size_t i = begin; i < end; ++i) {
+      if (pooled[i].second) first_rank_sum += mean_rank;
+    }
+    begin = end;
+  }
+
+  MannWhitney result;
+  result.u = first_rank_sum - n1 * (n1 + 1.0) / 2.0;
+  const double variance = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
+  // Every value equal: no ordering information at all.
+  if (!(variance > 0.0)) return result;
+  const double z = (std::abs(result.u - n1 * n2 / 2.0) - 0.5) / std::sqrt(variance);
+  // z < 0 when U sits within the continuity correction of its mean: p is 1, not above it.
+  result.p_value = std::min(1.0, std::erfc(std::max(z, 0.0) / std::sqrt(2.0)));
+  return result;
+}
+
+}  // namespace seqbench::stats

@@ -1,0 +1,54 @@
+// The one place where seqbench turns samples (repetition timings, memory peaks) into
+// numbers: location, spread, quantiles, and the Mann–Whitney U test used to call a change
+// real. Every definition matches NumPy/SciPy's default (checked against them in
+// tests/statistics_test.cc), so that a number in a report means what an analyst
+// recomputing it in Python would get.
+//
+// Thread-safety: pure functions; safe from any thread. Nothing here holds state, and the
+// inputs are taken by const reference or by value.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace seqbench::stats {
+
+// Every function below except MannWhitneyU throws std::invalid_argument, naming itself,
+// on an empty input: a statistic of no samples would otherwise be a silent 0 or NaN in a
+// report.
+
+double Mean(const std::vector<double>& values);
+// Of an even count, the mean of the middle two (NumPy's median).
+double Median(std::vector<double> values);
+// With the n-1 (Bessel) denominator, NumPy's std(ddof=1); 0 when n < 2, where a spread
+// of one sample is "none seen" rather than undefined.
+double SampleStddev(const std::vector<double>& values);
+// SampleStddev / Mean; 0 when the mean is 0, so that an all-zero sample is not a NaN.
+double CoefficientOfVariation(const std::vector<double>& values);
+// q in [0, 1] (std::invalid_argument otherwise). Linear interpolation between order
+// statistics at (n-1)q: NumPy's default method "linear", Hyndman–Fan type 7.
+double Quantile(std::vector<double> values, double q);
+// Quantile(0.75) - Quantile(0.25).
+double InterquartileRange(const std::vector<double>& values);
+double Min(const std::vector<double>& values);
+double Max(const std::vector<double>& values);
+
+struct Summary {
+  size_t count = 0;
+  double mean = 0, median = 0, stddev = 0, cv = 0, min = 0, max = 0, q1 = 0, q3 = 0, iqr = 0;
+};
+// All of the above with one copy of the input; each field equals its function.
+Summary Summarize(const std::vector<double>& values);
+
+struct MannWhitney {
+  double u = 0;        // U statistic of the first sample (scipy's U1 = rank sum of x - n1(n1+1)/2)
+  double p_value = 1;  // two-sided, normal approximation with tie and continuity correction
+};
+// Equals scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic",
+// use_continuity=True): ties take their mean rank and shrink the variance by
+// sum(t^3 - t) / (n(n-1)). When every value is equal the variance is 0 and p = 1. An empty
+// side returns {0, 1}, "no evidence", instead of throwing: comparing against a run that
+// lacks a case is routine, not an error.
+MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second);
+
+}  // namespace seqbench::stats

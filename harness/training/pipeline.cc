@@ -1,0 +1,168 @@
+#include "harness/training/pipeline.h"
+
+#include <chrono>
+
+#include "harness/statistics.h"
+#include "variants/core/registry.h"
+
+namespace seqbench::training {
+
+CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& spec) {
+  const TrainingConfig& config = spec.config;
+  CaseIdentity identity;
+  identity.variant_name = spec.name;
+  identity.variant_key = config.variant;
+  Workload& w = identity.workload;
+  w.mode = "train";
+  w.dtype = "float32";
+  w.device = config.device;
+  // A token budget has no fixed batch size; 0 says so.
+  w.batch = config.batching.policy == BatchingPolicy::kTokenBudget ? 0 : config.batching.batch_size;
+  w.seq_len = suite.data.max_length;
+  w.layers = config.model.num_layers;
+  w.width = config.model.width;
+  w.heads = config.model.num_heads;
+  w.vocab_size = config.model.vocab_size;
+  return identity;
+}
+
+void AddPipelineMetrics(const std::vector<StepResult>& steps,
+                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
+                        const MemoryUsage& memory, CaseRecord& record) {
+  int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
+  double timed_seconds = 0;
+  std::vector<double> rates;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    all_tokens += steps[i].tokens;
+    padded_tokens += steps[i].padded_tokens;
+    skipped += steps[i].skipped ? 1 : 0;
+    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
+    record.samples_s.push_back(steps[i].seconds);
+    timed_tokens += steps[i].tokens;
+    timed_seconds += steps[i].seconds;
+    rates.push_back(steps[i].tokens / steps[i].seconds);
+  }
+  record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
+  const auto add = [&](const std::string& name, double value, const char* unit) {
+    record.metrics.push_back({name, value, unit});
+  };
+  if (timed_seconds > 0) {
+    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
+    if (rates.size() >= 2) add("tokens_per_s_stddev", stats::SampleStddev(rates), "tokens/s");
+    add("runtime_mean_s", stats::Mean(record.samples_s), "s");
+    if (rates.size() >= 2) add("runtime_stddev_s", stats::SampleStddev(record.samples_s), "s");
+  }
+  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+  const size_t tail = std::max<size_t>(1, steps.size() / 10);
+  double tail_loss = 0;
+  for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
+  add("final_train_loss", tail_loss / tail, "nats/token");
+  if (!validation_losses.empty())
+    add("final_validation_loss", validation_losses.back(), "nats/token");
+  add("skipped_steps", skipped, "count");
+  if (spec.config.loss_scaling || spec.config.precision == training::Precision::kFloat16) {
+    add("final_loss_scale", steps.back().loss_scale, "ratio");
+  }
+  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
+  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
+}
+
+PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
+                            const TrainingData& data, Store& store, int64_t run_id,
+                            int64_t position, const PipelineFiles& files,
+                            const PipelineHooks& hooks) {
+  const std::string& checkpoint = files.checkpoint;
+  const std::string& resume = files.resume;
+  const int64_t save_every = files.save_every;
+  const auto say = [&](const std::string& message) {
+    if (hooks.on_message) hooks.on_message("[" + spec.name + "] " + message);
+  };
+  PipelineOutcome outcome;
+  CaseRecord& record = outcome.record;
+  const TrainingConfig& config = spec.config;
+  record.identity = PipelineIdentity(suite, spec);
+  record.position = position;
+  record.category = "training pipeline";
+  // The options that tell pipelines apart, for the training table.
+  record.description = spec.Describe();
+  record.reference = suite.reference;
+  record.status = "ok";
+
+  const auto started = std::chrono::steady_clock::now();
+  const torch::Device device(config.device);
+  if (device.is_cpu()) CountingCpuAllocator::Install();
+  MemoryProbe probe(device);
+  probe.Begin();
+  std::vector<StepResult> steps;
+  std::vector<double> validation_losses;
+  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
+  try {
+    Trainer trainer(config, data.train, data.validation);
+    if (!resume.empty()) {
+      trainer.Load(resume);
+      say("resumed from " + resume + " at step " + std::to_string(trainer.step()));
+    }
+    const int64_t first_step = trainer.step();
+    double elapsed_s = 0;
+    int64_t tokens = 0;
+    while (trainer.step() < spec.steps) {
+      if (hooks.should_stop && hooks.should_stop(static_cast<int64_t>(steps.size()))) {
+        outcome.interrupted = true;
+        break;
+      }
+      const StepResult step = trainer.Step();
+      steps.push_back(step);
+      elapsed_s += step.seconds;
+      tokens += step.tokens;
+      TrainingStepRecord row{step.step,          step.loss,      std::nullopt,
+                             step.learning_rate, step.grad_norm, step.loss_scale,
+                             step.skipped,       step.tokens,    elapsed_s};
+      const bool last = step.step == spec.steps;
+      if (step.step % spec.eval_every == 0 || last) {
+        row.validation_loss = trainer.Evaluate();
+        validation_losses.push_back(*row.validation_loss);
+      }
+      pending.push_back(row);
+      if (row.validation_loss) {  // the log reaches the database at every evaluation
+        store.AddTrainingSteps(run_id, record.key(), pending);
+        pending.clear();
+      }
+      if (!checkpoint.empty() && save_every > 0 && step.step % save_every == 0) {
+        trainer.Save(checkpoint);
+      }
+      if (hooks.on_step) {
+        hooks.on_step(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
+      }
+    }
+    if (!pending.empty()) store.AddTrainingSteps(run_id, record.key(), pending);
+    pending.clear();
+    if (!checkpoint.empty()) {
+      trainer.Save(checkpoint);
+      say("checkpoint at step " + std::to_string(trainer.step()) + ": " + checkpoint);
+    }
+    const auto padding = trainer.loader().EpochPadding();
+    record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
+  } catch (const std::exception& error) {
+    record.status = "error";
+    record.message = DescribeError(error);
+    say("error: " + record.message);
+    // The steps that ran before the error still belong in the log.
+    if (!pending.empty()) {
+      try {
+        store.AddTrainingSteps(run_id, record.key(), pending);
+      } catch (const StoreError& store_error) {
+        record.message +=
+            "; and its last steps could not be logged: " + std::string(store_error.what());
+      }
+    }
+  }
+  const MemoryUsage memory = probe.End();
+  record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  record.iterations = static_cast<int64_t>(steps.size());
+  if (steps.empty()) return outcome;
+
+  AddPipelineMetrics(steps, validation_losses, spec, memory, record);
+  return outcome;
+}
+
+}  // namespace seqbench::training

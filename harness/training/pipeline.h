@@ -1,0 +1,64 @@
+// The runner of one training pipeline, the twin of CaseRunner for `seqbench train`: it
+// builds the Trainer, steps it to the pipeline's step count (from a checkpoint when
+// resuming), logs every step into the store's training_steps at each evaluation, saves
+// checkpoints, and returns the pipeline's case record (throughput, padding, losses,
+// memory). A failure becomes the record's "error" status, with the steps that ran kept.
+//
+// Thread-safety: one pipeline at a time per Store; the hooks run on the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/memory.h"
+#include "harness/training/training_suite.h"
+#include "results/store.h"
+
+namespace seqbench::training {
+
+struct PipelineHooks {
+  // Asked before each step with the steps taken in this process; true stops the pipeline
+  // as interrupted (its logged steps stay stored, its case is not written).
+  std::function<bool(int64_t steps_taken)> should_stop;
+  // After each step: the step, wall time and tokens/s since this process's first step,
+  // the validation loss at evaluation steps, the first step of this process (0, or where a
+  // checkpoint resumed), and whether it was the last.
+  std::function<void(const StepResult& step, double elapsed_s, double tokens_per_s,
+                     std::optional<double> validation_loss, int64_t first_step, bool last)>
+      on_step;
+  // A line for the user ("resumed from ...", "checkpoint at step ...", an error).
+  std::function<void(const std::string& message)> on_message;
+};
+
+struct PipelineFiles {
+  std::string checkpoint;  // save here at the end (and every save_every steps); "" = none
+  int64_t save_every = 0;
+  std::string resume;  // load this checkpoint first; "" = start fresh
+};
+
+struct PipelineOutcome {
+  CaseRecord record;
+  bool interrupted = false;
+};
+
+// The pipeline's identity as a case: its name, its variant, and the workload it trains
+// (mode train, float32, its device, batch size, max length and model sizes).
+CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& spec);
+
+PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
+                            const TrainingData& data, Store& store, int64_t run_id,
+                            int64_t position, const PipelineFiles& files,
+                            const PipelineHooks& hooks);
+
+// The case's metrics from the steps that ran: throughput over the steps after the
+// pipeline's timing warmup (total tokens / total time, and the spread of per-step rates),
+// padding and losses over all of them, and the memory probe's figures. Appends to
+// record.metrics and record.samples_s; sets tokens_per_step.
+void AddPipelineMetrics(const std::vector<StepResult>& steps,
+                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
+                        const MemoryUsage& memory, CaseRecord& record);
+
+}  // namespace seqbench::training

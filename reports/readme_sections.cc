@@ -1,0 +1,113 @@
+#include "reports/readme_sections.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "reports/plot.h"
+#include "reports/report.h"
+#include "reports/training.h"
+
+namespace seqbench {
+namespace {
+
+std::string Attribute(const ReadmeSection& section, const std::string& key) {
+  const auto it = section.attributes.find(key);
+  return it == section.attributes.end() ? std::string() : it->second;
+}
+
+// The cases named in `list` ("a,b,c"), in that order; a name no case has is an error.
+std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
+                                        const std::string& list) {
+  std::vector<CaseRecord> selected;
+  std::istringstream names(list);
+  std::string name;
+  while (std::getline(names, name, ',')) {
+    const auto it = std::find_if(cases.begin(), cases.end(),
+                                 [&](const CaseRecord& c) { return c.name() == name; });
+    if (it == cases.end()) throw ReadmeError("pipelines=: no pipeline '" + name + "' in the run");
+    selected.push_back(*it);
+  }
+  return selected;
+}
+
+}  // namespace
+
+bool IsSectionAttribute(const std::string& name) {
+  return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
+         name == "pipelines";
+}
+
+SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
+  const std::string suite = Attribute(section, "suite");
+  if (suite.empty()) throw ReadmeError("the section needs suite=NAME");
+  // Attributes that are not the section's own are workload filters, e.g. batch=1.
+  std::map<std::string, std::string> filters;
+  for (const auto& [key, value] : section.attributes) {
+    if (!IsSectionAttribute(key)) filters[key] = value;
+  }
+  const auto runs = store.Runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->status != "complete" || it->suite_name != suite) continue;
+    SelectedRun selected;
+    for (CaseRecord& c : store.Cases(it->run_id)) {
+      if (MatchesFilters(c.workload(), filters)) selected.cases.push_back(std::move(c));
+    }
+    if (!Attribute(section, "pipelines").empty()) {
+      selected.cases = SelectPipelines(selected.cases, Attribute(section, "pipelines"));
+    }
+    if (selected.cases.empty()) continue;
+    selected.run = *store.FindRun(it->run_id);
+    return selected;
+  }
+  const std::string device = Attribute(section, "device");
+  throw ReadmeError("no complete run of suite '" + suite + "'" +
+                    (device.empty() ? "" : " on device '" + device + "'") + " in " + store.path() +
+                    "; run: seqbench run suites/" + suite + ".toml --db " + store.path());
+}
+
+std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
+                                const std::string& readme_dir) {
+  const SelectedRun selected = SelectRunForSection(store, section);
+  const RunRecord& run = selected.run;
+  const std::vector<CaseRecord>& cases = selected.cases;
+  const bool training_run = run.kind == kRunKindTraining;
+  if (Attribute(section, "plot").empty()) {
+    return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);
+  }
+  const std::string file = Attribute(section, "file");
+  if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
+  const std::string output = (std::filesystem::path(readme_dir) / file).string();
+  const std::string device = Attribute(section, "device");
+  const std::string title = run.suite_name + " (" + (device.empty() ? "all devices" : device) +
+                            "), run " + std::to_string(run.run_id) + ", " +
+                            run.started_at.substr(0, 10);
+  std::filesystem::create_directories(std::filesystem::path(output).parent_path());
+  const std::string y = Attribute(section, "plot");
+  std::string x = Attribute(section, "x");
+  try {
+    if (training_run) {  // loss curves from the training_steps table
+      LossPlotRequest request;
+      request.x = x = x.empty() ? "step" : x;
+      request.y = y;
+      request.over = Attribute(section, "over");
+      request.title = title;
+      request.output = output;
+      RenderLossPlot(cases, LoadCurves(store, run.run_id, cases), request);
+    } else {
+      PlotRequest request;
+      request.x = x = x.empty() ? "seq_len" : x;
+      request.y = y;
+      request.over = Attribute(section, "over");
+      request.title = title;
+      request.output = output;
+      RenderPlot(cases, request);
+    }
+  } catch (const std::invalid_argument& error) {
+    throw ReadmeError(error.what());
+  }
+  return "![" + y + " against " + x + ": " + title + "](" + file + ")\n";
+}
+
+}  // namespace seqbench

@@ -1,0 +1,208 @@
+// seqbench::stats against NumPy 1.24.2 / SciPy 1.10.1. The reference values in
+// tests/data/statistics_reference.json come from tests/data/statistics_reference.py
+// (`/usr/bin/python3 tests/data/statistics_reference.py`, fixed seed); rerun it after
+// changing a case. The property tests below catch what a fixture alone might not: a
+// population stddev, a wrong median of an even count, an asymmetric U test.
+//
+// The project builds against Debian's Catch2 2.x (catch2/catch.hpp, main from
+// tests/catch_main.cc); the 3.x headers are used where they are installed instead.
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/statistics.h"
+
+namespace seqbench::stats {
+namespace {
+
+using Catch::Matchers::WithinRel;
+
+constexpr double kTolerance = 1e-12;
+constexpr double kPValueTolerance = 1e-9;
+
+const nlohmann::json& Reference() {
+  static const nlohmann::json reference = [] {
+    const std::string path = SEQBENCH_SOURCE_DIR "/tests/data/statistics_reference.json";
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot open " + path);
+    return nlohmann::json::parse(in);
+  }();
+  return reference;
+}
+
+std::vector<double> Values(const std::string& sample) {
+  return Reference().at("samples").at(sample).at("values").get<std::vector<double>>();
+}
+
+// The message of the std::invalid_argument that `call` throws, or "" when it throws none.
+std::string InvalidArgumentMessage(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST_CASE("statistics: one-sample statistics match NumPy", "[statistics]") {
+  const auto& samples = Reference().at("samples");
+  REQUIRE(samples.size() >= 10);
+  for (const auto& [name, reference] : samples.items()) {
+    INFO("sample " << name);
+    const auto values = reference.at("values").get<std::vector<double>>();
+    CHECK_THAT(Mean(values), WithinRel(reference.at("mean").get<double>(), kTolerance));
+    CHECK_THAT(Median(values), WithinRel(reference.at("median").get<double>(), kTolerance));
+    CHECK_THAT(Min(values), WithinRel(reference.at("min").get<double>(), kTolerance));
+    CHECK_THAT(Max(values), WithinRel(reference.at("max").get<double>(), kTolerance));
+    CHECK_THAT(InterquartileRange(values),
+               WithinRel(reference.at("iqr").get<double>(), kTolerance));
+    // NumPy's std(ddof=1) of one value is NaN (null in the fixture); ours is 0 by contract.
+    const double stddev = reference.at("std").is_null() ? 0.0 : reference.at("std").get<double>();
+    const double cv = reference.at("cv").is_null() ? 0.0 : reference.at("cv").get<double>();
+    CHECK_THAT(SampleStddev(values), WithinRel(stddev, kTolerance));
+    CHECK_THAT(CoefficientOfVariation(values), WithinRel(cv, kTolerance));
+    for (const auto& [q, expected] : reference.at("quantiles").items()) {
+      INFO("q = " << q);
+      CHECK_THAT(Quantile(values, std::stod(q)), WithinRel(expected.get<double>(), kTolerance));
+    }
+
+    const Summary summary = Summarize(values);
+    CHECK(summary.count == values.size());
+    CHECK(summary.mean == Mean(values));
+    CHECK(summary.median == Median(values));
+    CHECK(summary.stddev == SampleStddev(values));
+    CHECK(summary.cv == CoefficientOfVariation(values));
+    CHECK(summary.min == Min(values));
+    CHECK(summary.max == Max(values));
+    CHECK(summary.q1 == Quantile(values, 0.25));
+    CHECK(summary.q3 == Quantile(values, 0.75));
+    CHECK(summary.iqr == InterquartileRange(values));
+  }
+}
+
+TEST_CASE("statistics: Mann-Whitney U matches SciPy", "[statistics]") {
+  const auto& pairs = Reference().at("pairs");
+  REQUIRE(pairs.size() >= 6);
+  for (const auto& pair : pairs) {
+    const auto first_name = pair.at("first").get<std::string>();
+    const auto second_name = pair.at("second").get<std::string>();
+    INFO(first_name << " vs " << second_name);
+    const MannWhitney test = MannWhitneyU(Values(first_name), Values(second_name));
+    CHECK_THAT(test.u, WithinRel(pair.at("u").get<double>(), kTolerance));
+    CHECK_THAT(test.p_value, WithinRel(pair.at("p_value").get<double>(), kPValueTolerance));
+  }
+}
+
+TEST_CASE("statistics: the fixture stays discriminating", "[statistics]") {
+  // A fixture whose mean equals its median cannot tell Median from Mean, nor one with
+  // only middling p-values a sign error in the tail.
+  for (const std::string name : {"lognormal_40", "outlier_15"}) {
+    INFO(name);
+    const auto values = Values(name);
+    CHECK(std::abs(Mean(values) - Median(values)) > 0.1 * Median(values));
+  }
+  double smallest_p = 1, largest_p = 0;
+  for (const auto& pair : Reference().at("pairs")) {
+    const double p = pair.at("p_value").get<double>();
+    if (p == 1.0) continue;  // the all-equal case
+    smallest_p = std::min(smallest_p, p);
+    largest_p = std::max(largest_p, p);
+  }
+  CHECK(smallest_p < 0.01);
+  CHECK(largest_p > 0.5);
+}
+
+TEST_CASE("statistics: SampleStddev divides by n - 1", "[statistics]") {
+  // Squared deviations from 2.5 sum to 5: sample variance 5/3, population variance 5/4.
+  const std::vector<double> values = {1, 2, 3, 4};
+  CHECK_THAT(SampleStddev(values), WithinRel(std::sqrt(5.0 / 3.0), kTolerance));
+  CHECK_THAT(CoefficientOfVariation(values), WithinRel(std::sqrt(5.0 / 3.0) / 2.5, kTolerance));
+  CHECK(SampleStddev({7.0}) == 0.0);
+}
+
+TEST_CASE("statistics: Median of an even count averages the middle two", "[statistics]") {
+  CHECK(Median({4, 1, 3, 2}) == 2.5);
+  CHECK(Median({100, 1, 10, 2}) == 6.0);
+  CHECK(Median({5, 3, 9}) == 5.0);
+  const Summary summary = Summarize({100, 1, 10, 2});
+  CHECK(summary.median == 6.0);
+}
+
+TEST_CASE("statistics: Quantile(0) is the minimum and Quantile(1) the maximum", "[statistics]") {
+  for (const auto& [name, reference] : Reference().at("samples").items()) {
+    INFO(name);
+    const auto values = reference.at("values").get<std::vector<double>>();
+    CHECK(Quantile(values, 0.0) == Min(values));
+    CHECK(Quantile(values, 1.0) == Max(values));
+  }
+  // Type 7 on {1, 2, 3, 4}: position (n - 1) q = 0.75 between 1 and 2.
+  CHECK_THAT(Quantile({4, 3, 2, 1}, 0.25), WithinRel(1.75, kTolerance));
+}
+
+TEST_CASE("statistics: CoefficientOfVariation is 0 when the mean is 0", "[statistics]") {
+  CHECK(CoefficientOfVariation({-1.0, 1.0}) == 0.0);
+  CHECK(Summarize({-1.0, 1.0}).cv == 0.0);
+}
+
+TEST_CASE("statistics: empty input throws invalid_argument naming the function", "[statistics]") {
+  const std::vector<double> empty;
+  CHECK(InvalidArgumentMessage([&] { Mean(empty); }).find("Mean") != std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { Median(empty); }).find("Median") != std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { SampleStddev(empty); }).find("SampleStddev") !=
+        std::string::npos);
+  CHECK(InvalidArgumentMessage([&] {
+          CoefficientOfVariation(empty);
+        }).find("CoefficientOfVariation") != std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { Quantile(empty, 0.5); }).find("Quantile") !=
+        std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { InterquartileRange(empty); }).find("InterquartileRange") !=
+        std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { Min(empty); }).find("Min") != std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { Max(empty); }).find("Max") != std::string::npos);
+  CHECK(InvalidArgumentMessage([&] { Summarize(empty); }).find("Summarize") != std::string::npos);
+}
+
+TEST_CASE("statistics: Quantile rejects q outside [0, 1]", "[statistics]") {
+  const std::vector<double> values = {1, 2, 3};
+  CHECK_THROWS_AS(Quantile(values, -0.01), std::invalid_argument);
+  CHECK_THROWS_AS(Quantile(values, 1.01), std::invalid_argument);
+  CHECK_THROWS_AS(Quantile(values, std::numeric_limits<double>::quiet_NaN()),
+                  std::invalid_argument);
+}
+
+TEST_CASE("statistics: MannWhitneyU is symmetric in its samples", "[statistics]") {
+  for (const auto& pair : Reference().at("pairs")) {
+    const auto x = Values(pair.at("first").get<std::string>());
+    const auto y = Values(pair.at("second").get<std::string>());
+    INFO(pair.at("first").get<std::string>() << " vs " << pair.at("second").get<std::string>());
+    const MannWhitney forward = MannWhitneyU(x, y);
+    const MannWhitney backward = MannWhitneyU(y, x);
+    CHECK(forward.p_value == backward.p_value);
+    CHECK(forward.u + backward.u == static_cast<double>(x.size() * y.size()));
+  }
+}
+
+TEST_CASE("statistics: MannWhitneyU without evidence reports p = 1", "[statistics]") {
+  const MannWhitney empty_first = MannWhitneyU({}, {1.0, 2.0});
+  CHECK(empty_first.u == 0.0);
+  CHECK(empty_first.p_value == 1.0);
+  const MannWhitney empty_second = MannWhitneyU({1.0, 2.0}, {});
+  CHECK(empty_second.u == 0.0);
+  CHECK(empty_second.p_value == 1.0);
+  CHECK(MannWhitneyU({3.0, 3.0}, {3.0, 3.0, 3.0}).p_value == 1.0);
+}
+
+}  // namespace
+}  // namespace seqbench::stats
