@@ -31,6 +31,7 @@ std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selec
   std::vector<CaseSpec> cases;
   for (CaseSpec spec : suite.Expand()) {
     if (selection.device) spec.workload.device = *selection.device;
+    if (selection.threads) spec.workload.threads = *selection.threads;
     if (std::regex_search(spec.Key(), filter)) cases.push_back(std::move(spec));
   }
   return Shard(cases, selection.shard.index, selection.shard.count);
@@ -72,11 +73,11 @@ std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,
 }
 
 RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
-                    const std::set<std::string>& finished, Store& store, int64_t run_id,
-                    const std::function<bool(int64_t cases_run)>& should_stop,
+                    const std::set<std::string>& finished, CheckPolicy check, Store& store,
+                    int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
                     const std::function<void(const CaseProgress&)>& on_case) {
   RunSummary summary;
-  CaseRunner runner(suite);
+  CaseRunner runner(suite, check);
   const int64_t total = static_cast<int64_t>(PendingCases(cases, finished).size());
   int64_t done = 0;
   double elapsed_s = 0;

@@ -35,6 +35,7 @@ std::optional<ShardSpec> ParseShard(const std::string& text);
 struct CaseSelection {
   std::string filter;                 // ECMAScript regex over case keys; "" selects all
   std::optional<std::string> device;  // every case on this device
+  std::optional<int64_t> threads;     // every case with this many threads
   ShardSpec shard;
 };
 
@@ -63,12 +64,12 @@ struct RunSummary {
   bool interrupted = false;
 };
 
-// Runs every case of `cases` not in `finished` and stores each in run `run_id` as it
-// finishes (its position is its index in `cases`). Before each case, `should_stop`
+// Runs every case of `cases` not in `finished`, checked as `check` says, and stores each in run
+// `run_id` as it finishes (its position is its index in `cases`). Before each case, `should_stop`
 // is asked; true ends the loop with `interrupted` set. The run's status is the caller's.
 RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
-                    const std::set<std::string>& finished, Store& store, int64_t run_id,
-                    const std::function<bool(int64_t cases_run)>& should_stop,
+                    const std::set<std::string>& finished, CheckPolicy check, Store& store,
+                    int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
                     const std::function<void(const CaseProgress&)>& on_case);
 
 }  // namespace seqbench

@@ -35,6 +35,10 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
     if (summary.median > 0)
       add("tokens_per_s", result.tokens_per_step / summary.median, "tokens/s");
   }
+  // The threads really in force, which the identity's `threads` asked for.
+  if (result.threads.intra_op >= 0) add("threads_intra_op", result.threads.intra_op, "count");
+  if (result.threads.blas >= 0) add("threads_blas", result.threads.blas, "count");
+  if (result.threads.omp >= 0) add("threads_omp", result.threads.omp, "count");
   if (result.memory.peak_bytes >= 0) add("peak_bytes", result.memory.peak_bytes, "bytes");
   if (result.memory.activation_bytes >= 0)
     add("activation_bytes", result.memory.activation_bytes, "bytes");

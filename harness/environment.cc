@@ -10,6 +10,7 @@
 
 #include "build_info.h"
 #include "git_info.h"
+#include "harness/threads.h"
 #include "variants/core/torch_compat.h"
 
 namespace seqbench {
@@ -101,6 +102,10 @@ Environment CaptureEnvironment() {
   add("blas_library", LoadedBlasLibrary());
   add("torch_threads", std::to_string(at::get_num_threads()));
   add("torch_interop_threads", std::to_string(at::get_num_interop_threads()));
+  const ThreadsInForce threads = CurrentThreads();
+  add("blas_threads", threads.blas >= 0 ? std::to_string(threads.blas) : "unknown");
+  add("omp_threads", threads.omp >= 0 ? std::to_string(threads.omp) : "unknown");
+  add("cpu_physical_cores", std::to_string(PhysicalCores()));
   add("cuda_available", torch::cuda::is_available() ? "true" : "false");
   add("cuda_device_count", std::to_string(torch::cuda::device_count()));
   add("cudnn_available", torch::cuda::cudnn_is_available() ? "true" : "false");

@@ -74,6 +74,7 @@ void CountingCpuAllocator::Free(void* data) {
 }
 
 void CountingCpuAllocator::Add(int64_t bytes) const {
+  if (bytes > 0) allocated_bytes_.fetch_add(bytes);
   const int64_t live = live_bytes_.fetch_add(bytes) + bytes;
   int64_t peak = peak_bytes_.load();
   while (live > peak && !peak_bytes_.compare_exchange_weak(peak, live)) {

@@ -30,6 +30,9 @@ class CountingCpuAllocator final : public at::Allocator {
 
   int64_t live_bytes() const { return live_bytes_.load(); }
   int64_t peak_bytes() const { return peak_bytes_.load(); }
+  // Every byte ever allocated through it (never decreases): the work a step does in memory,
+  // a count that, unlike time, a noisy machine cannot disturb.
+  int64_t allocated_bytes() const { return allocated_bytes_.load(); }
   // Starts a new peak from the current live bytes.
   void ResetPeak() { peak_bytes_.store(live_bytes_.load()); }
 
@@ -42,6 +45,7 @@ class CountingCpuAllocator final : public at::Allocator {
   at::Allocator* wrapped_;
   mutable std::atomic<int64_t> live_bytes_{0};
   mutable std::atomic<int64_t> peak_bytes_{0};
+  mutable std::atomic<int64_t> allocated_bytes_{0};
 };
 
 struct MemoryUsage {

@@ -10,12 +10,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "harness/equivalence.h"
 #include "harness/memory.h"
 #include "harness/suite.h"
+#include "harness/threads.h"
 
 namespace seqbench {
 
@@ -36,16 +39,27 @@ struct Timing {
 struct CaseResult {
   CaseSpec spec;
   std::string status;
-  std::string message;  // why: the error, the mismatch, the skip
-  bool checked = false;
-  std::string reference;              // what the check compared with, e.g. "baseline float64"
+  std::string message;    // why: the error, the mismatch, the skip
+  bool checked = false;   // false under --check sample/none for the cases left unchecked
+  std::string reference;  // what the check compared with, e.g. "baseline float64"
   std::string category, description;  // the variant's, from its registration
   EquivalenceResult correctness;
   Timing timing;
   MemoryUsage memory;
   int64_t tokens_per_step = 0;  // non-padding tokens (generated tokens in generate mode)
+  ThreadsInForce threads;       // what was in force while the case ran
   double wall_s = 0;            // the whole case, checks and warmup included
 };
+
+// Which cases the runner checks against the baseline before timing them.
+enum class CheckPolicy {
+  kFull,    // every case (the default, and CI's)
+  kSample,  // the first case of each variant, mode, device and shape (dtype and threads
+            // aside); the others are timed unchecked: for exploratory runs
+  kNone,    // none: timing only
+};
+std::string CheckPolicyName(CheckPolicy policy);
+std::optional<CheckPolicy> ParseCheckPolicy(const std::string& name);
 
 // Runs a timed step and returns its duration in seconds. The runner calls it once per
 // iteration, from inside a Google Benchmark manual-time loop.
@@ -58,7 +72,7 @@ Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step
 
 class CaseRunner {
  public:
-  explicit CaseRunner(const Suite& suite);
+  explicit CaseRunner(const Suite& suite, CheckPolicy check = CheckPolicy::kFull);
   CaseResult Run(const CaseSpec& spec);
 
  private:
@@ -66,7 +80,12 @@ class CaseRunner {
   const StepOutcome& ReferenceFor(const Workload& workload, torch::ScalarType dtype,
                                   torch::Device device, const Batch& batch);
 
+  // Whether `spec` is checked under the policy (sample: records the shape it covers).
+  bool ShouldCheck(const CaseSpec& spec);
+
   const Suite& suite_;
+  CheckPolicy check_;
+  std::set<std::string> sampled_;  // variant, mode, device and shape already checked
   // The shared weights of a workload's model (float64 on CPU; each variant copies them in
   // Setup()), one set per distinct layers/width override.
   const ParameterSet& WeightsFor(const Workload& workload);

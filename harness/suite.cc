@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/threads.h"
 #include "harness/toml_reader.h"
 #include "variants/core/registry.h"
 
@@ -45,6 +46,7 @@ ModelConfig Suite::ModelFor(const Workload& workload) const {
 
 Workload Suite::DefaultWorkload() const {
   Workload workload;
+  workload.threads = PhysicalCores();  // what LibTorch itself would default to
   workload.vocab_size = model.vocab_size;
   workload.width = model.width;
   workload.layers = model.num_layers;

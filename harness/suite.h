@@ -68,7 +68,8 @@ struct Suite {
   const VariantSpec& Variant(const std::string& name) const;
   // The model a workload runs: the suite's family with the workload's sizes.
   ModelConfig ModelFor(const Workload& workload) const;
-  // A workload with every field at its default and the model sizes of [model].
+  // A workload with every field at its default (threads: this machine's physical cores)
+  // and the model sizes of [model].
   Workload DefaultWorkload() const;
   // Every grid variant at every grid point, then the extra cases; duplicates dropped.
   std::vector<CaseSpec> Expand() const;

@@ -33,20 +33,24 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       where += (where.empty() ? " where " : ", ") + key + "=" + value;
     if (e.what == "all_correct") {
       outcome.expectation = "every case correct" + where;
-      int64_t bad = 0, skipped = 0, total = 0;
+      int64_t bad = 0, skipped = 0, unchecked = 0, total = 0;
       std::string first_bad;
       for (const CaseRecord& c : cases) {
         if (!Matches(c, e.where)) continue;
         ++total;
         if (c.status == "skipped") ++skipped;
+        // Timed under --check sample/none without a comparison: neither correct nor not.
+        if (c.status == "ok" && !c.MetricValue("correct")) ++unchecked;
         if (c.status == "ok" || c.status == "skipped") continue;
         ++bad;
         if (first_bad.empty())
           first_bad = c.name() + " " + c.workload().Label() + " (" + c.status + ")";
       }
-      outcome.held = bad == 0 && total > skipped;
-      outcome.measured = std::to_string(total - bad - skipped) + " ok, " + std::to_string(bad) +
-                         " not" + (skipped ? ", " + std::to_string(skipped) + " skipped" : "") +
+      outcome.held = bad == 0 && total > skipped + unchecked;
+      outcome.measured = std::to_string(total - bad - skipped - unchecked) + " ok, " +
+                         std::to_string(bad) + " not" +
+                         (skipped ? ", " + std::to_string(skipped) + " skipped" : "") +
+                         (unchecked ? ", " + std::to_string(unchecked) + " not checked" : "") +
                          (first_bad.empty() ? "" : "; first: " + first_bad);
       outcomes.push_back(outcome);
       continue;

@@ -40,6 +40,7 @@ std::string SpeedupText(double ratio) {
 }
 
 std::string StatusCell(const CaseRecord& c) {
+  if (c.status == "ok" && !c.MetricValue("correct")) return "not checked";
   if (c.status == "ok") return "✓";
   if (c.status == "mismatch") return "✗ mismatch";
   return c.status + ": " + c.message;
@@ -102,7 +103,8 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
   std::map<std::string, std::vector<const CaseRecord*>> groups;
   for (const CaseRecord& c : cases) {
     const Workload& w = c.workload();
-    const std::string group = w.mode + " · " + w.dtype + " · " + w.device;
+    const std::string group = w.mode + " · " + w.dtype + " · " + w.device + " · " +
+                              std::to_string(w.threads) + (w.threads == 1 ? " thread" : " threads");
     if (!groups.count(group)) order.push_back(group);
     groups[group].push_back(&c);
   }
@@ -114,9 +116,8 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
         device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
     if (hardware.empty()) hardware = device;
     text += "**" + run.suite_name + " · " + group_name + "** — " + hardware + ", LibTorch " +
-            run.Environment("torch_version") + ", " + std::to_string(run.threads) + " thread(s), " +
-            DateOf(run.started_at) + ", run " + std::to_string(run.run_id) + " (git " +
-            run.Environment("git_sha").substr(0, 7) +
+            run.Environment("torch_version") + ", " + DateOf(run.started_at) + ", run " +
+            std::to_string(run.run_id) + " (git " + run.Environment("git_sha").substr(0, 7) +
             (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")\n\n";
     MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
                          "Runtime (median, IQR)", "Peak memory usage", "Activation memory",

@@ -49,6 +49,8 @@ const std::vector<WorkloadField>& WorkloadFields() {
            {"float32", "float64"}),
       Text("device", "--device", "device", "where the case runs", &Workload::device,
            {"cpu", "cuda"}),
+      Integer("threads", "--threads", "threads", "LibTorch intra-op and OpenBLAS threads",
+              &Workload::threads, 1, 1024),
       Integer("batch", "--batch", "B", "sequences per batch", &Workload::batch, 1, kMaxSize),
       Integer("seq_len", "--seq-len", "T", "padded length (prompt length P in generate mode)",
               &Workload::seq_len, 1, kMaxSize),

@@ -24,6 +24,7 @@ struct Workload {
   std::string mode = "forward";  // train | forward | generate
   std::string dtype = "float32";
   std::string device = "cpu";
+  int64_t threads = 1;  // LibTorch intra-op and BLAS threads the case runs with
   int64_t batch = 1;
   int64_t seq_len = 16;         // T; the prompt length P in generate mode
   int64_t min_len = 0;          // shortest sequence; 0 = no padding

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -117,6 +118,7 @@ constexpr Migration kMigrations[] = {
      "ALTER TABLE runs ADD COLUMN check_policy TEXT NOT NULL DEFAULT 'full';"
      "ALTER TABLE cases ADD COLUMN heads INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE cases ADD COLUMN vocab_size INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN threads INTEGER NOT NULL DEFAULT 1;"
      "CREATE TABLE expectations ("
      "  run_id   INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
      "  position INTEGER NOT NULL,"
@@ -649,9 +651,12 @@ void Store::BackfillV5() {
     Statement sizes(*this,
                     "UPDATE cases SET layers = CASE layers WHEN 0 THEN ?1 ELSE layers END, "
                     "width = CASE width WHEN 0 THEN ?2 ELSE width END, heads = ?3, "
-                    "vocab_size = ?4 WHERE run_id = ?5");
+                    "vocab_size = ?4, threads = ?5 WHERE run_id = ?6");
     sizes.Bind(1, facts.layers).Bind(2, facts.width).Bind(3, facts.heads);
-    sizes.Bind(4, facts.vocab_size).Bind(5, run.run_id).Run();
+    // The LibTorch threads of the run: all that older runs recorded (OpenBLAS's pool was
+    // neither set nor recorded then).
+    sizes.Bind(4, facts.vocab_size).Bind(5, std::max<int64_t>(threads, 1)).Bind(6, run.run_id);
+    sizes.Run();
     if (facts.kind == kRunKindTraining) {
       // A pipeline's description of its options was kept in `options`, which is now the
       // variant's options (part of the case key): move it to `description`.

@@ -65,7 +65,8 @@ CaseRecord Case(const std::string& variant, const std::string& mode, int64_t bat
                  {"runtime_iqr_s", summary.iqr, "s"},
                  {"tokens_per_s", c.tokens_per_step / summary.median, "tokens/s"},
                  {"peak_bytes", 4096.0 * batch, "bytes"},
-                 {"activation_bytes", 1024.0 * batch, "bytes"}};
+                 {"activation_bytes", 1024.0 * batch, "bytes"},
+                 {"correct", status == "ok" ? 1.0 : 0.0, "bool"}};
   }
   if (status == "error") c.message = "out of memory | `oops`";
   return c;
@@ -352,8 +353,8 @@ TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
   CHECK(document.at("cases")[1].at("heads") == 4);
   CHECK(document.at("run").at("baseline") == "baseline");
   // Every workload field is a column, in the identity's order.
-  CHECK(header.find(",mode,dtype,device,batch,seq_len,min_len,generate_tokens,layers,width,"
-                    "heads,vocab_size,") != std::string::npos);
+  CHECK(header.find(",mode,dtype,device,threads,batch,seq_len,min_len,generate_tokens,layers,"
+                    "width,heads,vocab_size,") != std::string::npos);
   CHECK(document.at("run").at("environment").at("torch_version") == "1.13.0");
 }
 

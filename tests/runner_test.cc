@@ -181,3 +181,59 @@ device = "cuda"
 
 }  // namespace
 }  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+TEST_CASE("check policies: full checks every case, sample one per shape, none nothing",
+          "[runner]") {
+  // A wrong variant at two dtypes and two thread counts of one shape, and at another shape.
+  const Suite suite = ParseSuite(R"toml(
+name = "policies"
+description = "what each --check policy compares"
+family = "simple_rnn"
+baseline = "baseline"
+[model]
+vocab_size = 16
+width = 8
+layers = 1
+heads = 2
+[measure]
+repetitions = 1
+warmup = 0
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_slightly_wrong"
+[grid]
+variants = "test_slightly_wrong"
+mode = "forward"
+dtype = ["float32", "float64"]
+threads = [1, 2]
+batch = 2
+seq_len = [4, 6]
+)toml",
+                                 "policies.toml");
+  const auto cases = suite.Expand();
+  REQUIRE(cases.size() == 8);
+  const auto checked = [&](CheckPolicy policy) {
+    CaseRunner runner(suite, policy);
+    int64_t count = 0;
+    for (const CaseSpec& spec : cases) {
+      const CaseResult result = runner.Run(spec);
+      count += result.checked ? 1 : 0;
+      // Unchecked cases are timed, and never called correct or wrong.
+      CHECK(result.timing.samples_s.size() == 1);
+      CHECK(result.status == (result.checked ? kStatusMismatch : kStatusOk));
+    }
+    return count;
+  };
+  CHECK(checked(CheckPolicy::kFull) == 8);
+  CHECK(checked(CheckPolicy::kSample) == 2);  // one per sequence length
+  CHECK(checked(CheckPolicy::kNone) == 0);
+  CHECK(ParseCheckPolicy("sample") == CheckPolicy::kSample);
+  CHECK_FALSE(ParseCheckPolicy("some"));
+}
+
+}  // namespace
+}  // namespace seqbench

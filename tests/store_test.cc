@@ -225,12 +225,17 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // Turns a database this seqbench wrote back into what `version` (1 or 4) wrote: without
 // the columns and tables later versions added.
 void Downgrade(const std::string& path, int version) {
-  std::vector<std::string> statements = {
-      "ALTER TABLE cases DROP COLUMN heads",       "ALTER TABLE cases DROP COLUMN vocab_size",
-      "ALTER TABLE runs DROP COLUMN kind",         "ALTER TABLE runs DROP COLUMN baseline",
-      "ALTER TABLE runs DROP COLUMN repetitions",  "ALTER TABLE runs DROP COLUMN warmup",
-      "ALTER TABLE runs DROP COLUMN min_time_s",   "ALTER TABLE runs DROP COLUMN threads",
-      "ALTER TABLE runs DROP COLUMN check_policy", "DROP TABLE expectations"};
+  std::vector<std::string> statements = {"ALTER TABLE cases DROP COLUMN heads",
+                                         "ALTER TABLE cases DROP COLUMN vocab_size",
+                                         "ALTER TABLE cases DROP COLUMN threads",
+                                         "ALTER TABLE runs DROP COLUMN kind",
+                                         "ALTER TABLE runs DROP COLUMN baseline",
+                                         "ALTER TABLE runs DROP COLUMN repetitions",
+                                         "ALTER TABLE runs DROP COLUMN warmup",
+                                         "ALTER TABLE runs DROP COLUMN min_time_s",
+                                         "ALTER TABLE runs DROP COLUMN threads",
+                                         "ALTER TABLE runs DROP COLUMN check_policy",
+                                         "DROP TABLE expectations"};
   if (version < 4) {
     for (const char* sql :
          {"ALTER TABLE cases DROP COLUMN category", "ALTER TABLE cases DROP COLUMN description",
@@ -282,6 +287,7 @@ TEST_CASE("a version-1 database is migrated in place, its run facts read back on
   CHECK(cases[0].workload().layers == 3);  // from [model]: v1 stored no model sizes
   CHECK(cases[0].workload().heads == 6);
   CHECK(cases[0].workload().vocab_size == 99);
+  CHECK(cases[0].workload().threads == 2);  // the LibTorch threads the run recorded
   // The stored key is now the canonical one.
   CHECK(migrated.CaseKeys(1) == std::set<std::string>{cases[0].key()});
   CaseRecord fresh = SampleCase("b", 1);

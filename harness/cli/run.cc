@@ -36,8 +36,8 @@ std::string ProgressLine(const CaseResult& result, const CaseRecord& record) {
 }  // namespace
 
 int RunRun(const std::vector<std::string>& args) {
-  std::string suite_path, db_path, device, filter, shard_text;
-  int64_t repetitions = 0, resume = 0, stop_after = 0;
+  std::string suite_path, db_path, device, filter, shard_text, check_text;
+  int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0;
   po::options_description options(
       "Usage: seqbench run SUITE.toml [OPTIONS]\n\n"
       "Runs every case of a suite: checks it against the suite's baseline, times it with\n"
@@ -47,11 +47,17 @@ int RunRun(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")(
       "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
       "device", po::value(&device), "run every case on this device (cpu or cuda)")(
-      "filter", po::value(&filter), "only cases whose key matches this regex")(
+      "threads", po::value(&threads),
+      "run every case with N LibTorch and OpenBLAS threads (default: the suite's `threads`, "
+      "else this machine's physical cores)")("filter", po::value(&filter),
+                                             "only cases whose key matches this regex")(
       "repetitions", po::value(&repetitions), "override the suite's repetitions")(
       "resume", po::value(&resume), "complete run RUN_ID: skip its finished cases")(
       "shard", po::value(&shard_text), "run shard i of n (i/n, 1-based): a deterministic subset")(
-      "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)");
+      "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
+      "check", po::value(&check_text)->default_value("full"),
+      "full: check every case against the baseline; sample: one case per variant, mode, "
+      "device and shape; none: timing only (recorded with the run)");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))(
       "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)");
@@ -74,9 +80,21 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("repetitions") && repetitions < 1) {
     throw UsageError("run: --repetitions must be at least 1");
   }
+  const std::optional<CheckPolicy> check = ParseCheckPolicy(check_text);
+  if (!check) {
+    throw UsageError("run: --check must be full, sample or none, got '" + check_text + "'");
+  }
   CaseSelection selection;
   selection.filter = filter;
   if (values->count("device")) selection.device = device;
+  if (values->count("threads")) {
+    const WorkloadField& field = *FindWorkloadField("threads");
+    if (threads < field.min || threads > field.max) {
+      throw UsageError("run: --threads must be between " + std::to_string(field.min) + " and " +
+                       std::to_string(field.max) + ", got " + std::to_string(threads));
+    }
+    selection.threads = threads;
+  }
   if (!shard_text.empty()) {
     const auto shard = ParseShard(shard_text);
     if (!shard) {
@@ -115,6 +133,7 @@ int RunRun(const std::vector<std::string>& args) {
   description.repetitions = suite.measurement.repetitions;
   description.warmup = suite.measurement.warmup;
   description.min_time_s = suite.measurement.min_time_s;
+  description.check_policy = CheckPolicyName(*check);
   description.expectations = suite.expectations;
   description.extra_environment.emplace_back(
       "timer", cuda_probe::Compiled()
@@ -161,7 +180,7 @@ int RunRun(const std::vector<std::string>& args) {
   std::fflush(stdout);
 
   const RunSummary summary = RunCases(
-      suite, cases, finished, store, run_id,
+      suite, cases, finished, *check, store, run_id,
       [&](int64_t cases_run) {
         return stop_requested || (stop_after > 0 && cases_run >= stop_after);
       },

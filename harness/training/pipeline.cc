@@ -1,5 +1,7 @@
 #include "harness/training/pipeline.h"
 
+#include <ATen/Parallel.h>
+
 #include <chrono>
 
 #include "harness/statistics.h"
@@ -16,6 +18,7 @@ CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& sp
   w.mode = "train";
   w.dtype = "float32";
   w.device = config.device;
+  w.threads = at::get_num_threads();
   // A token budget has no fixed batch size; 0 says so.
   w.batch = config.batching.policy == BatchingPolicy::kTokenBudget ? 0 : config.batching.batch_size;
   w.seq_len = suite.data.max_length;

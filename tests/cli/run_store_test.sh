@@ -59,6 +59,27 @@ set -e
 [[ $(count "$work/r.db" "select count(*) from cases") -eq $before ]] || fail "refused resume wrote cases"
 [[ $(count "$work/r.db" "select repetitions from runs where run_id = 1") -eq 2 ]] || fail "typed repetitions not stored"
 
+# 3c. --threads sets LibTorch's and OpenBLAS's threads for every case; the store records
+# what was in force, per case.
+for threads in 1 2; do
+  "$seqbench" run "$suites/ci.toml" --db "$work/threads.db" --repetitions 1 --threads "$threads" \
+    --filter '^fused ' >/dev/null
+  run=$(count "$work/threads.db" "select max(run_id) from runs")
+  [[ $(count "$work/threads.db" "select distinct threads from cases where run_id = $run") == "$threads" ]] ||
+    fail "--threads $threads: identity threads $(count "$work/threads.db" "select group_concat(distinct threads) from cases where run_id = $run")"
+  in_force=$(count "$work/threads.db" "select group_concat(distinct m.value) from metrics m join cases c using (case_id) where c.run_id = $run and m.name = 'threads_intra_op'")
+  [[ "$in_force" == "$threads" || "$in_force" == "$threads.0" ]] || fail "--threads $threads: LibTorch ran $in_force"
+  if grep -q openblas <("$seqbench" show "$run" --db "$work/threads.db"); then
+    blas=$(count "$work/threads.db" "select group_concat(distinct m.value) from metrics m join cases c using (case_id) where c.run_id = $run and m.name = 'threads_blas'")
+    [[ "$blas" == "$threads" || "$blas" == "$threads.0" ]] || fail "--threads $threads: OpenBLAS ran $blas"
+  fi
+done
+set +e
+"$seqbench" run "$suites/ci.toml" --db "$work/threads.db" --threads 0 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q -- "--threads must be between 1 and" "$work/err" || fail "--threads 0: rc $rc"
+
 # 4. Two shards into two databases, merged twice: exactly the whole suite.
 "$seqbench" run "$suites/ci.toml" --db "$work/s1.db" --repetitions 2 --shard 1/2 >/dev/null
 "$seqbench" run "$suites/ci.toml" --db "$work/s2.db" --repetitions 2 --shard 2/2 >/dev/null

@@ -16,7 +16,7 @@
 namespace seqbench {
 
 // Bump when Variant, Batch, ForwardOutput or the registries change layout.
-inline constexpr int kPluginApiVersion = 2;  // 2: capabilities stored at registration
+inline constexpr int kPluginApiVersion = 2;  // 2: capabilities (with complexity) at registration
 
 class PluginError : public std::runtime_error {
  public:

@@ -86,6 +86,10 @@ struct Capabilities {
   Tolerance float64{1e-10, 1e-12};
   // The integer options the variant reads from VariantOptions: name -> meaning.
   std::map<std::string, std::string> options;
+  // How the bytes allocated by one train step grow with the sequence length T: "T"
+  // (linear) unless a variant states otherwise. The tests hold every variant to it by
+  // counting allocations at T and 2T.
+  std::string complexity = "T";
 
   bool Supports(Mode mode) const;
   bool Supports(c10::DeviceType device) const;

@@ -84,6 +84,11 @@ class LstmWavefront final : public LstmVariant {
     }
     // Layer 0's inputs are all known: its input projection is one GEMM over T.
     const auto first_projection = torch::matmul(inputs, input_weights[0]) + biases[0];  // [B,T,4H]
+    // Cut once, before the stages start: a narrow per block or a select per step would make
+    // the backward scatter into [B,T,4H] zero buffers over and over (O(T^2)).
+    const std::vector<torch::Tensor> first_blocks = first_projection.split(block, 1);
+    const std::vector<torch::Tensor> mask_steps =
+        mask.defined() ? mask.unbind(1) : std::vector<torch::Tensor>();
 
     // outputs[l][t] is written once by layer l's stage, then published through done[l].
     std::vector<std::vector<torch::Tensor>> outputs(layers, std::vector<torch::Tensor>(steps));
@@ -108,7 +113,7 @@ class LstmWavefront final : public LstmVariant {
           for (int64_t l = first; l < last; ++l) {
             torch::Tensor projected;  // [B,size,4H]: this block's input part of the gates
             if (l == 0) {
-              projected = first_projection.narrow(1, start, size);
+              projected = first_blocks[start / block];
             } else {
               if (l == first) {  // the layer below belongs to another stage
                 while (done[l - 1].load(std::memory_order_acquire) < start + size) {
@@ -121,11 +126,12 @@ class LstmWavefront final : public LstmVariant {
               projected = torch::matmul(torch::stack(below, 1), input_weights[l]) + biases[l];
             }
             const int64_t k = l - first;
+            const std::vector<torch::Tensor> projected_steps = projected.unbind(1);
             for (int64_t t = start; t < start + size; ++t) {
               const auto gates =
-                  torch::addmm(projected.select(1, t - start), h[k], recurrent_weights[l]);
+                  torch::addmm(projected_steps[t - start], h[k], recurrent_weights[l]);
               auto [h_next, c_next] = FusedCellUpdate(gates, c[k]);
-              const auto keep = mask.defined() ? mask.select(1, t).unsqueeze(1) : torch::Tensor();
+              const auto keep = mask.defined() ? mask_steps[t].unsqueeze(1) : torch::Tensor();
               c[k] = KeepWhere(keep, c_next, c[k]);
               h[k] = KeepWhere(keep, h_next, h[k]);
               outputs[l][t] = h[k];

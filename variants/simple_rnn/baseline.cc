@@ -30,8 +30,10 @@ class Baseline final : public Variant {
       for (const LayerWeights& layer : weights.layers) {
         auto state = torch::zeros({num_heads, head_width, head_width}, h.options());
         std::vector<torch::Tensor> next_h;
+        // Unbound once (its backward is one stack); h[t] per step would be O(T^2).
+        const std::vector<torch::Tensor> h_steps = h.unbind(0);
         for (int64_t t = 0; t < length; ++t) {
-          const auto h_t = h[t];  // [D]
+          const auto& h_t = h_steps[t];  // [D]
           const auto u_t = RmsNorm(h_t, layer.norm);
           const auto q_t = torch::matmul(u_t, layer.w_q).view({num_heads, head_width});
           const auto k_t = torch::matmul(u_t, layer.w_k).view({num_heads, head_width});

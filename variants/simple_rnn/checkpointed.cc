@@ -65,12 +65,14 @@ class Checkpointed final : public Variant {
     const TimeMixer segments = [every](const LayerInputs& in, const torch::Tensor& mask,
                                        torch::Tensor& state) {
       const auto g = Decay(in.decay_logits, mask);
+      // Split once (its backward is one cat): a narrow per segment would scatter into a
+      // zero tensor the size of the whole input for every segment.
+      const auto qs = in.q.split(every, 1), ks = in.k.split(every, 1), vs = in.v.split(every, 1),
+                 gs = g.split(every, 1);
       std::vector<torch::Tensor> outputs;
-      for (int64_t start = 0; start < in.q.size(1); start += every) {
-        const int64_t size = std::min(every, in.q.size(1) - start);
-        auto result = SegmentRecurrence::apply(
-            state, in.q.narrow(1, start, size), in.k.narrow(1, start, size),
-            in.v.narrow(1, start, size), g.narrow(1, start, size));
+      for (size_t segment = 0; segment < qs.size(); ++segment) {
+        auto result =
+            SegmentRecurrence::apply(state, qs[segment], ks[segment], vs[segment], gs[segment]);
         outputs.push_back(result[0]);
         state = result[1];
       }

@@ -99,11 +99,13 @@ torch::Tensor RecurrenceStep(torch::Tensor& state, const torch::Tensor& q, const
 
 torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& g, torch::Tensor& state) {
+  // Unbound once: the backward of unbind is one stack, where a per-step select() would
+  // scatter into a zero tensor the size of the whole input at every step (O(T^2)).
+  const auto qs = q.unbind(1), ks = k.unbind(1), vs = v.unbind(1), gs = g.unbind(1);
   std::vector<torch::Tensor> outputs;
-  outputs.reserve(q.size(1));
-  for (int64_t t = 0; t < q.size(1); ++t) {
-    outputs.push_back(
-        RecurrenceStep(state, q.select(1, t), k.select(1, t), v.select(1, t), g.select(1, t)));
+  outputs.reserve(qs.size());
+  for (size_t t = 0; t < qs.size(); ++t) {
+    outputs.push_back(RecurrenceStep(state, qs[t], ks[t], vs[t], gs[t]));
   }
   return torch::stack(outputs, 1);
 }

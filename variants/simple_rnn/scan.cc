@@ -49,11 +49,13 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const auto chunk_decay = log_b_end.squeeze(3).exp().unsqueeze(-1);          // [B,H,N,dh,1]
 
   // The only sequential part: one state update per chunk.
+  // Unbound once, so that the backward does not scatter per chunk into full-size buffers.
+  const auto local_states = local_state.unbind(2), decays = chunk_decay.unbind(2);
   std::vector<torch::Tensor> incoming;
   incoming.reserve(num_chunks);
   for (int64_t n = 0; n < num_chunks; ++n) {
     incoming.push_back(state);
-    state = torch::addcmul(local_state.select(2, n), chunk_decay.select(2, n), state);
+    state = torch::addcmul(local_states[n], decays[n], state);
   }
   const auto inter = torch::matmul(qc * log_b.exp(), torch::stack(incoming, 2));  // [B,H,N,C,dh]
 

@@ -1,0 +1,40 @@
+// Threads are set where computation happens: LibTorch's pool and, when the loaded BLAS is
+// OpenBLAS (Debian's libopenblas0-pthread), OpenBLAS's own pool, which LibTorch leaves at
+// its default; what is read back is what is in force.
+#include "harness/threads.h"
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "harness/environment.h"
+
+namespace seqbench {
+namespace {
+
+TEST_CASE("threads: LibTorch's and OpenBLAS's pools both follow SetThreads", "[threads]") {
+  const bool openblas =
+      CaptureEnvironment().Get("blas_library").find("openblas") != std::string::npos;
+  const ThreadsInForce before = CurrentThreads();
+  for (const int64_t threads : {int64_t{1}, int64_t{2}, int64_t{1}}) {
+    INFO("threads " << threads);
+    const ThreadsInForce in_force = SetThreads(threads);
+    CHECK(in_force.intra_op == threads);
+    if (openblas) {
+      CHECK(in_force.blas == threads);
+    } else {
+      CHECK(in_force.blas == -1);  // not OpenBLAS: unknown, never a guess
+    }
+    CHECK(CurrentThreads().intra_op == in_force.intra_op);
+    CHECK(CurrentThreads().blas == in_force.blas);
+  }
+  SetThreads(before.intra_op);
+}
+
+TEST_CASE("threads: physical cores are at least one and at most the logical CPUs", "[threads]") {
+  const int64_t cores = PhysicalCores();
+  CHECK(cores >= 1);
+  CHECK(cores <= static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+}  // namespace seqbench
