@@ -191,7 +191,8 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       result.checked = true;
       phase.reset();
     } else {
-      result.reference = "not checked (--check " + CheckPolicyName(check_) + ")";
+      result.reference =
+          std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";
     }
 
     // 2. Warmup, then timing.

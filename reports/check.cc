@@ -40,7 +40,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
         ++total;
         if (c.status == "skipped") ++skipped;
         // Timed under --check sample/none without a comparison: neither correct nor not.
-        if (c.status == "ok" && !c.MetricValue("correct")) ++unchecked;
+        if (c.status == "ok" && c.unchecked()) ++unchecked;
         if (c.status == "ok" || c.status == "skipped") continue;
         ++bad;
         if (first_bad.empty())

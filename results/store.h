@@ -86,6 +86,10 @@ struct Metric {
   std::string unit;  // "s", "ratio", "tokens/s", "bytes", "count"
 };
 
+// What `reference` says of a case timed without a correctness check (run --check
+// sample|none): "not checked (--check sample)".
+inline constexpr char kNotCheckedReference[] = "not checked";
+
 struct CaseRecord {
   CaseIdentity identity;              // its Key() is the stored case_key
   int64_t position = 0;               // order in the suite's expansion
@@ -100,6 +104,8 @@ struct CaseRecord {
   std::vector<Metric> metrics;
 
   std::string key() const { return identity.Key(); }
+  // Timed but not compared with the baseline (neither correct nor wrong).
+  bool unchecked() const { return reference.rfind(kNotCheckedReference, 0) == 0; }
   const std::string& name() const { return identity.variant_name; }
   const Workload& workload() const { return identity.workload; }
   std::optional<double> MetricValue(const std::string& name) const;

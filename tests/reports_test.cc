@@ -382,6 +382,16 @@ TEST_CASE("check evaluates ratios on one workload and fails when one falls short
   CHECK_FALSE(outcomes[5].held);
   CHECK_THAT(outcomes[5].measured, Catch::Contains("scan"));
   CHECK(outcomes[6].held);
+  // A case timed under --check sample/none is neither correct nor wrong.
+  std::vector<CaseRecord> sampled = {Case("fused", "train", 1, {0.2}),
+                                     Case("fused", "train", 2, {0.2})};
+  sampled[1].reference = std::string(kNotCheckedReference) + " (--check sample)";
+  const auto sample = EvaluateExpectations({expectations[5]}, sampled).at(0);
+  CHECK(sample.held);
+  CHECK_THAT(sample.measured, Catch::Contains("1 ok, 0 not, 1 not checked"));
+  sampled.pop_back();
+  sampled[0].reference = std::string(kNotCheckedReference) + " (--check none)";
+  CHECK_FALSE(EvaluateExpectations({expectations[5]}, sampled).at(0).held);  // nothing checked
 }
 
 TEST_CASE("plots: one series per variant, units on the axes, log axes over decades",
@@ -498,6 +508,12 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   CHECK(outcome("validation_loss_ratio", "bf16", 1.11).held);
   CHECK_FALSE(outcome("validation_loss_ratio", "bf16", 1.09).held);
   CHECK(outcome("memory_ratio", "scan", 3.0).held);
+  // Pipelines have no baseline comparison: finishing ok is what "correct" means for them.
+  Expectation all_correct;
+  all_correct.what = "all_correct";
+  const auto finished = EvaluateTrainingExpectations({all_correct}, cases, curves).at(0);
+  CHECK(finished.held);
+  CHECK_THAT(finished.measured, Catch::Contains("3 ok"));
   CHECK_FALSE(outcome("loss_match", "nobody", 1).held);
 }
 
