@@ -34,6 +34,15 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
     add("runtime_iqr_s", summary.iqr, "s");
     if (summary.median > 0)
       add("tokens_per_s", result.tokens_per_step / summary.median, "tokens/s");
+    // Roofline: the step's work over the median step (the peaks are the run's).
+    if (result.cost.flops > 0 && summary.median > 0) {
+      add("gflops_per_s", result.cost.flops / summary.median / 1e9, "GFLOP/s");
+      add("gbytes_per_s", result.cost.bytes / summary.median / 1e9, "GB/s");
+    }
+  }
+  if (result.cost.flops > 0) {
+    add("step_flops", result.cost.flops, "FLOP");
+    add("step_bytes", result.cost.bytes, "bytes");
   }
   // The threads really in force, which the identity's `threads` asked for.
   if (result.threads.intra_op >= 0) add("threads_intra_op", result.threads.intra_op, "count");

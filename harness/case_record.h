@@ -14,7 +14,9 @@ namespace seqbench {
 
 // `position` is the case's place in the suite's expansion. Metrics: runtime_{mean,median,
 // stddev,min,max,q1,q3,iqr}_s and runtime_cv over the samples; tokens_per_s = tokens per
-// step / median seconds per step (the throughput that speedups compare); peak, activation
+// step / median seconds per step (the throughput that speedups compare); step_flops and
+// step_bytes (the family's cost of one step) and gflops_per_s, gbytes_per_s over the median
+// step; peak, activation
 // and RSS bytes; the correctness errors and `correct`.
 CaseRecord ToRecord(const CaseResult& result, int64_t position);
 

@@ -181,6 +181,11 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     auto variant = entry.factory();
     variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
                    spec.variant.options);
+    const FamilyEntry& family = GlobalFamilies().Get(caps.family);
+    if (family.step_cost) {
+      result.cost = family.step_cost(suite_.ModelFor(workload),
+                                     variant->Work(mode, batch, workload.generate_tokens));
+    }
     const Tolerance tolerance = caps.ToleranceFor(dtype);
     if (ShouldCheck(spec)) {
       phase.emplace("check");

@@ -48,6 +48,7 @@ struct CaseResult {
   MemoryUsage memory;
   int64_t tokens_per_step = 0;  // non-padding tokens (generated tokens in generate mode)
   ThreadsInForce threads;       // what was in force while the case ran
+  StepCost cost;                // of one timed step, by the family's formula (0: unknown)
   double wall_s = 0;            // the whole case, checks and warmup included
 };
 

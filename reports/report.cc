@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -20,7 +21,8 @@ const std::vector<std::string> kMetricColumns = {
     "runtime_mean_s", "runtime_median_s", "runtime_stddev_s", "runtime_cv",        "runtime_min_s",
     "runtime_max_s",  "runtime_q1_s",     "runtime_q3_s",     "runtime_iqr_s",     "tokens_per_s",
     "peak_bytes",     "activation_bytes", "max_rss_bytes",    "logits_max_abs",    "logits_max_rel",
-    "loss_max_abs",   "grad_max_abs",     "grad_max_rel",     "mismatched_tokens", "correct"};
+    "loss_max_abs",   "grad_max_abs",     "grad_max_rel",     "mismatched_tokens", "correct",
+    "step_flops",     "step_bytes",       "gflops_per_s",     "gbytes_per_s"};
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {
@@ -96,6 +98,28 @@ std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& ref
   return *candidate_rate / *reference_rate;
 }
 
+std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c) {
+  const auto flops = c.MetricValue("step_flops");
+  const auto bytes = c.MetricValue("step_bytes");
+  if (!flops || !bytes || c.samples_s.empty()) return std::nullopt;
+  const double median = stats::Median(c.samples_s);
+  if (!(median > 0)) return std::nullopt;
+  RooflinePoint point;
+  point.gflops_per_s = *flops / median / 1e9;
+  point.gbytes_per_s = *bytes / median / 1e9;
+  const Workload& w = c.workload();
+  const double peak_gflops =
+      std::atof(run.Environment(PeakGemmKey(w.device, w.dtype, w.threads)).c_str());
+  const double peak_gbs = std::atof(run.Environment(PeakStreamKey(w.device, w.threads)).c_str());
+  if (peak_gflops > 0 && peak_gbs > 0) {
+    const double compute_s = *flops / (peak_gflops * 1e9);
+    const double memory_s = *bytes / (peak_gbs * 1e9);
+    point.bound = compute_s >= memory_s ? "compute" : "memory";
+    point.percent_of_peak = 100 * std::max(compute_s, memory_s) / median;
+  }
+  return point;
+}
+
 std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases) {
   const std::string& baseline = run.baseline;
   // Groups in first-appearance order: one table per mode, dtype and device.
@@ -121,7 +145,7 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
             (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")\n\n";
     MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
                          "Runtime (median, IQR)", "Peak memory usage", "Activation memory",
-                         "Speedup", "Tokens/s", "Correct"});
+                         "Speedup", "Tokens/s", "GFLOP/s", "GB/s", "% of peak", "Correct"});
     std::string reference_note;
     int serial = 1;
     for (const CaseRecord* c : group) {
@@ -144,10 +168,17 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
               "Speedup: median tokens/s over " + baseline + "'s at " + ShapeCell(*reference);
         }
       }
+      const auto roofline = Roofline(run, *c);
+      std::string percent = "—";
+      if (roofline && roofline->percent_of_peak) {
+        percent = FormatSignificant(*roofline->percent_of_peak, 2) + "% (" + roofline->bound + ")";
+      }
       table.AddRow({std::to_string(serial++), ModificationsCell(*c), c->category, ShapeCell(*c),
                     runtime, peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
                     activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—", speedup,
-                    tokens ? Throughput(*tokens) : "—", StatusCell(*c)});
+                    tokens ? Throughput(*tokens) : "—",
+                    roofline ? Throughput(roofline->gflops_per_s) : "—",
+                    roofline ? Throughput(roofline->gbytes_per_s) : "—", percent, StatusCell(*c)});
     }
     text += table.Render();
     if (!reference_note.empty()) text += "\n" + reference_note + " (same workload where it ran).\n";
@@ -167,7 +198,7 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
   for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
   text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
   for (const auto& metric : kMetricColumns) text += "," + metric;
-  text += "\n";
+  text += ",percent_of_peak,bound\n";
   for (const CaseRecord& c : cases) {
     std::vector<std::string> fields = {
         std::to_string(run.run_id), run.suite_name, c.key(),           c.name(),
@@ -184,6 +215,10 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
       const auto value = c.MetricValue(metric);
       line += "," + (value ? FormatSignificant(*value, 10) : std::string());
     }
+    const auto roofline = Roofline(run, c);
+    const bool has_peak = roofline && roofline->percent_of_peak;
+    line += "," + (has_peak ? FormatSignificant(*roofline->percent_of_peak, 6) : std::string());
+    line += "," + (has_peak ? roofline->bound : std::string());
     text += line + "\n";
   }
   return text;
@@ -232,6 +267,12 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                   {"wall_s", c.wall_s},
                   {"samples_s", c.samples_s},
                   {"metrics", metrics}};
+    if (const auto roofline = Roofline(run, c); roofline && roofline->percent_of_peak) {
+      entry["roofline"] = {{"gflops_per_s", roofline->gflops_per_s},
+                           {"gbytes_per_s", roofline->gbytes_per_s},
+                           {"percent_of_peak", *roofline->percent_of_peak},
+                           {"bound", roofline->bound}};
+    }
     for (const WorkloadField& field : WorkloadFields()) {
       if (field.integer != nullptr) {
         entry[std::string(field.name)] = c.workload().*field.integer;
@@ -283,8 +324,27 @@ std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>
                   {"cpu_time", seconds * 1e3},
                   {"time_unit", "ms"}};
     };
-    for (int64_t i = 0; i < repetitions; ++i)
-      benchmarks.push_back(entry("iteration", i, c.samples_s[i]));
+    // User counters, as google/benchmark writes them beside the times: rates per second of
+    // this repetition's step.
+    // this repetition's step; aggregates carry the same statistic of them.
+    std::map<std::string, std::vector<double>> counters;
+    const auto add_rate = [&](const char* name, std::optional<double> per_step) {
+      if (!per_step || *per_step <= 0) return;
+      std::vector<double>& rates = counters[name];
+      for (const double seconds : c.samples_s) rates.push_back(*per_step / seconds);
+    };
+    const bool all_positive = std::all_of(c.samples_s.begin(), c.samples_s.end(),
+                                          [](double seconds) { return seconds > 0; });
+    if (all_positive) {
+      add_rate("tokens_per_second", static_cast<double>(c.tokens_per_step));
+      add_rate("FLOPS", c.MetricValue("step_flops"));
+      add_rate("bytes_per_second", c.MetricValue("step_bytes"));
+    }
+    for (int64_t i = 0; i < repetitions; ++i) {
+      json item = entry("iteration", i, c.samples_s[i]);
+      for (const auto& [counter, rates] : counters) item[counter] = rates[i];
+      benchmarks.push_back(item);
+    }
     for (const char* aggregate : {"mean", "median", "stddev", "cv", "min", "max"}) {
       const bool is_cv = std::string(aggregate) == "cv";
       const auto value = c.MetricValue(std::string("runtime_") + aggregate + (is_cv ? "" : "_s"));
@@ -296,6 +356,13 @@ std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>
       item["aggregate_unit"] = is_cv ? "percentage" : "time";
       item["iterations"] = repetitions;
       if (is_cv) item["real_time"] = item["cpu_time"] = *value;
+      for (const auto& [counter, rates] : counters) {
+        const stats::Summary summary = stats::Summarize(rates);
+        const std::map<std::string, double> statistic = {
+            {"mean", summary.mean}, {"median", summary.median}, {"stddev", summary.stddev},
+            {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max}};
+        item[counter] = statistic.at(aggregate);
+      }
       benchmarks.push_back(item);
     }
     ++family_index;

@@ -33,4 +33,20 @@ std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& ref
 // Tokens per step / median seconds per step; nullopt without samples or tokens.
 std::optional<double> MedianThroughput(const CaseRecord& c);
 
+// A case on its run's roofline: the step's FLOPs and compulsory bytes (stored with the
+// case) over its median step time, and the share of the limit that binds it:
+//
+//   % of peak = max(FLOPs / peak GEMM rate, bytes / peak bandwidth) / median step time,
+//
+// with the peaks the run measured at the case's device, dtype and thread count. 100%
+// means the step ran as fast as the machine's measured limits allow.
+struct RooflinePoint {
+  double gflops_per_s = 0;
+  double gbytes_per_s = 0;
+  std::optional<double> percent_of_peak;  // nullopt when the run stored no peaks
+  std::string bound;                      // "compute" or "memory": the binding limit
+};
+// nullopt for a case without samples or a stored cost.
+std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c);
+
 }  // namespace seqbench

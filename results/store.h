@@ -80,6 +80,12 @@ struct RunRecord {
   std::string Environment(const std::string& key) const;
 };
 
+// Environment keys of the machine limits a benchmark run measures before its first case
+// (harness/roofline.h), one per device, dtype and thread count of its cases:
+// "peak_gemm_gflops.cpu.float32.t1" (GFLOP/s) and "peak_stream_gbs.cpu.t1" (GB/s).
+std::string PeakGemmKey(const std::string& device, const std::string& dtype, int64_t threads);
+std::string PeakStreamKey(const std::string& device, int64_t threads);
+
 struct Metric {
   std::string name;
   double value;

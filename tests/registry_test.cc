@@ -52,13 +52,13 @@ TEST_CASE("an unknown key fails with the list of known keys", "[registry]") {
 
 TEST_CASE("a duplicate key fails and keeps the first entry", "[registry]") {
   VariantRegistry registry("variant");
-  registry.Add(VariantEntry{"alpha", "first", nullptr, "built-in"});
-  CHECK_THROWS_AS(registry.Add(VariantEntry{"alpha", "second", nullptr, "built-in"}),
+  registry.Add(VariantEntry{"alpha", "first", nullptr, "built-in", {}});
+  CHECK_THROWS_AS(registry.Add(VariantEntry{"alpha", "second", nullptr, "built-in", {}}),
                   DuplicateKeyError);
   CHECK(registry.Get("alpha").description == "first");
-  CHECK_THROWS_AS(registry.Add(VariantEntry{"", "empty", nullptr, "built-in"}),
+  CHECK_THROWS_AS(registry.Add(VariantEntry{"", "empty", nullptr, "built-in", {}}),
                   std::invalid_argument);
-  registry.Add(VariantEntry{"Beta", "", nullptr, ""});
+  registry.Add(VariantEntry{"Beta", "", nullptr, "", {}});
   CHECK(registry.Keys() == std::vector<std::string>{"Beta", "alpha"});
 }
 

@@ -4,6 +4,7 @@
 // check and the plots do what they say.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -66,7 +67,9 @@ CaseRecord Case(const std::string& variant, const std::string& mode, int64_t bat
                  {"tokens_per_s", c.tokens_per_step / summary.median, "tokens/s"},
                  {"peak_bytes", 4096.0 * batch, "bytes"},
                  {"activation_bytes", 1024.0 * batch, "bytes"},
-                 {"correct", status == "ok" ? 1.0 : 0.0, "bool"}};
+                 {"correct", status == "ok" ? 1.0 : 0.0, "bool"},
+                 {"step_flops", 1e6 * batch, "FLOP"},
+                 {"step_bytes", 1e5 * batch, "bytes"}};
   }
   if (status == "error") c.message = "out of memory | `oops`";
   return c;
@@ -155,6 +158,66 @@ TEST_CASE("one speedup definition: the ratio of median throughputs", "[reports]"
   // baseline B=1: 64 tokens / 0.4 s.
   CHECK(*Speedup(cases[2], cases[0]) == Approx((512 / 0.5) / (64 / 0.4)));
   CHECK_FALSE(Speedup(cases[3], cases[0]));  // no samples: no speedup
+}
+
+TEST_CASE("roofline: rates over the median step, % of the binding measured peak",
+          "[reports][roofline]") {
+  RunRecord run = Run();
+  run.environment.push_back({PeakGemmKey("cpu", "float32", 1), "100"});  // GFLOP/s
+  run.environment.push_back({PeakStreamKey("cpu", 1), "10"});            // GB/s
+  // Median 0.04 s, mean 0.06 s: a roofline from the mean would give two thirds of these.
+  CaseRecord compute = Case("batched", "train", 8, {0.04, 0.04, 0.1});
+  compute.metrics.erase(
+      std::remove_if(compute.metrics.begin(), compute.metrics.end(),
+                     [](const Metric& m) { return m.name.rfind("step_", 0) == 0; }),
+      compute.metrics.end());
+  compute.metrics.push_back({"step_flops", 1e9, "FLOP"});
+  compute.metrics.push_back({"step_bytes", 1e7, "bytes"});
+  CaseRecord memory = compute;
+  memory.metrics.back().value = 2e8;     // bytes: 0.02 s at 10 GB/s
+  memory.metrics.end()[-2].value = 1e8;  // FLOPs: 0.001 s at 100 GFLOP/s
+
+  const auto point = Roofline(run, compute);
+  REQUIRE(point);
+  CHECK(point->gflops_per_s == Approx(25));    // 1e9 FLOP / 0.04 s
+  CHECK(point->gbytes_per_s == Approx(0.25));  // 1e7 B / 0.04 s
+  REQUIRE(point->percent_of_peak);
+  CHECK(point->bound == "compute");
+  CHECK(*point->percent_of_peak == Approx(25));  // 0.01 s at peak / 0.04 s
+  const auto bandwidth_bound = Roofline(run, memory);
+  REQUIRE(bandwidth_bound);
+  REQUIRE(bandwidth_bound->percent_of_peak);
+  CHECK(bandwidth_bound->bound == "memory");
+  CHECK(*bandwidth_bound->percent_of_peak == Approx(50));  // 0.02 s at peak / 0.04 s
+
+  // The peaks belong to a device, dtype and thread count: none stored for 2 threads.
+  CaseRecord other_threads = compute;
+  other_threads.identity.workload.threads = 2;
+  const auto unmeasured = Roofline(run, other_threads);
+  REQUIRE(unmeasured);
+  CHECK_FALSE(unmeasured->percent_of_peak);
+  CHECK(unmeasured->gflops_per_s == Approx(25));
+  // No stored cost, no roofline.
+  CaseRecord no_cost = Case("baseline", "train", 1, {0.4, 0.35, 0.45});
+  no_cost.metrics.resize(no_cost.metrics.size() - 2);
+  CHECK_FALSE(Roofline(run, no_cost));
+
+  // The same numbers reach every export.
+  const std::vector<CaseRecord> cases = {compute, memory};
+  const std::string markdown = RenderMarkdown(run, cases);
+  CHECK(markdown.find("| % of peak |") != std::string::npos);
+  CHECK(markdown.find(" 25% (compute) ") != std::string::npos);
+  CHECK(markdown.find(" 50% (memory) ") != std::string::npos);
+  const std::string csv = RenderCsv(run, cases);
+  CHECK(csv.find(",percent_of_peak,bound\n") != std::string::npos);
+  CHECK(csv.find(",25,compute\n") != std::string::npos);
+  const json document = json::parse(RenderJson(run, cases));
+  CHECK(document.at("cases")[1].at("roofline").at("percent_of_peak") == Approx(50));
+  const json gbench = json::parse(RenderGbenchJson(run, cases));
+  const json& first = gbench.at("benchmarks").at(0);
+  CHECK(first.at("run_type") == "iteration");
+  CHECK(first.at("FLOPS") == Approx(1e9 / 0.04));
+  CHECK(first.at("tokens_per_second") == Approx(8 * 64 / 0.04));
 }
 
 TEST_CASE("Markdown cells escape pipes, backticks, line breaks and HTML", "[reports]") {
@@ -292,10 +355,15 @@ std::map<std::string, std::string> Schema(const json& document, const std::strin
 TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][gbench]") {
   // What Google Benchmark itself writes for a manual-time benchmark with repetitions.
   benchmark::ClearRegisteredBenchmarks();
-  benchmark::RegisterBenchmark("reference",
-                               [](benchmark::State& state) {
-                                 for (auto _ : state) state.SetIterationTime(0.001);
-                               })
+  benchmark::RegisterBenchmark(
+      "reference",
+      [](benchmark::State& state) {
+        for (auto _ : state) state.SetIterationTime(0.001);
+        // The rates seqbench exports as user counters.
+        for (const char* name : {"tokens_per_second", "FLOPS", "bytes_per_second"}) {
+          state.counters[name] = benchmark::Counter(1, benchmark::Counter::kIsRate);
+        }
+      })
       ->UseManualTime()
       ->Iterations(2)
       ->Repetitions(3)

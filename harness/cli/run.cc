@@ -9,6 +9,7 @@
 #include "harness/benchmark_run.h"
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
+#include "harness/roofline.h"
 #include "harness/run_header.h"
 #include "reports/format.h"
 #include "results/store.h"
@@ -145,6 +146,13 @@ int RunRun(const std::vector<std::string>& args) {
   description.extra_environment.emplace_back("nvtx", !TracingCompiledIn() ? "not compiled in"
                                                      : TracingEnabled()   ? "on"
                                                                           : "off");
+  if (resume == 0) {
+    // The roofline's peaks, at the conditions of this run's cases; a resumed run keeps
+    // the ones it started with.
+    std::printf("measuring this machine's GEMM rate and memory bandwidth...\n");
+    std::fflush(stdout);
+    for (auto& entry : MeasureLimitsFor(cases)) description.extra_environment.push_back(entry);
+  }
   const RunRecord requested = NewRunRecord(description);
 
   Store store(db_path);

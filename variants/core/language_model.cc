@@ -16,6 +16,29 @@ Capabilities LanguageModelCapabilities(const std::string& family, const std::str
   return caps;
 }
 
+StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, double layer_flops,
+                           double recomputed_flops, double parameters) {
+  const double layers = static_cast<double>(config.num_layers);
+  const double head_flops = 2.0 * config.width * config.vocab_size;
+  const double forward = static_cast<double>(work.positions) * layers * layer_flops +
+                         static_cast<double>(work.head_positions) * head_flops;
+  StepCost cost;
+  const double element_bytes = static_cast<double>(work.element_bytes);
+  if (work.mode == Mode::kTrain) {
+    cost.flops = 3 * forward +
+                 static_cast<double>(work.recomputed_positions) * layers * recomputed_flops +
+                 2 * parameters;
+    cost.bytes = 4 * parameters * element_bytes;
+  } else {
+    cost.flops = forward;
+    cost.bytes = parameters * element_bytes;
+    if (work.mode == Mode::kForward) {
+      cost.bytes += static_cast<double>(work.head_positions) * config.vocab_size * element_bytes;
+    }
+  }
+  return cost;
+}
+
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
 }

@@ -16,7 +16,8 @@
 namespace seqbench {
 
 // Bump when Variant, Batch, ForwardOutput or the registries change layout.
-inline constexpr int kPluginApiVersion = 2;  // 2: capabilities (with complexity) at registration
+// 2: capabilities (with complexity) at registration; 3: Variant::Work, FamilyEntry::step_cost
+inline constexpr int kPluginApiVersion = 3;
 
 class PluginError : public std::runtime_error {
  public:

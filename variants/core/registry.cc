@@ -64,9 +64,10 @@ VariantRegistration::VariantRegistration(const char* key, const char* descriptio
 FamilyRegistration::FamilyRegistration(
     const char* key, const char* description,
     std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights,
-    std::function<void(const ModelConfig&)> validate) {
-  AddOrDie(GlobalFamilies(),
-           FamilyEntry{key, description, std::move(init_weights), std::move(validate)});
+    std::function<void(const ModelConfig&)> validate,
+    std::function<StepCost(const ModelConfig&, const StepWork&)> step_cost) {
+  AddOrDie(GlobalFamilies(), FamilyEntry{key, description, std::move(init_weights),
+                                         std::move(validate), std::move(step_cost)});
 }
 
 LoadedPlugin LoadPlugin(const std::string& path) {

@@ -106,6 +106,9 @@ struct FamilyEntry {
   std::function<ParameterSet(const ModelConfig&, uint64_t seed)> init_weights;
   // Throws (TORCH_CHECK) when a config is not valid for the family; cheap, no weights.
   std::function<void(const ModelConfig&)> validate;
+  // The FLOPs and compulsory bytes of one step that evaluates `work` (Variant::Work) on
+  // a model of `config`: the family's formula, shared by its variants.
+  std::function<StepCost(const ModelConfig&, const StepWork&)> step_cost;
 };
 
 using VariantRegistry = Registry<VariantEntry>;
@@ -127,7 +130,8 @@ struct VariantRegistration {
 struct FamilyRegistration {
   FamilyRegistration(const char* key, const char* description,
                      std::function<ParameterSet(const ModelConfig&, uint64_t)> init_weights,
-                     std::function<void(const ModelConfig&)> validate);
+                     std::function<void(const ModelConfig&)> validate,
+                     std::function<StepCost(const ModelConfig&, const StepWork&)> step_cost);
 };
 
 }  // namespace seqbench
@@ -144,7 +148,8 @@ struct FamilyRegistration {
       []() -> std::unique_ptr<::seqbench::Variant> { return std::make_unique<VariantClass>(); }, \
       VariantClass().capabilities())
 
-// Registers a model family, its shared weight initializer and its config check.
-#define SEQBENCH_REGISTER_FAMILY(key, init_weights, validate, description)                    \
+// Registers a model family, its shared weight initializer, its config check and its
+// step cost formula.
+#define SEQBENCH_REGISTER_FAMILY(key, init_weights, validate, step_cost, description)         \
   static const ::seqbench::FamilyRegistration SEQBENCH_CONCAT(seqbench_family_, __COUNTER__)( \
-      key, description, init_weights, validate)
+      key, description, init_weights, validate, step_cost)

@@ -157,4 +157,20 @@ torch::Tensor Variant::Generate(const torch::Tensor& prompt, int64_t num_tokens)
   return torch::stack(generated, 1);
 }
 
+StepWork Variant::Work(Mode mode, const Batch& batch, int64_t num_tokens) const {
+  StepWork work;
+  work.mode = mode;
+  work.element_bytes = static_cast<int64_t>(c10::elementSize(dtype_));
+  const int64_t sequences = batch.batch_size();
+  const int64_t length = batch.max_length();
+  if (mode == Mode::kGenerate) {
+    // Forward() over the prefix of length P + i for the i-th new token, i = 0..N-1.
+    work.positions = sequences * (num_tokens * length + num_tokens * (num_tokens - 1) / 2);
+  } else {
+    work.positions = sequences * length;
+  }
+  work.head_positions = work.positions;
+  return work;
+}
+
 }  // namespace seqbench

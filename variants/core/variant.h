@@ -97,6 +97,29 @@ struct Capabilities {
   Tolerance ToleranceFor(c10::ScalarType dtype) const;
 };
 
+// What one timed step evaluates, counted in positions of the model: the input of a
+// family's cost formula (FamilyEntry::step_cost), for the roofline columns.
+struct StepWork {
+  Mode mode = Mode::kTrain;
+  // Positions run through the layers, padding included where the variant computes it.
+  int64_t positions = 0;
+  // Positions whose logits the output head computes.
+  int64_t head_positions = 0;
+  // Train mode: positions whose time mixing runs forward a second time in backward
+  // (gradient checkpointing).
+  int64_t recomputed_positions = 0;
+  int64_t element_bytes = 4;  // of the variant's dtype
+};
+
+// The work of one timed step, in the units a roofline divides by the step's time:
+// floating-point operations (a multiply-add is 2) and compulsory bytes, i.e. what has to
+// cross between main memory and the cores even if everything reused within the step
+// stayed in cache. The families' READMEs give their formulas.
+struct StepCost {
+  double flops = 0;
+  double bytes = 0;
+};
+
 // Integer parameters of a variant, e.g. {"chunk_size": 64}. Keys must be declared in
 // Capabilities::options; Setup() rejects the others.
 using VariantOptions = std::map<std::string, int64_t>;
@@ -131,6 +154,14 @@ class Variant {
   // as the seed baseline did: O(N * (P + N)) tokens of work.
   // prompt: [B,P] int64 without padding. Returns [B,N] int64.
   virtual torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens);
+
+  // Called by the runner once per case, after Setup(), for the roofline columns: what
+  // one timed step on `batch` (generate: `num_tokens` new tokens after the prompt
+  // batch.tokens) evaluates. The default describes the default steps: every position of
+  // the padded [B,T] batch through layers and head, and in generate mode the whole prefix
+  // again for every new token. Variants that skip padding, recompute or decode
+  // incrementally override it.
+  virtual StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const;
 
   const ParameterSet& parameters() const { return parameters_; }
   const ModelConfig& config() const { return config_; }

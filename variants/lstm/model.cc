@@ -99,7 +99,17 @@ ForwardOutput LstmVariant::Forward(const Batch& batch) {
   return {logits, loss};
 }
 
-SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig,
+StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
+  const double d = static_cast<double>(config.width);
+  // Per position and layer: x·W_ihᵀ and h·W_hhᵀ, each [D,4D].
+  const double layer = 16 * d * d;
+  const double v = static_cast<double>(config.vocab_size);
+  const double parameters =
+      2 * v * d + static_cast<double>(config.num_layers) * (8 * d * d + 8 * d) + d;
+  return LanguageModelCost(config, work, layer, layer, parameters);
+}
+
+SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig, StepCostOf,
                          "multi-layer LSTM language model (variants/lstm/README.md)");
 
 }  // namespace seqbench::lstm

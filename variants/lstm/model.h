@@ -66,6 +66,10 @@ torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
                         const torch::Tensor& old);
 
 // Base of every lstm variant: Forward() is the shared embedding, Run() and the head.
+// The family's step cost (FamilyEntry::step_cost): LanguageModelCost() with 16·D² FLOPs
+// per position and layer (the input and recurrent [D,4D] GEMMs).
+StepCost StepCostOf(const ModelConfig& config, const StepWork& work);
+
 class LstmVariant : public Variant {
  public:
   Capabilities capabilities() const override;

@@ -13,6 +13,13 @@ class Baseline final : public Variant {
  public:
   Capabilities capabilities() const override { return BaseCapabilities("reference"); }
 
+  // One sequence at a time, each to its own length: padding is never computed.
+  StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
+    StepWork work = Variant::Work(mode, batch, num_tokens);
+    if (mode != Mode::kGenerate) work.positions = work.head_positions = batch.NumTokens();
+    return work;
+  }
+
   ForwardOutput Forward(const Batch& batch) override {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const int64_t num_heads = config().num_heads;

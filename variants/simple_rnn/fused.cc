@@ -12,6 +12,13 @@ class Fused final : public Variant {
  public:
   Capabilities capabilities() const override { return BaseCapabilities("GEMM fusion"); }
 
+  // One sequence at a time, each to its own length: padding is never computed.
+  StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
+    StepWork work = Variant::Work(mode, batch, num_tokens);
+    if (mode != Mode::kGenerate) work.positions = work.head_positions = batch.NumTokens();
+    return work;
+  }
+
   ForwardOutput Forward(const Batch& batch) override {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const auto lengths = batch.lengths.to(torch::kCPU);

@@ -99,6 +99,10 @@ ForwardOutput ForwardBatched(const Weights& weights, const Batch& batch, int64_t
 ForwardOutput ForwardMasked(const Weights& weights, const torch::Tensor& tokens,
                             const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer);
 
+// The family's step cost (FamilyEntry::step_cost): LanguageModelCost() with the layer
+// below. Recomputed positions re-run the recurrence only (checkpointed).
+StepCost StepCostOf(const ModelConfig& config, const StepWork& work);
+
 // Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64,
 // under the given improvement category.
 Capabilities BaseCapabilities(const std::string& category);

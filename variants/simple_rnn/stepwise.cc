@@ -13,6 +13,17 @@ class Stepwise final : public Variant, public IncrementalDecoder {
  public:
   Capabilities capabilities() const override { return BaseCapabilities("incremental inference"); }
 
+  // Generate: the prompt once (logits of its last position only), then one position per
+  // new token after the first.
+  StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
+    StepWork work = Variant::Work(mode, batch, num_tokens);
+    if (mode == Mode::kGenerate) {
+      work.positions = batch.batch_size() * (batch.max_length() + num_tokens - 1);
+      work.head_positions = batch.batch_size() * num_tokens;
+    }
+    return work;
+  }
+
   ForwardOutput Forward(const Batch& batch) override {
     return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
                           config().num_heads, StepLoopMixer());

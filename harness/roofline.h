@@ -1,0 +1,39 @@
+// The machine limits a roofline is drawn against, measured on this machine rather than
+// looked up: the GEMM rate (square products whose operands fit in the last-level cache,
+// best of several) and the streaming bandwidth (a copy of a buffer far larger than the
+// caches, counted as STREAM counts it: bytes read plus bytes written). `seqbench run`
+// measures them once, before its first case, at each device, dtype and thread count its
+// cases use, and stores them in the run's environment (PeakGemmKey, PeakStreamKey), so
+// that "% of peak" compares a case with what this machine did under the same conditions.
+//
+// Thread-safety: changes the process-wide thread settings (SetThreads); call from the
+// thread that runs cases, before them.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/suite.h"
+
+namespace seqbench {
+
+struct MachineLimits {
+  double gemm_gflops = 0;  // FLOP/s of torch::mm on [n,n]·[n,n] in `dtype`, / 1e9
+  double stream_gbs = 0;   // (bytes read + bytes written) / s of a large copy, / 1e9
+};
+
+// Measures both limits on `device` with `threads` intra-op and BLAS threads (left set).
+// About half a second on a CPU core.
+MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype, int64_t threads);
+
+// The limits for every (device, dtype, threads) among `cases`, as environment entries
+// named by PeakGemmKey() and PeakStreamKey(). Devices this process cannot use (CUDA
+// without a GPU) are left out: their cases are skipped anyway.
+std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
+    const std::vector<CaseSpec>& cases);
+
+}  // namespace seqbench

@@ -1,0 +1,149 @@
+// Roofline accounting: the families' step costs count what their models compute (checked
+// against parameter counts read off the initialised weights and against GEMM shapes
+// counted by hand), each variant states the work its own step does, and the machine
+// limits a run stores are measured.
+#include "harness/roofline.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "harness/threads.h"
+#include "tests/test_support.h"
+#include "variants/lstm/model.h"
+
+namespace seqbench {
+namespace {
+
+double ParameterCount(const ModelConfig& config) {
+  double count = 0;
+  for (const auto& item : GlobalFamilies().Get(config.family).init_weights(config, 1)) {
+    count += static_cast<double>(item.value().numel());
+  }
+  return count;
+}
+
+ModelConfig Tiny(const std::string& family) {
+  ModelConfig config;
+  config.family = family;
+  config.vocab_size = 16;
+  config.width = 8;
+  config.num_layers = 1;
+  config.num_heads = 2;  // dh = 4
+  return config;
+}
+
+StepCost CostOf(const ModelConfig& config, const StepWork& work) {
+  return GlobalFamilies().Get(config.family).step_cost(config, work);
+}
+
+TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]") {
+  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily}) {
+    INFO(family);
+    for (const int64_t layers : {1, 3}) {
+      ModelConfig config = Tiny(family);
+      config.num_layers = layers;
+      const double parameters = ParameterCount(config);
+      // A train step over no positions is the SGD update alone: 2 FLOPs per parameter; its
+      // bytes are the weights read, the gradients written, and the update's read and write.
+      const StepCost update = CostOf(config, StepWork{Mode::kTrain, 0, 0, 0, 4});
+      CHECK(update.flops == Approx(2 * parameters));
+      CHECK(update.bytes == Approx(4 * 4 * parameters));
+      const StepCost read = CostOf(config, StepWork{Mode::kGenerate, 0, 0, 0, 8});
+      CHECK(read.bytes == Approx(8 * parameters));
+    }
+  }
+  // One position, forward, by hand. simple_rnn (D=8, dh=4, V=16): 5 [8,8] projections
+  // (q, k, v, g, o) = 5·2·64 = 640; per head S·diag(g) 16 + k·vᵀ 2·16 + Sᵀq 2·16 = 80, ×2
+  // heads = 160; the head [8,16] = 256.
+  const StepWork one{Mode::kForward, 1, 1, 0, 4};
+  CHECK(CostOf(Tiny(simple_rnn::kFamily), one).flops == Approx(640 + 160 + 256));
+  // lstm: x·W_ihᵀ and h·W_hhᵀ, each [8,32] = 512, and the head 256.
+  CHECK(CostOf(Tiny(lstm::kFamily), one).flops == Approx(512 + 512 + 256));
+  // Forward mode writes its logits: V floats per head position.
+  const double parameters = ParameterCount(Tiny(simple_rnn::kFamily));
+  CHECK(CostOf(Tiny(simple_rnn::kFamily), one).bytes == Approx(4 * parameters + 4 * 16));
+  // Linear in positions; train is forward and a backward of twice its work, plus the update.
+  const StepWork many{Mode::kForward, 10, 10, 0, 4};
+  const ModelConfig config = Tiny(simple_rnn::kFamily);
+  CHECK(CostOf(config, many).flops == Approx(10 * CostOf(config, one).flops));
+  const StepWork train{Mode::kTrain, 10, 10, 0, 4};
+  CHECK(CostOf(config, train).flops == Approx(3 * CostOf(config, many).flops + 2 * parameters));
+  // Recomputation adds one forward of the recurrence (160 per position here).
+  const StepWork recomputing{Mode::kTrain, 10, 10, 10, 4};
+  CHECK(CostOf(config, recomputing).flops - CostOf(config, train).flops == Approx(10 * 160));
+}
+
+TEST_CASE("each variant states the work of its own step", "[roofline]") {
+  const ModelConfig config = testing::SmallSimpleRnn(/*layers=*/2, /*heads=*/3);
+  const ParameterSet weights = simple_rnn::InitWeights(config, 5);
+  // Ragged: padding positions separate the variants that compute them from those that do not.
+  const Batch batch =
+      MakeBatch({/*batch_size=*/4, /*max_length=*/12, /*min_length=*/5}, config.vocab_size, 3);
+  REQUIRE(batch.NumTokens() < 4 * 12);
+  const auto work = [&](const std::string& key, Mode mode, int64_t num_tokens = 0) {
+    return testing::MakeVariant(key, config, weights, torch::kFloat32)
+        ->Work(mode, batch, num_tokens);
+  };
+  const StepWork batched = work("batched", Mode::kTrain);
+  CHECK(batched.positions == 4 * 12);
+  CHECK(batched.head_positions == 4 * 12);
+  CHECK(batched.recomputed_positions == 0);
+  CHECK(batched.element_bytes == 4);
+  for (const char* one_at_a_time : {"baseline", "fused"}) {
+    INFO(one_at_a_time);
+    CHECK(work(one_at_a_time, Mode::kTrain).positions == batch.NumTokens());
+    CHECK(work(one_at_a_time, Mode::kForward).head_positions == batch.NumTokens());
+  }
+  const StepWork checkpointed = work("checkpointed", Mode::kTrain);
+  CHECK(checkpointed.recomputed_positions == 4 * 12);
+  CHECK(work("checkpointed", Mode::kForward).recomputed_positions == 0);
+  CHECK(CostOf(config, checkpointed).flops > CostOf(config, batched).flops);
+  // Generate 3 tokens after a prompt of 12: the default re-runs 12, 13 and 14 positions;
+  // stepwise runs the prompt once and then one position per token after the first.
+  const StepWork rerun = work("baseline", Mode::kGenerate, 3);
+  CHECK(rerun.positions == 4 * (12 + 13 + 14));
+  const StepWork incremental = work("stepwise", Mode::kGenerate, 3);
+  CHECK(incremental.positions == 4 * (12 + 2));
+  CHECK(incremental.head_positions == 4 * 3);
+  CHECK(CostOf(config, incremental).flops < CostOf(config, rerun).flops);
+  // float64 steps move twice the bytes.
+  CHECK(testing::MakeVariant("batched", config, weights, torch::kFloat64)
+            ->Work(Mode::kTrain, batch, 0)
+            .element_bytes == 8);
+}
+
+TEST_CASE("machine limits are measured per device, dtype and thread count", "[roofline]") {
+  const int64_t threads_before = CurrentThreads().intra_op;
+  const MachineLimits limits = MeasureMachineLimits(torch::kCPU, torch::kFloat32, 1);
+  CHECK(std::isfinite(limits.gemm_gflops));
+  CHECK(limits.gemm_gflops > 0);
+  CHECK(std::isfinite(limits.stream_gbs));
+  CHECK(limits.stream_gbs > 0);
+
+  const auto spec = [](const std::string& device, const std::string& dtype, int64_t threads) {
+    CaseSpec c;
+    c.workload.device = device;
+    c.workload.dtype = dtype;
+    c.workload.threads = threads;
+    return c;
+  };
+  std::vector<CaseSpec> cases = {spec("cpu", "float32", 1), spec("cpu", "float64", 1),
+                                 spec("cpu", "float32", 1), spec("cpu", "float32", 2)};
+  if (!torch::cuda::is_available()) cases.push_back(spec("cuda", "float32", 1));
+  std::map<std::string, double> entries;
+  for (const auto& [key, value] : MeasureLimitsFor(cases)) entries[key] = std::stod(value);
+  // One GEMM rate per (device, dtype, threads), one bandwidth per (device, threads), and
+  // nothing for a device this process cannot use.
+  CHECK(entries.size() == 5);
+  for (const std::string& key :
+       {PeakGemmKey("cpu", "float32", 1), PeakGemmKey("cpu", "float64", 1),
+        PeakGemmKey("cpu", "float32", 2), PeakStreamKey("cpu", 1), PeakStreamKey("cpu", 2)}) {
+    INFO(key);
+    REQUIRE(entries.count(key));
+    CHECK(entries[key] > 0);
+  }
+  SetThreads(threads_before);
+}
+
+}  // namespace
+}  // namespace seqbench
