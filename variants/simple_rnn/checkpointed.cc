@@ -33,7 +33,8 @@ class SegmentRecurrence : public torch::autograd::Function<SegmentRecurrence> {
     }
     torch::AutoGradMode enable_grad(true);
     torch::Tensor end_state = inputs[0];
-    torch::Tensor o = RecurrenceLoop(inputs[1], inputs[2], inputs[3], inputs[4], end_state);
+    // batched's recurrence, so that checkpointed is batched plus the recomputation.
+    torch::Tensor o = RecurrenceThroughTime(inputs[1], inputs[2], inputs[3], inputs[4], end_state);
     variable_list outputs, grads;
     const variable_list recomputed{o, end_state};
     for (size_t i = 0; i < recomputed.size(); ++i) {

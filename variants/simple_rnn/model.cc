@@ -110,6 +110,92 @@ torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::stack(outputs, 1);
 }
 
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// q, k, v, g: [B,T,H,dh]; initial: [B,H,dh,dh] -> {o: [B,T,H,dh], final state [B,H,dh,dh]}.
+// With S_t = diag(g_t)·S_{t-1} + k_t·v_tᵀ and o_t = S_tᵀ·q_t, backward from dO_t and dS_T:
+//   dS_t = dS_{t+1}·diag(g_{t+1}) + q_t·dO_tᵀ  (the future's part, scaled back, plus o_t's)
+//   dq_t = S_t·dO_t,  dk_t = dS_t·v_t,  dv_t = dS_tᵀ·k_t,  dg_t = rowsum(dS_t ⊙ S_{t-1}).
+class RecurrenceFunction : public torch::autograd::Function<RecurrenceFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
+                               torch::Tensor v, torch::Tensor g, torch::Tensor initial) {
+    const int64_t steps = q.size(1);
+    std::vector<int64_t> shape{steps + 1};
+    shape.insert(shape.end(), initial.sizes().begin(), initial.sizes().end());
+    // states[t]: the state after t steps. Time-major views of the inputs: [T,B,H,dh].
+    torch::Tensor states = torch::empty(shape, initial.options());
+    states[0].copy_(initial);
+    const auto ks = k.transpose(0, 1).unsqueeze(-1), vs = v.transpose(0, 1).unsqueeze(-2),
+               gs = g.transpose(0, 1).unsqueeze(-1);
+    const auto state_steps = states.unbind(0);
+    for (int64_t t = 0; t < steps; ++t) {
+      torch::Tensor next = state_steps[t + 1];
+      torch::mul_out(next, state_steps[t], gs[t]);
+      next.addcmul_(ks[t], vs[t]);
+    }
+    // Every o_t = S_tᵀ·q_t in one batched product: [T,B,H,1,dh]·[T,B,H,dh,dh].
+    const auto o = torch::matmul(q.transpose(0, 1).unsqueeze(-2), states.slice(0, 1))
+                       .squeeze(-2)
+                       .transpose(0, 1)
+                       .contiguous();
+    ctx->save_for_backward({q, k, v, g, states});
+    return {o, state_steps[steps].clone()};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &g = saved[3],
+                        &states = saved[4];
+    const int64_t steps = q.size(1);
+    torch::Tensor d_state =
+        grad_outputs[1].defined() ? grad_outputs[1].clone() : torch::zeros_like(states[0]);
+    torch::Tensor d_o = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(q);
+    const auto d_o_steps = d_o.transpose(0, 1);  // [T,B,H,dh]
+    // dq_t = S_t·dO_t for every step at once.
+    const auto d_q =
+        torch::matmul(states.slice(0, 1), d_o_steps.unsqueeze(-1)).squeeze(-1).transpose(0, 1);
+    torch::Tensor d_k = torch::empty_like(d_o_steps), d_v = torch::empty_like(d_o_steps),
+                  d_g = torch::empty_like(d_o_steps);  // time-major; transposed on return
+    const auto qs = q.transpose(0, 1).unsqueeze(-1), ks = k.transpose(0, 1).unsqueeze(-2),
+               vs = v.transpose(0, 1).unsqueeze(-1), gs = g.transpose(0, 1).unsqueeze(-1),
+               d_os = d_o_steps.unsqueeze(-2);
+    const auto state_steps = states.unbind(0);
+    const auto d_k_steps = d_k.unbind(0), d_v_steps = d_v.unbind(0), d_g_steps = d_g.unbind(0);
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      d_state.addcmul_(qs[t], d_os[t]);
+      d_k_steps[t].copy_(torch::matmul(d_state, vs[t]).squeeze(-1));
+      d_v_steps[t].copy_(torch::matmul(ks[t], d_state).squeeze(-2));
+      d_g_steps[t].copy_((d_state * state_steps[t]).sum(-1));
+      d_state.mul_(gs[t]);
+    }
+    return {d_q, d_k.transpose(0, 1), d_v.transpose(0, 1), d_g.transpose(0, 1), d_state};
+  }
+};
+
+}  // namespace
+
+torch::Tensor RecurrenceThroughTime(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, const torch::Tensor& g,
+                                    torch::Tensor& state) {
+  const bool needs_graph = torch::GradMode::is_enabled() &&
+                           (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                            g.requires_grad() || state.requires_grad());
+  if (!needs_graph) return RecurrenceLoop(q, k, v, g, state);
+  auto outputs = RecurrenceFunction::apply(q, k, v, g, state);
+  state = outputs[1];
+  return outputs[0];
+}
+
+TimeMixer ThroughTimeMixer() {
+  return [](const LayerInputs& in, const torch::Tensor& mask, torch::Tensor& state) {
+    return RecurrenceThroughTime(in.q, in.k, in.v, Decay(in.decay_logits, mask), state);
+  };
+}
+
 TimeMixer StepLoopMixer() {
   return [](const LayerInputs& in, const torch::Tensor& mask, torch::Tensor& state) {
     return RecurrenceLoop(in.q, in.k, in.v, Decay(in.decay_logits, mask), state);
