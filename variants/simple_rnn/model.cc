@@ -110,6 +110,12 @@ torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::stack(outputs, 1);
 }
 
+torch::ScalarType PromotedType(const std::vector<torch::Tensor>& tensors) {
+  torch::ScalarType dtype = tensors.front().scalar_type();
+  for (const auto& tensor : tensors) dtype = c10::promoteTypes(dtype, tensor.scalar_type());
+  return dtype;
+}
+
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -151,9 +157,14 @@ class RecurrenceFunction : public torch::autograd::Function<RecurrenceFunction> 
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &g = saved[3],
                         &states = saved[4];
     const int64_t steps = q.size(1);
-    torch::Tensor d_state =
-        grad_outputs[1].defined() ? grad_outputs[1].clone() : torch::zeros_like(states[0]);
-    torch::Tensor d_o = grad_outputs[0].defined() ? grad_outputs[0] : torch::zeros_like(q);
+    // In the inputs' type: under autocast, o's consumer may hand back a bf16 gradient. The
+    // state's gradient is a copy, since it is updated in place.
+    const auto dtype = q.scalar_type();
+    torch::Tensor d_state = grad_outputs[1].defined()
+                                ? grad_outputs[1].to(dtype, /*non_blocking=*/false, /*copy=*/true)
+                                : torch::zeros_like(states[0]);
+    torch::Tensor d_o =
+        grad_outputs[0].defined() ? grad_outputs[0].to(dtype) : torch::zeros_like(q);
     const auto d_o_steps = d_o.transpose(0, 1);  // [T,B,H,dh]
     // dq_t = S_t·dO_t for every step at once.
     const auto d_q =
@@ -185,7 +196,11 @@ torch::Tensor RecurrenceThroughTime(const torch::Tensor& q, const torch::Tensor&
                            (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
                             g.requires_grad() || state.requires_grad());
   if (!needs_graph) return RecurrenceLoop(q, k, v, g, state);
-  auto outputs = RecurrenceFunction::apply(q, k, v, g, state);
+  // Under autocast the projections arrive in bf16 beside a float32 state: compute in the
+  // promoted type, as the step loop's elementwise ops would (the casts carry gradients).
+  const auto dtype = PromotedType({q, k, v, g, state});
+  auto outputs = RecurrenceFunction::apply(q.to(dtype), k.to(dtype), v.to(dtype), g.to(dtype),
+                                           state.to(dtype));
   state = outputs[1];
   return outputs[0];
 }

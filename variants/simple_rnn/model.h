@@ -70,6 +70,10 @@ torch::Tensor RecurrenceStep(torch::Tensor& state, const torch::Tensor& q, const
 torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              const torch::Tensor& g, torch::Tensor& state);
 
+// The type every tensor of `tensors` promotes to (bf16 with float32 gives float32): what a
+// hand-written recurrence computes in when autocast hands it mixed inputs.
+torch::ScalarType PromotedType(const std::vector<torch::Tensor>& tensors);
+
 // The same recurrence with a hand-written backward through time (as haste writes its
 // RNNs): forward writes every state into one [T+1,B,H,dh,dh] buffer, outside autograd, and
 // computes all outputs with one batched product; backward walks the buffer once in
