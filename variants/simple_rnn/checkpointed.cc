@@ -57,11 +57,8 @@ class Checkpointed final : public Variant {
     return caps;
   }
 
-  // Train: backward re-runs the recurrence of every position once more.
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = Variant::Work(mode, batch, num_tokens);
-    if (mode == Mode::kTrain) work.recomputed_positions = work.positions;
-    return work;
+    return WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
   }
 
   ForwardOutput Forward(const Batch& batch) override {

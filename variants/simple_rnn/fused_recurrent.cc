@@ -40,9 +40,12 @@ struct Sequence {
 // One step forward: S = diag(g)·S + k·vᵀ and o = Sᵀ·q, in one pass over the rows of S.
 // state: [dh,dh], written in place; o: [dh], written.
 template <typename scalar_t>
-__attribute__((always_inline)) inline void StepForwardImpl(scalar_t* __restrict state, const scalar_t* __restrict q,
-                 const scalar_t* __restrict k, const scalar_t* __restrict v,
-                 const scalar_t* __restrict g, scalar_t* __restrict o, int64_t width) {
+__attribute__((always_inline)) inline void StepForwardImpl(scalar_t* __restrict state,
+                                                           const scalar_t* __restrict q,
+                                                           const scalar_t* __restrict k,
+                                                           const scalar_t* __restrict v,
+                                                           const scalar_t* __restrict g,
+                                                           scalar_t* __restrict o, int64_t width) {
   std::fill(o, o + width, scalar_t(0));
   for (int64_t i = 0; i < width; ++i) {
     scalar_t* __restrict row = state + i * width;
@@ -58,12 +61,12 @@ __attribute__((always_inline)) inline void StepForwardImpl(scalar_t* __restrict 
 // state after this step from the steps after it; on exit, that of the state before it.
 // state: S_t, previous: S_{t-1}; d_o: [dh]; d_q, d_k, d_g: [dh] written; d_v: [dh] written.
 template <typename scalar_t>
-__attribute__((always_inline)) inline void StepBackwardImpl(scalar_t* __restrict d_state, const scalar_t* __restrict state,
-                  const scalar_t* __restrict previous, const scalar_t* __restrict q,
-                  const scalar_t* __restrict k, const scalar_t* __restrict v,
-                  const scalar_t* __restrict g, const scalar_t* __restrict d_o,
-                  scalar_t* __restrict d_q, scalar_t* __restrict d_k, scalar_t* __restrict d_v,
-                  scalar_t* __restrict d_g, int64_t width) {
+__attribute__((always_inline)) inline void StepBackwardImpl(
+    scalar_t* __restrict d_state, const scalar_t* __restrict state,
+    const scalar_t* __restrict previous, const scalar_t* __restrict q, const scalar_t* __restrict k,
+    const scalar_t* __restrict v, const scalar_t* __restrict g, const scalar_t* __restrict d_o,
+    scalar_t* __restrict d_q, scalar_t* __restrict d_k, scalar_t* __restrict d_v,
+    scalar_t* __restrict d_g, int64_t width) {
   std::fill(d_v, d_v + width, scalar_t(0));
   for (int64_t i = 0; i < width; ++i) {
     scalar_t* __restrict d_row = d_state + i * width;
@@ -88,17 +91,17 @@ __attribute__((always_inline)) inline void StepBackwardImpl(scalar_t* __restrict
 // The step kernels as compiled functions, once for AVX2 and FMA (8 floats a vector) and
 // once for any x86-64 (SSE2, 4), chosen when the program loads (GCC's target_clones): the
 // build stays portable and this machine gets its wider vectors.
-#define SEQBENCH_STEP_KERNELS(scalar_t)                                                           \
-  __attribute__((target_clones("arch=haswell", "default"))) void StepForward(                    \
-      scalar_t* state, const scalar_t* q, const scalar_t* k, const scalar_t* v,                   \
-      const scalar_t* g, scalar_t* o, int64_t width) {                                            \
-    StepForwardImpl(state, q, k, v, g, o, width);                                                 \
-  }                                                                                               \
-  __attribute__((target_clones("arch=haswell", "default"))) void StepBackward(                   \
-      scalar_t* d_state, const scalar_t* state, const scalar_t* previous, const scalar_t* q,      \
-      const scalar_t* k, const scalar_t* v, const scalar_t* g, const scalar_t* d_o,               \
-      scalar_t* d_q, scalar_t* d_k, scalar_t* d_v, scalar_t* d_g, int64_t width) {                \
-    StepBackwardImpl(d_state, state, previous, q, k, v, g, d_o, d_q, d_k, d_v, d_g, width);       \
+#define SEQBENCH_STEP_KERNELS(scalar_t)                                                            \
+  __attribute__((target_clones("arch=haswell", "default"))) void StepForward(                      \
+      scalar_t* state, const scalar_t* q, const scalar_t* k, const scalar_t* v, const scalar_t* g, \
+      scalar_t* o, int64_t width) {                                                                \
+    StepForwardImpl(state, q, k, v, g, o, width);                                                  \
+  }                                                                                                \
+  __attribute__((target_clones("arch=haswell", "default"))) void StepBackward(                     \
+      scalar_t* d_state, const scalar_t* state, const scalar_t* previous, const scalar_t* q,       \
+      const scalar_t* k, const scalar_t* v, const scalar_t* g, const scalar_t* d_o, scalar_t* d_q, \
+      scalar_t* d_k, scalar_t* d_v, scalar_t* d_g, int64_t width) {                                \
+    StepBackwardImpl(d_state, state, previous, q, k, v, g, d_o, d_q, d_k, d_v, d_g, width);        \
   }
 SEQBENCH_STEP_KERNELS(float)
 SEQBENCH_STEP_KERNELS(double)
@@ -219,11 +222,8 @@ class FusedRecurrent final : public Variant {
     return caps;
   }
 
-  // Train: backward re-runs the recurrence of every position once more.
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = Variant::Work(mode, batch, num_tokens);
-    if (mode == Mode::kTrain) work.recomputed_positions = work.positions;
-    return work;
+    return WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
   }
 
   ForwardOutput Forward(const Batch& batch) override {

@@ -264,6 +264,11 @@ Capabilities BaseCapabilities(const std::string& category) {
   return LanguageModelCapabilities(kFamily, category);
 }
 
+StepWork WithRecomputedRecurrence(StepWork work) {
+  if (work.mode == Mode::kTrain) work.recomputed_positions = work.positions;
+  return work;
+}
+
 StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
   const double d = static_cast<double>(config.width);
   const double head_width = d / static_cast<double>(config.num_heads);
