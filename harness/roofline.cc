@@ -6,15 +6,12 @@
 #include <set>
 #include <tuple>
 
+#include "harness/runner.h"
 #include "harness/threads.h"
 #include "results/store.h"
 
 namespace seqbench {
 namespace {
-
-void Synchronize(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
-}
 
 // The shortest time of `op` over `trials` batches of `per_batch` calls, per call. The
 // minimum, as STREAM and BLAS benchmarks report it: the limit is what the machine can

@@ -30,12 +30,11 @@ double Seconds(std::chrono::steady_clock::duration duration) {
   return std::chrono::duration<double>(duration).count();
 }
 
-// Waits for queued device work, so that a host clock read afterwards covers it.
+}  // namespace
+
 void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
 }
-
-}  // namespace
 
 Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step,
                                   int64_t iterations, int64_t repetitions) {

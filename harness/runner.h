@@ -66,6 +66,10 @@ std::optional<CheckPolicy> ParseCheckPolicy(const std::string& name);
 // iteration, from inside a Google Benchmark manual-time loop.
 using TimedStep = std::function<double()>;
 
+// Waits for queued device work, so that a host clock read afterwards covers it (no-op on
+// the CPU). The runner's timer and the roofline's peak measurements both use it.
+void Synchronize(const torch::Device& device);
+
 // Google Benchmark as the engine: one registered benchmark, manual time, `repetitions`
 // of `iterations` steps each. Throws if a step throws.
 Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step,

@@ -206,10 +206,12 @@ class FusedRecurrence : public torch::autograd::Function<FusedRecurrence> {
     const auto dtype = saved[0].scalar_type();
     const torch::Tensor d_o = grad_outputs[0].defined() ? grad_outputs[0].to(dtype).contiguous()
                                                         : torch::zeros_like(saved[0]);
-    const int64_t segments = saved[4].size(2);
+    const auto& saved_states = saved[4];  // [B,H,segments,dh,dh]
     const torch::Tensor d_final = grad_outputs[1].defined()
                                       ? grad_outputs[1].to(dtype).contiguous()
-                                      : torch::zeros_like(saved[4].select(2, segments - 1));
+                                      : torch::zeros({saved_states.size(0), saved_states.size(1),
+                                                      saved_states.size(3), saved_states.size(4)},
+                                                     saved_states.options());
     return RecurrenceBackward(saved[0], saved[1], saved[2], saved[3], saved[4], d_o, d_final);
   }
 };
