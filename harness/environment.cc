@@ -10,6 +10,7 @@
 
 #include "build_info.h"
 #include "git_info.h"
+#include "harness/memory.h"
 #include "harness/threads.h"
 #include "variants/core/torch_compat.h"
 
@@ -103,6 +104,7 @@ Environment CaptureEnvironment() {
   add("torch_threads", std::to_string(at::get_num_threads()));
   add("torch_interop_threads", std::to_string(at::get_num_interop_threads()));
   const ThreadsInForce threads = CurrentThreads();
+  add("malloc", RetainFreedMemory());
   add("blas_threads", threads.blas >= 0 ? std::to_string(threads.blas) : "unknown");
   add("omp_threads", threads.omp >= 0 ? std::to_string(threads.omp) : "unknown");
   add("cpu_physical_cores", std::to_string(PhysicalCores()));

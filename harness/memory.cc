@@ -3,6 +3,10 @@
 #include <c10/core/CPUAllocator.h>
 #include <sys/resource.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <mutex>
 #include <unordered_map>
 
@@ -35,7 +39,20 @@ int64_t MaxRssBytes() {
 
 }  // namespace
 
+const char* RetainFreedMemory() {
+#if defined(__GLIBC__)
+  static const bool applied = [] {
+    return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1;
+  }();
+  return applied ? "glibc, freed memory kept (M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1)"
+                 : "glibc defaults (mallopt refused)";
+#else
+  return "system default";
+#endif
+}
+
 CountingCpuAllocator& CountingCpuAllocator::Install() {
+  RetainFreedMemory();
   if (CountingCpuAllocator* current = installed.load()) return *current;
   // Leaked on purpose: tensors may outlive every other static.
   static auto* instance = new CountingCpuAllocator(c10::GetCPUAllocator());

@@ -19,7 +19,9 @@ namespace seqbench {
 // when freed.
 class CountingCpuAllocator final : public at::Allocator {
  public:
-  // Installs the process-wide instance (idempotent) and returns it.
+  // Installs the process-wide instance (idempotent) and returns it. Also keeps the memory
+  // that tensors free inside the process (see RetainFreedMemory()), so that every process
+  // that measures allocates under the same policy.
   static CountingCpuAllocator& Install();
   // The installed instance, or nullptr before Install().
   static CountingCpuAllocator* Installed();
@@ -47,6 +49,16 @@ class CountingCpuAllocator final : public at::Allocator {
   mutable std::atomic<int64_t> peak_bytes_{0};
   mutable std::atomic<int64_t> allocated_bytes_{0};
 };
+
+// Makes glibc's malloc keep freed memory for reuse instead of returning it to the kernel:
+// no mmap for large blocks (which glibc otherwise unmaps on free, above 32 MiB always) and
+// no trimming of the heap. Without it, a step that allocates 1 GiB of activations faults
+// in and zeroes 1 GiB of fresh pages every time (31% of `batched`'s train step on this
+// project's 2-core VM, in the kernel's page-fault path), a cost of the allocator rather than
+// of the variant, and a noisy one. The same effect as running PyTorch under jemalloc or
+// tcmalloc, as CPU tuning guides recommend. Idempotent; returns the policy in words, for
+// the run's environment.
+const char* RetainFreedMemory();
 
 struct MemoryUsage {
   int64_t peak_bytes = -1;        // peak live bytes during the step
