@@ -115,7 +115,7 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
   reader.CheckKeys(table, "[[variants]]", {"key", "name", "options"});
   VariantSpec spec;
   const toml::node& key_node = reader.Required(table, "key", "[[variants]]");
-  spec.key = reader.String(key_node, "key");
+  spec.key = reader.Name(key_node, "key");
   if (!GlobalVariants().Contains(spec.key)) {
     reader.Fail(key_node.source(), "unknown variant '" + spec.key +
                                        "'; known variants: " + GlobalVariants().JoinedKeys());
@@ -125,7 +125,7 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
     reader.Fail(key_node.source(), "variant '" + spec.key + "' is of family '" + caps.family +
                                        "', but this suite's family is '" + family + "'");
   }
-  spec.name = table.get("name") ? reader.String(*table.get("name"), "name") : spec.key;
+  spec.name = table.get("name") ? reader.Name(*table.get("name"), "name") : spec.key;
   if (const toml::node* options = table.get("options")) {
     if (!options->is_table()) {
       reader.Fail(options->source(), "'options' must be a table, e.g. { chunk_size = 16 }");
@@ -180,7 +180,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   Suite suite;
   suite.path = path;
   suite.text = text;
-  suite.name = reader.String(reader.Required(root, "name", "the suite"), "name");
+  suite.name = reader.Name(reader.Required(root, "name", "the suite"), "name");
   suite.description =
       reader.String(reader.Required(root, "description", "the suite"), "description");
   const toml::node& family_node = reader.Required(root, "family", "the suite");

@@ -80,6 +80,20 @@ class TomlReader {
     return node.as_string()->get();
   }
 
+  // A name that tables, plots and file names show: a string without control characters
+  // (a newline in a plot label would start a new gnuplot command).
+  std::string Name(const toml::node& node, const std::string& key) const {
+    std::string value = String(node, key);
+    for (const char c : value) {
+      const auto byte = static_cast<unsigned char>(c);
+      if (byte < 0x20 || byte == 0x7f) {
+        Fail(node.source(), "'" + key + "' must not contain control characters such as a " +
+                                "newline or tab; write it on one line");
+      }
+    }
+    return value;
+  }
+
   int64_t Integer(const toml::node& node, const std::string& key, int64_t min, int64_t max) const {
     if (!node.is_integer()) {
       Fail(node.source(), "'" + key + "' must be an integer, got " + TypeName(node));

@@ -1,9 +1,15 @@
 #include "reports/plot.h"
 
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +17,8 @@
 
 #include "harness/statistics.h"
 #include "reports/report.h"
+
+extern char** environ;
 
 namespace seqbench {
 namespace {
@@ -128,7 +136,7 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     }
   }
 
-  std::string script = GnuplotPreamble(request.output, request.title, x_label, y_axis.label);
+  std::string script = GnuplotPreamble(request.title, x_label, y_axis.label);
   if (x_max / x_min >= 10) script += "set logscale x 2\n";
   if (y_max / y_min >= 10) script += "set logscale y 10\n";
   for (size_t i = 0; i < order.size(); ++i) {
@@ -154,11 +162,10 @@ void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request
   RunGnuplot(BuildGnuplotScript(cases, request), request.output);
 }
 
-std::string GnuplotPreamble(const std::string& output, const std::string& title,
-                            const std::string& x_label, const std::string& y_label) {
+std::string GnuplotPreamble(const std::string& title, const std::string& x_label,
+                            const std::string& y_label) {
   std::string script =
       "set terminal svg size 900,480 dynamic noenhanced font 'sans,12' background rgb 'white'\n";
-  script += "set output " + GnuplotQuoted(output) + "\n";
   if (!title.empty()) script += "set title " + GnuplotQuoted(title) + "\n";
   script +=
       "set xlabel " + GnuplotQuoted(x_label) + "\nset ylabel " + GnuplotQuoted(y_label) + "\n";
@@ -166,23 +173,102 @@ std::string GnuplotPreamble(const std::string& output, const std::string& title,
 }
 
 std::string GnuplotQuoted(const std::string& text) {
-  std::string quoted = "\"";
+  // Single quotes: gnuplot expands backquotes (a shell command) and backslash escapes only
+  // inside double quotes; inside single quotes the one special character is ' itself,
+  // written twice. A newline would end the command and start another, so control
+  // characters become spaces: the text reaches gnuplot as data and nothing else.
+  std::string quoted = "'";
   for (const char c : text) {
-    if (c == '"' || c == '\\') quoted += '\\';
-    quoted += c;
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      quoted += ' ';
+    } else {
+      quoted += c;
+      if (c == '\'') quoted += '\'';
+    }
   }
-  return quoted + "\"";
+  return quoted + "'";
 }
 
-void RunGnuplot(const std::string& script, const std::string& output) {
-  FILE* gnuplot = popen("gnuplot 2>&1", "w");
-  if (gnuplot == nullptr) throw std::runtime_error("cannot start gnuplot (install gnuplot-nox)");
-  std::fwrite(script.data(), 1, script.size(), gnuplot);
-  const int status = pclose(gnuplot);
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+bool IsSeqbenchSvg(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head.find(kSeqbenchSvgStamp) != std::string::npos;
+}
+
+namespace {
+
+// Feeds the script to a gnuplot process; throws on a failure to start it or a non-zero exit.
+void RunGnuplotProcess(const std::string& script, const std::string& output) {
+  // gnuplot itself, found on PATH and given the script on its standard input: no shell
+  // between us and it (popen() would run one).
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe to gnuplot");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  char program[] = "gnuplot";
+  char* argv[] = {program, nullptr};
+  pid_t child = -1;
+  const int spawned = posix_spawnp(&child, program, &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[0]);
+  if (spawned != 0) {
+    close(pipe_fds[1]);
+    throw std::runtime_error("cannot start gnuplot (install gnuplot-nox) while writing " + output);
+  }
+  // Ignore SIGPIPE while writing: a gnuplot that exits early is reported by its status.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  for (size_t written = 0; written < script.size();) {
+    const ssize_t n = write(pipe_fds[1], script.data() + written, script.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  close(pipe_fds[1]);
+  sigaction(SIGPIPE, &previous, nullptr);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error("gnuplot failed (exit status " +
                              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                             "; is gnuplot-nox installed?) while writing " + output);
+                             ") while writing " + output);
+  }
+}
+
+}  // namespace
+
+void RunGnuplot(const std::string& script, const std::string& output) {
+  const std::string temporary = output + ".seqbench-tmp";
+  struct Remove {
+    const std::string& path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove_temporary{temporary};
+  RunGnuplotProcess("set output " + GnuplotQuoted(temporary) + "\n" + script + "unset output\n",
+                    output);
+  std::ifstream in(temporary, std::ios::binary);
+  std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (svg.empty()) throw std::runtime_error("gnuplot wrote nothing while writing " + output);
+  // After the XML declaration (nothing may precede it), else first.
+  size_t at = 0;
+  if (svg.rfind("<?xml", 0) == 0)
+    at = svg.find('\n') == std::string::npos ? svg.size() : svg.find('\n') + 1;
+  svg.insert(at, std::string(kSeqbenchSvgStamp) + "\n");
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << svg;
+    if (!out.flush()) throw std::runtime_error("cannot write " + temporary);
+  }
+  if (std::rename(temporary.c_str(), output.c_str()) != 0) {
+    throw std::runtime_error("cannot rename " + temporary + " to " + output);
   }
 }
 

@@ -30,13 +30,23 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
 // hint to install gnuplot-nox.
 void RenderPlot(const std::vector<CaseRecord>& cases, const PlotRequest& request);
 
-// The start every seqbench plot shares: an SVG terminal writing `output`, the title, the
-// axis labels, a grid and the key outside on the right.
-std::string GnuplotPreamble(const std::string& output, const std::string& title,
-                            const std::string& x_label, const std::string& y_label);
-// `text` as a double-quoted gnuplot string (quotes and backslashes escaped).
+// The start every seqbench plot shares: an SVG terminal, the title, the axis labels, a grid
+// and the key outside on the right. No output file: RunGnuplot() names it.
+std::string GnuplotPreamble(const std::string& title, const std::string& x_label,
+                            const std::string& y_label);
+// `text` as a gnuplot string that gnuplot takes as data only: single-quoted (no backquote
+// command substitution, no escapes), ' doubled, control characters (a newline would start
+// a new command) turned into spaces.
 std::string GnuplotQuoted(const std::string& text);
-// Feeds a gnuplot script (which writes `output`) to a gnuplot process.
+// Runs gnuplot itself (no shell) on the script, with its output going to a temporary file
+// beside `output`; stamps the SVG with kSeqbenchSvgStamp and renames it over `output`, so
+// that a failed plot leaves `output` as it was. Throws std::runtime_error on failure.
 void RunGnuplot(const std::string& script, const std::string& output);
+
+// The comment every SVG seqbench writes carries, by which `readme` recognises the files it
+// may overwrite.
+inline constexpr const char* kSeqbenchSvgStamp = "<!-- written by seqbench -->";
+// Whether the file at `path` is an SVG that seqbench wrote (it carries the stamp).
+bool IsSeqbenchSvg(const std::string& path);
 
 }  // namespace seqbench

@@ -67,6 +67,35 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
                     "; run: seqbench run suites/" + suite + ".toml --db " + store.path());
 }
 
+std::string ResolvePlotFile(const std::string& readme_dir, const std::string& file) {
+  namespace fs = std::filesystem;
+  if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
+  const fs::path relative(file);
+  if (relative.is_absolute()) {
+    throw ReadmeError("plot file '" + file +
+                      "' must be a path relative to the README's folder, not an absolute one");
+  }
+  if (relative.extension() != ".svg") {
+    throw ReadmeError("plot file '" + file + "' must end in .svg");
+  }
+  // Resolved after `..` and symlinks, compared component by component.
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(fs::absolute(readme_dir.empty() ? "." : readme_dir));
+  const fs::path target = fs::weakly_canonical(root / relative, error);
+  if (error) throw ReadmeError("plot file '" + file + "': " + error.message());
+  const auto [root_end, unused] =
+      std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+  if (root_end != root.end()) {
+    throw ReadmeError("plot file '" + file + "' resolves to " + target.string() +
+                      ", outside the README's folder " + root.string());
+  }
+  if (fs::exists(target) && (!fs::is_regular_file(target) || !IsSeqbenchSvg(target.string()))) {
+    throw ReadmeError("plot file '" + file + "' exists and is not an SVG that seqbench wrote; " +
+                      "move it away or choose another file=");
+  }
+  return target.string();
+}
+
 std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
                                 const std::string& readme_dir) {
   const SelectedRun selected = SelectRunForSection(store, section);
@@ -77,8 +106,7 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
     return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);
   }
   const std::string file = Attribute(section, "file");
-  if (file.empty()) throw ReadmeError("a plot section needs file=PATH.svg");
-  const std::string output = (std::filesystem::path(readme_dir) / file).string();
+  const std::string output = ResolvePlotFile(readme_dir, file);
   const std::string device = Attribute(section, "device");
   const std::string title = run.suite_name + " (" + (device.empty() ? "all devices" : device) +
                             "), run " + std::to_string(run.run_id) + ", " +

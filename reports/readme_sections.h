@@ -28,6 +28,11 @@ struct SelectedRun {
 // ReadmeError naming the suite when there is none, or for an unknown pipelines= name.
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section);
 
+// Where a plot section's file= may be written: relative, ending in .svg, inside
+// `readme_dir` after `..` and symlinks are resolved, and not an existing file other than an
+// SVG seqbench wrote. Returns the resolved path; throws ReadmeError otherwise.
+std::string ResolvePlotFile(const std::string& readme_dir, const std::string& file);
+
 // The section's new content: Markdown tables, or the image link of a plot written to
 // `readme_dir`/file=. Throws ReadmeError for a section that cannot be rendered.
 std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,

@@ -147,9 +147,8 @@ std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const Trai
       : request.y == "validation_loss"
           ? "validation loss (nats/token)"
           : "|training loss − " + request.over + "'s| per step (nats/token)";
-  std::string script =
-      GnuplotPreamble(request.output, request.title,
-                      request.x == "step" ? "optimizer step" : "wall time (s)", y_label);
+  std::string script = GnuplotPreamble(
+      request.title, request.x == "step" ? "optimizer step" : "wall time (s)", y_label);
   if (difference) script += "set logscale y 10\nset format y '%.0e'\n";
   return script + data + "plot " + plot + "\n";
 }

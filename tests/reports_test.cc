@@ -3,6 +3,7 @@
 // the known verdicts; gbench-json has Google Benchmark's own field names and types; the
 // check and the plots do what they say.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -20,6 +21,7 @@
 #include "reports/markdown.h"
 #include "reports/plot.h"
 #include "reports/readme.h"
+#include "reports/readme_sections.h"
 #include "reports/report.h"
 #include "reports/training.h"
 
@@ -478,7 +480,7 @@ TEST_CASE("plots: one series per variant, units on the axes, log axes over decad
   CHECK(std::count(script.begin(), script.end(), '\n') > 10);
   CHECK_THAT(script, Catch::Contains("set logscale x 2") && Catch::Contains("set logscale y") &&
                          Catch::Contains("(ms)") && Catch::Contains("sequence length T (tokens)") &&
-                         Catch::Contains("title \"batched\"") && Catch::Contains("title \"scan\""));
+                         Catch::Contains("title 'batched'") && Catch::Contains("title 'scan'"));
   request.y = "memory";
   CHECK_THAT(BuildGnuplotScript(cases, request), Catch::Contains("activation memory (MiB)"));
   request.y = "latency";
@@ -585,6 +587,117 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   CHECK_FALSE(outcome("loss_match", "nobody", 1).held);
 }
 
+// Each route by which user-written text reaches gnuplot, with text that ran a shell command
+// through the old double-quoted labels (a backquote) or started a new gnuplot command (a
+// newline): afterwards no canary file exists and each SVG was written, stamped.
+TEST_CASE("plot labels, titles and file names reach gnuplot as data, never as commands",
+          "[reports][plot][security]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("seqbench_gnuplot_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  int canaries = 0;
+  std::vector<fs::path> canary_paths;
+  const auto hostile = [&](const std::string& prefix) {
+    const fs::path a = dir / ("pwned" + std::to_string(++canaries));
+    const fs::path b = dir / ("pwned" + std::to_string(++canaries));
+    canary_paths.push_back(a);
+    canary_paths.push_back(b);
+    return prefix + "`touch " + a.string() + "`\"\nsystem \"touch " + b.string() + "\"\n#'";
+  };
+  std::vector<CaseRecord> cases;
+  for (const int64_t t : {128, 256}) {
+    for (const std::string& variant : {std::string("batched"), hostile("variant")}) {
+      CaseRecord c = Case(variant, "train", 4, {t * 1e-5, t * 1e-5});
+      c.identity.workload.seq_len = t;
+      cases.push_back(c);
+    }
+  }
+  PlotRequest plot;
+  plot.title = hostile("suite");  // readme's title holds the suite name
+  plot.output = (dir / "plot.svg").string();
+  RenderPlot(cases, plot);
+  CHECK(IsSeqbenchSvg(plot.output));
+
+  // A README marker's file=, resolved inside the README's folder and written verbatim.
+  // (No slash in it, so that it names a file in the folder: the command would run in the
+  // current directory.)
+  const std::string marker_file = "x`touch seqbench_pwned_file`.svg";
+  canary_paths.push_back(fs::current_path() / "seqbench_pwned_file");
+  plot.output = ResolvePlotFile(dir.string(), marker_file);
+  RenderPlot(cases, plot);
+  CHECK(IsSeqbenchSvg(plot.output));
+
+  auto pipelines = Pipelines();
+  auto curves = Curves();
+  const std::string pipeline = hostile("pipeline");
+  curves[Key(pipeline)] = curves[Key("bf16")];
+  pipelines.back().identity.variant_name = pipelines.back().identity.variant_key = pipeline;
+  LossPlotRequest loss;
+  loss.title = hostile("training suite");
+  loss.output = (dir / "loss.svg").string();
+  RenderLossPlot(pipelines, curves, loss);
+  CHECK(IsSeqbenchSvg(loss.output));
+
+  for (const fs::path& canary : canary_paths) {
+    INFO(canary.string());
+    CHECK_FALSE(fs::exists(canary));
+  }
+  // Quoting as a property: one single-quoted token, no control character inside, and the
+  // text back (control characters as spaces) once '' is undone.
+  for (const std::string& text : {std::string("it's"), std::string("a\nb\tc\x7f"), hostile("q")}) {
+    const std::string quoted = GnuplotQuoted(text);
+    REQUIRE(quoted.size() >= 2);
+    CHECK(quoted.front() == '\'');
+    CHECK(quoted.back() == '\'');
+    std::string inner = quoted.substr(1, quoted.size() - 2), unquoted, expected;
+    for (size_t i = 0; i < inner.size(); ++i) {
+      CHECK(static_cast<unsigned char>(inner[i]) >= 0x20);
+      if (inner[i] == '\'') CHECK(inner.at(++i) == '\'');  // every ' is doubled
+      unquoted += inner[i];
+    }
+    for (const char c : text)
+      expected += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+    CHECK(unquoted == expected);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("readme plot files stay inside the README's folder and overwrite only seqbench SVGs",
+          "[reports][readme][security]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("seqbench_paths_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "docs");
+  const fs::path outside =
+      fs::temp_directory_path() / ("seqbench_outside_" + std::to_string(getpid()));
+  fs::create_directories(outside);
+  fs::create_directory_symlink(outside, dir / "escape");
+  const std::string root = dir.string();
+  CHECK(ResolvePlotFile(root, "docs/a.svg") == (fs::weakly_canonical(dir) / "docs/a.svg").string());
+  CHECK(ResolvePlotFile(root, "docs/../b.svg") == (fs::weakly_canonical(dir) / "b.svg").string());
+  CHECK_THROWS_WITH(ResolvePlotFile(root, (outside / "a.svg").string()),
+                    Catch::Contains("relative"));
+  CHECK_THROWS_WITH(ResolvePlotFile(root, "../a.svg"),
+                    Catch::Contains("outside the README's folder"));
+  CHECK_THROWS_WITH(ResolvePlotFile(root, "docs/../../a.svg"), Catch::Contains("outside"));
+  CHECK_THROWS_WITH(ResolvePlotFile(root, "escape/a.svg"), Catch::Contains("outside"));
+  CHECK_THROWS_WITH(ResolvePlotFile(root, "docs/notes.md"), Catch::Contains("must end in .svg"));
+  CHECK_THROWS_WITH(ResolvePlotFile(root, ""), Catch::Contains("file=PATH.svg"));
+  // An SVG someone else wrote is kept; one seqbench wrote may be replaced.
+  std::ofstream(dir / "docs/logo.svg") << "<svg xmlns='http://www.w3.org/2000/svg'/>\n";
+  CHECK_THROWS_WITH(ResolvePlotFile(root, "docs/logo.svg"),
+                    Catch::Contains("not an SVG that seqbench wrote"));
+  std::ofstream(dir / "docs/old.svg") << "<?xml version='1.0'?>\n"
+                                      << kSeqbenchSvgStamp << "\n<svg/>\n";
+  CHECK_NOTHROW(ResolvePlotFile(root, "docs/old.svg"));
+  fs::create_directories(dir / "docs/dir.svg");
+  CHECK_THROWS(ResolvePlotFile(root, "docs/dir.svg"));
+  CHECK(fs::is_empty(outside));
+  fs::remove_all(dir);
+  fs::remove_all(outside);
+}
+
 TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the reference",
           "[reports][training]") {
   const auto cases = Pipelines();
@@ -592,8 +705,8 @@ TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the re
   LossPlotRequest request;
   request.output = "loss.svg";
   const std::string script = BuildLossPlotScript(cases, curves, request);
-  CHECK(std::regex_search(script, std::regex("title \"plain\"")));
-  CHECK(std::regex_search(script, std::regex("title \"bf16\"")));
+  CHECK(std::regex_search(script, std::regex("title 'plain'")));
+  CHECK(std::regex_search(script, std::regex("title 'bf16'")));
   CHECK_THAT(script, Catch::Contains("optimizer step"));
   request.y = "validation_loss";
   request.x = "time";
@@ -605,7 +718,7 @@ TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the re
   CHECK_THROWS_WITH(BuildLossPlotScript(cases, curves, request), Catch::Contains("over=PIPELINE"));
   request.over = "plain";
   const std::string gap = BuildLossPlotScript(cases, curves, request);
-  CHECK_THAT(gap, Catch::Contains("set logscale y") && !Catch::Contains("title \"plain\""));
+  CHECK_THAT(gap, Catch::Contains("set logscale y") && !Catch::Contains("title 'plain'"));
   request.y = "accuracy";
   CHECK_THROWS(BuildLossPlotScript(cases, curves, request));
 }

@@ -134,6 +134,10 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'what' must be one of speedup, memory_ratio, all_correct"},
       {"duplicate variant name", WithLine(22, "name = \"baseline\""), 20,
        "duplicate variant name 'baseline'"},
+      {"newline in the suite name", WithLine(1, "name = \"a\\nsystem 'id'\""), 1,
+       "'name' must not contain control characters"},
+      {"tab in a variant name", WithLine(22, "name = \"x\\ty\""), 22,
+       "'name' must not contain control characters"},
   };
   REQUIRE(cases.size() >= 15);
   for (const Malformed& c : cases) {

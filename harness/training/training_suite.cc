@@ -225,7 +225,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   TrainingSuite suite;
   suite.path = path;
   suite.text = text;
-  suite.name = reader.String(reader.Required(root, "name", "the training suite"), "name");
+  suite.name = reader.Name(reader.Required(root, "name", "the training suite"), "name");
   suite.description =
       reader.String(reader.Required(root, "description", "the training suite"), "description");
 
@@ -300,7 +300,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     PipelineSpec spec = defaults;
     spec.line = table.source().begin.line;
     const toml::node& name_node = reader.Required(table, "name", "[[pipelines]]");
-    spec.name = reader.String(name_node, "name");
+    spec.name = reader.Name(name_node, "name");
     if (spec.name.empty() || spec.name.find_first_of(" \t") != std::string::npos) {
       reader.Fail(name_node.source(), "a pipeline name must be non-empty, without spaces");
     }
