@@ -1,6 +1,8 @@
 #include "harness/equivalence.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace seqbench {
 
@@ -27,9 +29,18 @@ TensorDifference Compare(const torch::Tensor& actual, const torch::Tensor& expec
   return difference;
 }
 
+namespace {
+// The larger of two errors, NaN if either is: std::max(a, NaN) returns a, which would
+// report a NaN gradient as the previous parameter's small error.
+double WorseError(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+}  // namespace
+
 void Accumulate(TensorDifference& worst, const TensorDifference& next) {
-  worst.max_abs = std::max(worst.max_abs, next.max_abs);
-  worst.max_rel = std::max(worst.max_rel, next.max_rel);
+  worst.max_abs = WorseError(worst.max_abs, next.max_abs);
+  worst.max_rel = WorseError(worst.max_rel, next.max_rel);
   worst.within = worst.within && next.within;
 }
 
@@ -71,7 +82,11 @@ EquivalenceResult CompareOutcomes(const StepOutcome& actual, const StepOutcome& 
     TORCH_CHECK(actual.gradients.contains(item.key()), "no gradient for parameter ", item.key());
     const TensorDifference difference =
         Compare(actual.gradients[item.key()], item.value(), tolerance);
-    if (difference.max_rel >= result.gradients.max_rel) result.worst_gradient = item.key();
+    // The first non-finite gradient stays the worst one named.
+    if (!std::isnan(result.gradients.max_rel) &&
+        (std::isnan(difference.max_rel) || difference.max_rel >= result.gradients.max_rel)) {
+      result.worst_gradient = item.key();
+    }
     Accumulate(result.gradients, difference);
   }
   return result;

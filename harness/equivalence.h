@@ -6,6 +6,7 @@
 // Thread-safety: plain functions; the variants passed in must not be used concurrently.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include "variants/core/variant.h"
@@ -27,6 +28,13 @@ struct EquivalenceResult {
 
   bool passed() const {
     return logits.within && loss.within && gradients.within && mismatched_tokens == 0;
+  }
+  // Whether every compared value was finite: a NaN or infinity makes an error non-finite.
+  bool finite() const {
+    for (const TensorDifference* d : {&logits, &loss, &gradients}) {
+      if (!std::isfinite(d->max_abs)) return false;
+    }
+    return true;
   }
 };
 

@@ -249,7 +249,9 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       char bounds[64];
       std::snprintf(bounds, sizeof(bounds), "rtol %g, atol %g", tolerance.rtol, tolerance.atol);
       result.message =
-          std::string("outside tolerance (") + bounds + ") against " + result.reference;
+          result.correctness.finite()
+              ? std::string("outside tolerance (") + bounds + ") against " + result.reference
+              : "not finite (NaN or infinity) where " + result.reference + " is";
     }
   } catch (const std::exception& error) {
     result.status = kStatusError;

@@ -19,14 +19,9 @@
 #include "harness/memory.h"
 #include "harness/suite.h"
 #include "harness/threads.h"
+#include "results/store.h"  // the case statuses
 
 namespace seqbench {
-
-// Case statuses, as stored.
-inline constexpr char kStatusOk[] = "ok";              // correct, timed
-inline constexpr char kStatusMismatch[] = "mismatch";  // timed, but outside its tolerance
-inline constexpr char kStatusError[] = "error";        // threw; message says what
-inline constexpr char kStatusSkipped[] = "skipped";    // not runnable here (e.g. no CUDA)
 
 // What Google Benchmark measured; the statistics over the samples are computed by
 // harness/statistics.h (one implementation for every report), not taken from its

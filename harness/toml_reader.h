@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -111,6 +112,10 @@ class TomlReader {
       Fail(node.source(), "'" + key + "' must be a number, got " + TypeName(node));
     const double value = node.is_integer() ? static_cast<double>(node.as_integer()->get())
                                            : node.as_floating_point()->get();
+    // TOML has inf and nan; no option of seqbench's means either.
+    if (!std::isfinite(value)) {
+      Fail(node.source(), "'" + key + "' must be a finite number, got " + std::to_string(value));
+    }
     if (!(value >= min)) {
       Fail(node.source(), "'" + key + "' must be at least " + std::to_string(min) + ", got " +
                               std::to_string(value));

@@ -29,6 +29,7 @@ std::string Printf(const char* format, double a, int precision, const char* unit
 }  // namespace
 
 std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds)) return FormatSignificant(seconds);  // "nan", "inf"
   const Unit unit = DurationUnit(seconds);
   const double value = seconds / unit.scale;
   const int decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2;
@@ -36,6 +37,7 @@ std::string FormatDuration(double seconds) {
 }
 
 std::string FormatMeanStd(double mean_s, double std_s) {
+  if (!std::isfinite(mean_s) || !std::isfinite(std_s)) return FormatDuration(mean_s);
   const Unit unit = DurationUnit(mean_s);
   const double mean = mean_s / unit.scale;
   if (std_s < 0) return FormatDuration(mean_s);
@@ -85,6 +87,7 @@ std::string FormatEta(double seconds) {
 }
 
 std::string FormatCount(double value) {
+  if (!std::isfinite(value)) return FormatSignificant(value);
   const double magnitude = std::abs(value);
   if (magnitude >= 1e9) return FormatSignificant(value / 1e9) + "G";
   if (magnitude >= 1e6) return FormatSignificant(value / 1e6) + "M";

@@ -1,10 +1,13 @@
 #include "results/store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "results/legacy_facts.h"
@@ -130,6 +133,77 @@ constexpr Migration kMigrations[] = {
      "  filters  TEXT NOT NULL,"
      "  line     INTEGER NOT NULL,"
      "  PRIMARY KEY (run_id, position));"},
+    // v6: NaN is a result, not a constraint violation. SQLite stores a NaN REAL as NULL, so
+    // a metric's value and a step's loss become nullable (NULL reads back as NaN); a case
+    // may also have timed out (run --case-timeout) or, as a training pipeline, diverged.
+    // SQLite cannot relax a column's constraint in place: each table is rebuilt and
+    // renamed (https://sqlite.org/lang_altertable.html, "other kinds of table schema
+    // changes"), with foreign keys off while the old table is dropped (Store::Store), and
+    // rowids kept, since they order a case's metrics.
+    {6,
+     "CREATE TABLE cases_v6 ("
+     "  case_id         INTEGER PRIMARY KEY,"
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  position        INTEGER NOT NULL,"
+     "  variant_name    TEXT NOT NULL,"
+     "  variant_key     TEXT NOT NULL,"
+     "  options         TEXT NOT NULL,"
+     "  mode            TEXT NOT NULL,"
+     "  dtype           TEXT NOT NULL,"
+     "  device          TEXT NOT NULL,"
+     "  batch           INTEGER NOT NULL,"
+     "  seq_len         INTEGER NOT NULL,"
+     "  min_len         INTEGER NOT NULL,"
+     "  generate_tokens INTEGER NOT NULL,"
+     "  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped',"
+     "                                                  'timeout', 'diverged')),"
+     "  message         TEXT NOT NULL,"
+     "  reference       TEXT NOT NULL,"
+     "  iterations      INTEGER NOT NULL,"
+     "  tokens_per_step INTEGER NOT NULL,"
+     "  wall_s          REAL NOT NULL,"
+     "  category        TEXT NOT NULL DEFAULT '',"
+     "  description     TEXT NOT NULL DEFAULT '',"
+     "  layers          INTEGER NOT NULL DEFAULT 0,"
+     "  width           INTEGER NOT NULL DEFAULT 0,"
+     "  heads           INTEGER NOT NULL DEFAULT 0,"
+     "  vocab_size      INTEGER NOT NULL DEFAULT 0,"
+     "  threads         INTEGER NOT NULL DEFAULT 1,"
+     "  UNIQUE (run_id, case_key));"
+     "INSERT INTO cases_v6 SELECT case_id, run_id, case_key, position, variant_name, variant_key,"
+     "  options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, message,"
+     "  reference, iterations, tokens_per_step, wall_s, category, description, layers, width,"
+     "  heads, vocab_size, threads FROM cases;"
+     "DROP TABLE cases;"
+     "ALTER TABLE cases_v6 RENAME TO cases;"
+     "CREATE TABLE metrics_v6 ("
+     "  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  name    TEXT NOT NULL,"
+     "  value   REAL,"
+     "  unit    TEXT NOT NULL,"
+     "  PRIMARY KEY (case_id, name));"
+     "INSERT INTO metrics_v6 (rowid, case_id, name, value, unit)"
+     "  SELECT rowid, case_id, name, value, unit FROM metrics;"
+     "DROP TABLE metrics;"
+     "ALTER TABLE metrics_v6 RENAME TO metrics;"
+     "CREATE TABLE training_steps_v6 ("
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  step            INTEGER NOT NULL,"
+     "  loss            REAL,"
+     "  validation_loss REAL,"
+     "  learning_rate   REAL NOT NULL,"
+     "  grad_norm       REAL,"
+     "  loss_scale      REAL NOT NULL,"
+     "  skipped         INTEGER NOT NULL,"
+     "  tokens          INTEGER NOT NULL,"
+     "  elapsed_s       REAL NOT NULL,"
+     "  PRIMARY KEY (run_id, case_key, step));"
+     "INSERT INTO training_steps_v6 SELECT run_id, case_key, step, loss, validation_loss,"
+     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
+     "DROP TABLE training_steps;"
+     "ALTER TABLE training_steps_v6 RENAME TO training_steps;"},
 };
 
 // `where` filters as stored: "field=value" pairs separated by spaces. Workload values are
@@ -183,6 +257,8 @@ class Store::Statement {
     store_.Check(sqlite3_bind_int64(statement_, index, value), sql_);
     return *this;
   }
+  // NaN is stored as NULL (SQLite's own conversion), so only nullable columns take it;
+  // infinities are stored as they are.
   Statement& Bind(int index, double value) {
     store_.Check(sqlite3_bind_double(statement_, index, value), sql_);
     return *this;
@@ -275,30 +351,148 @@ std::optional<double> CaseRecord::MetricValue(const std::string& name) const {
   return std::nullopt;
 }
 
-Store::Store(const std::string& path) : path_(path.empty() ? ":memory:" : path) {
-  const int rc =
-      sqlite3_open_v2(path_.c_str(), &db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw StoreError(path_ + ": cannot open the results database: " + message);
+namespace {
+
+// A file: URI that opens `path` as immutable: SQLite then reads it without the -shm file
+// that a WAL database otherwise needs (and cannot create on read-only storage).
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (const char c : std::filesystem::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof(escaped), "%%%02X", static_cast<unsigned char>(c));
+      uri += escaped;
+    } else {
+      uri += c;
+    }
   }
+  return uri + "?immutable=1";
+}
+
+}  // namespace
+
+Store::Store(const std::string& path, StoreAccess access)
+    : path_(path.empty() ? ":memory:" : path) {
+  const bool in_memory = path_ == ":memory:";
   try {
-    Check(sqlite3_busy_timeout(db_, kBusyTimeoutMs), "busy_timeout");
+    if (access == StoreAccess::kReadOnly) {
+      if (in_memory || !std::filesystem::is_regular_file(path_)) {
+        throw UnusableDatabase(path_ + ": no results database there");
+      }
+      Open(path_, SQLITE_OPEN_READONLY);
+      int64_t version = 0;
+      try {
+        version = ReadSchemaVersion();
+      } catch (const UnusableDatabase&) {
+        throw;
+      } catch (const StoreError&) {
+        Close();
+        Open(ImmutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+        version = ReadSchemaVersion();
+      }
+      if (version == 0) throw UnusableDatabase(path_ + ": not a seqbench results database");
+      if (version < kSchemaVersion) {
+        CopyIntoMemory();
+        EnsureSchema();
+      }
+      Execute("PRAGMA query_only = ON");  // the in-memory copy refuses writes too
+    } else {
+      Open(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+      // Refuses a newer schema before anything (the WAL switch included) is written.
+      ReadSchemaVersion();
+      EnsureSchema();
+      if (!in_memory) Execute("PRAGMA journal_mode = WAL");
+    }
+    // After the migrations: rebuilding a parent table (v6) drops it, which with foreign
+    // keys on would delete every child row. EnsureSchema checks them instead.
     Execute("PRAGMA foreign_keys = ON");
-    if (path_ != ":memory:") Execute("PRAGMA journal_mode = WAL");
-    EnsureSchema();
+    if (!in_memory) {
+      struct stat info {};
+      if (::stat(path_.c_str(), &info) == 0) {
+        device_ = static_cast<uint64_t>(info.st_dev);
+        inode_ = static_cast<uint64_t>(info.st_ino);
+      }
+    }
   } catch (...) {
-    sqlite3_close(db_);
-    db_ = nullptr;
+    Close();
     throw;
   }
 }
 
-Store::~Store() {
+Store::~Store() { Close(); }
+
+void Store::Open(const std::string& target, int flags) {
+  const int rc = sqlite3_open_v2(target.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    Close();
+    throw StoreError(path_ + ": cannot open the results database: " + message);
+  }
+  Check(sqlite3_busy_timeout(db_, kBusyTimeoutMs), "busy_timeout");
+}
+
+void Store::Close() {
   if (db_ != nullptr) sqlite3_close(db_);
+  db_ = nullptr;
+}
+
+int64_t Store::ReadSchemaVersion() const {
+  sqlite3_stmt* statement = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+      -1, &statement, nullptr);
+  if (rc == SQLITE_NOTADB) {
+    sqlite3_finalize(statement);
+    throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
+  }
+  sqlite3_finalize(statement);
+  Check(rc, "reading the schema");
+  int64_t version = 0;
+  {
+    Statement exists(
+        *this,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    if (!exists.Step() || exists.Integer(0) == 0) return 0;
+    Statement select(*this, "SELECT version FROM schema_version");
+    if (!select.Step()) throw UnusableDatabase(path_ + ": its schema_version table is empty");
+    version = select.Integer(0);
+  }
+  if (version > kSchemaVersion) {
+    throw UnusableDatabase(path_ + ": database schema version " + std::to_string(version) +
+                           " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
+                           "); use a newer seqbench or another --db");
+  }
+  return version;
+}
+
+void Store::CopyIntoMemory() {
+  sqlite3* memory = nullptr;
+  if (sqlite3_open_v2(":memory:", &memory, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+      SQLITE_OK) {
+    sqlite3_close(memory);
+    throw StoreError(path_ + ": cannot open an in-memory copy to migrate");
+  }
+  sqlite3_backup* backup = sqlite3_backup_init(memory, "main", db_, "main");
+  const int rc = backup == nullptr ? sqlite3_errcode(memory) : sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) {
+    const std::string message = sqlite3_errmsg(memory);
+    sqlite3_close(memory);
+    throw StoreError(path_ + ": cannot copy the database into memory to migrate it: " + message);
+  }
+  Close();
+  db_ = memory;
+}
+
+void Store::CheckFileIsStillThere() const {
+  if (inode_ == 0) return;
+  struct stat info {};
+  if (::stat(path_.c_str(), &info) != 0 || static_cast<uint64_t>(info.st_dev) != device_ ||
+      static_cast<uint64_t>(info.st_ino) != inode_) {
+    throw StoreError(path_ +
+                     ": the database file was deleted or replaced while this process was "
+                     "writing to it; nothing more is stored. Run again into a new --db");
+  }
 }
 
 void Store::Check(int rc, const char* what) const {
@@ -320,27 +514,12 @@ void Store::Execute(const std::string& sql) const {
 
 void Store::EnsureSchema() {
   Transaction transaction(*this);
-  bool has_schema = false;
-  {
-    Statement exists(
-        *this,
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
-    has_schema = exists.Step() && exists.Integer(0) > 0;
-  }
-  if (!has_schema) {
+  int64_t version = ReadSchemaVersion();  // again, under the write lock
+  bool migrated = false;
+  if (version == 0) {
     Execute(kSchema);
     Execute("INSERT INTO schema_version (version) VALUES (1)");
-  }
-  int64_t version = 0;
-  {
-    Statement select(*this, "SELECT version FROM schema_version");
-    if (!select.Step()) throw StoreError(path_ + ": schema_version table is empty");
-    version = select.Integer(0);
-  }
-  if (version > kSchemaVersion) {
-    throw StoreError(path_ + ": database schema version " + std::to_string(version) +
-                     " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
-                     "); use a newer seqbench or another --db");
+    version = 1;
   }
   for (const Migration& migration : kMigrations) {
     if (migration.version <= version) continue;
@@ -349,6 +528,15 @@ void Store::EnsureSchema() {
     Statement update(*this, "UPDATE schema_version SET version = ?1");
     update.Bind(1, int64_t{migration.version}).Run();
     version = migration.version;
+    migrated = true;
+  }
+  if (migrated) {
+    Statement dangling(*this, "PRAGMA foreign_key_check");
+    if (dangling.Step()) {
+      throw StoreError(path_ + ": migration left a row of table " + dangling.Text(0) +
+                       " without its parent in " + dangling.Text(2) +
+                       "; the database is unchanged");
+    }
   }
   transaction.Commit();
 }
@@ -415,6 +603,7 @@ void Store::AddCase(int64_t run_id, const CaseRecord& record) {
                    "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
   for (const Metric& m : record.metrics)
     metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
+  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -424,6 +613,7 @@ void Store::SetRunStatus(int64_t run_id, const std::string& status,
   Statement update(*this, "UPDATE runs SET status = ?1, finished_at = ?2 WHERE run_id = ?3");
   update.Bind(1, status).BindNullIfEmpty(2, finished_at).Bind(3, run_id).Run();
   if (sqlite3_changes(db_) != 1) throw StoreError(path_ + ": no run " + std::to_string(run_id));
+  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -538,7 +728,8 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
     samples.Run();
     metrics.Bind(1, case_id);
     while (metrics.Step())
-      record.metrics.push_back({metrics.Text(0), metrics.Real(1), metrics.Text(2)});
+      record.metrics.push_back(
+          {metrics.Text(0), metrics.OptionalReal(1).value_or(std::nan("")), metrics.Text(2)});
     metrics.Run();
     cases.push_back(std::move(record));
   }
@@ -566,6 +757,7 @@ void Store::AddTrainingSteps(int64_t run_id, const std::string& case_key,
     insert.Bind(7, std::optional<double>(step.grad_norm)).Bind(8, step.loss_scale);
     insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s).Run();
   }
+  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -580,7 +772,7 @@ std::vector<TrainingStepRecord> Store::TrainingSteps(int64_t run_id,
   while (select.Step()) {
     TrainingStepRecord step;
     step.step = select.Integer(0);
-    step.loss = select.Real(1);
+    step.loss = select.OptionalReal(1).value_or(std::nan(""));
     step.validation_loss = select.OptionalReal(2);
     step.learning_rate = select.Real(3);
     step.grad_norm = select.OptionalReal(4).value_or(std::nan(""));

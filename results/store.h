@@ -31,7 +31,15 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kSchemaVersion = 5;
+// The file given is not a database this seqbench can use (missing where it must exist,
+// not SQLite, or from a newer seqbench): the user's input, not a failure of the store. It
+// is thrown before anything is written.
+class UnusableDatabase : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+inline constexpr int kSchemaVersion = 6;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -88,7 +96,7 @@ std::string PeakStreamKey(const std::string& device, int64_t threads);
 
 struct Metric {
   std::string name;
-  double value;
+  double value;      // NaN (stored NULL) when the measurement was not a number
   std::string unit;  // "s", "ratio", "tokens/s", "bytes", "count"
 };
 
@@ -96,11 +104,20 @@ struct Metric {
 // sample|none): "not checked (--check sample)".
 inline constexpr char kNotCheckedReference[] = "not checked";
 
+// Case statuses, as stored (the cases table's CHECK constraint lists the same).
+inline constexpr char kStatusOk[] = "ok";              // correct (or unchecked), timed
+inline constexpr char kStatusMismatch[] = "mismatch";  // timed, but outside its tolerance or
+                                                       // not finite
+inline constexpr char kStatusError[] = "error";        // threw or crashed; message says what
+inline constexpr char kStatusSkipped[] = "skipped";    // not runnable here (e.g. no CUDA)
+inline constexpr char kStatusTimeout[] = "timeout";    // killed past run --case-timeout
+inline constexpr char kStatusDiverged[] = "diverged";  // training: a non-finite loss
+
 struct CaseRecord {
   CaseIdentity identity;              // its Key() is the stored case_key
   int64_t position = 0;               // order in the suite's expansion
   std::string category, description;  // the variant's improvement category and summary
-  std::string status;                 // ok | mismatch | error | skipped
+  std::string status;                 // one of the kStatus* above
   std::string message;
   std::string reference;   // what correctness compared with
   int64_t iterations = 0;  // steps per repetition
@@ -121,8 +138,8 @@ struct CaseRecord {
 // (its throughput and final losses) is written when it finishes; its steps are written
 // as it goes, so that a long training can be followed and an interrupted one still shows.
 struct TrainingStepRecord {
-  int64_t step = 0;                       // 1-based
-  double loss = 0;                        // mean next-token loss of the step's batch (nats/token)
+  int64_t step = 0;  // 1-based
+  double loss = 0;   // mean next-token loss of the step's batch (nats/token); NaN stored NULL
   std::optional<double> validation_loss;  // at evaluation steps only
   double learning_rate = 0;
   double grad_norm = 0;  // before clipping; NaN (stored NULL) for a skipped step
@@ -136,11 +153,24 @@ struct MergeCounts {
   int64_t runs_added = 0, cases_added = 0, cases_already_present = 0;
 };
 
+// How a Store opens its file.
+enum class StoreAccess {
+  // Creates the file if needed, migrates its schema, switches it to WAL: for commands
+  // that store runs (run, train, merge's target).
+  kReadWrite,
+  // Never writes, locks for writing, creates or converts anything: for the commands that
+  // only read (show, report, check, compare, plot, readme, merge's sources), so that they
+  // work on read-only storage and cannot damage what they read. An older schema is
+  // migrated in a private in-memory copy; writes throw StoreError.
+  kReadOnly,
+};
+
 class Store {
  public:
-  // Opens or creates the database ("" or ":memory:" for an in-memory one) and brings
-  // its schema to kSchemaVersion. Refuses a database from a newer seqbench.
-  explicit Store(const std::string& path);
+  // Opens the database ("" or ":memory:" for an in-memory one, read-write only) and
+  // brings its schema to kSchemaVersion. Throws UnusableDatabase, having changed nothing,
+  // for a file from a newer seqbench, one that is not SQLite, or (read-only) none at all.
+  explicit Store(const std::string& path, StoreAccess access = StoreAccess::kReadWrite);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -168,11 +198,22 @@ class Store {
 
   const std::string& path() const { return path_; }
 
+  // Throws StoreError if the file at path() is no longer the one this Store opened
+  // (deleted, or replaced by another file): a run must not go on writing into an
+  // unlinked file whose results nobody will ever see. No-op for ":memory:".
+  void CheckFileIsStillThere() const;
+
  private:
   class Statement;
   class Transaction;
   void Execute(const std::string& sql) const;
+  void Open(const std::string& target, int flags);
+  void Close();
+  // The stored schema version; throws UnusableDatabase for a newer one or a non-database.
+  int64_t ReadSchemaVersion() const;
   void EnsureSchema();
+  // Replaces the read-only connection with an in-memory copy of its database.
+  void CopyIntoMemory();
   // Fills v5's typed run facts and model columns of runs stored before v5.
   void BackfillV5();
   void AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations);
@@ -181,6 +222,8 @@ class Store {
 
   std::string path_;
   sqlite3* db_ = nullptr;
+  // The file's identity when opened, for CheckFileIsStillThere().
+  uint64_t device_ = 0, inode_ = 0;
 };
 
 }  // namespace seqbench

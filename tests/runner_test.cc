@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "harness/benchmark_run.h"
 #include "harness/case_record.h"
 #include "tests/test_support.h"
 
@@ -138,6 +139,75 @@ class SlightlyWrong final : public Variant {
   }
 };
 SEQBENCH_REGISTER_VARIANT("test_slightly_wrong", SlightlyWrong, "off by 1e-3 (tests only)");
+
+// A variant whose step produces NaN: one logit, the loss, and through it every gradient.
+class ProducesNaN final : public Variant {
+ public:
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities("test"); }
+  ForwardOutput Forward(const Batch& batch) override {
+    ForwardOutput output =
+        simple_rnn::ForwardBatched(simple_rnn::Weights::View(parameters(), config().num_layers),
+                                   batch, config().num_heads, simple_rnn::StepLoopMixer());
+    torch::Tensor poison = torch::zeros_like(output.logits);
+    poison.view(-1)[0] = std::nan("");
+    output.logits = output.logits + poison;
+    output.loss = output.loss * std::nan("");
+    return output;
+  }
+};
+SEQBENCH_REGISTER_VARIANT("test_produces_nan", ProducesNaN, "NaN on purpose (tests only)");
+
+TEST_CASE("a NaN-producing variant is a stored mismatch and the run goes on",
+          "[runner][security]") {
+  const Suite suite = ParseSuite(R"toml(
+name = "nan"
+description = "one variant produces NaN"
+family = "simple_rnn"
+baseline = "baseline"
+[model]
+vocab_size = 16
+width = 8
+layers = 1
+heads = 2
+[measure]
+repetitions = 2
+warmup = 0
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_produces_nan"
+[[variants]]
+key = "batched"
+[grid]
+variants = ["test_produces_nan", "batched"]
+mode = "train"
+batch = 2
+seq_len = 6
+)toml",
+                                 "nan.toml");
+  Store store(":memory:");
+  RunRecord run;
+  run.uuid = "nan-run";
+  run.suite_name = suite.name;
+  run.status = "running";
+  const int64_t run_id = store.CreateRun(run);
+  const std::vector<CaseSpec> cases = suite.Expand();
+  REQUIRE(cases.size() == 2);
+  const RunSummary summary =
+      RunCases(suite, cases, {}, CheckPolicy::kFull, store, run_id, nullptr, nullptr);
+  CHECK_FALSE(summary.interrupted);
+  const std::vector<CaseRecord> stored = store.Cases(run_id);
+  REQUIRE(stored.size() == 2);
+  CHECK(stored[0].status == kStatusMismatch);
+  CHECK_THAT(stored[0].message, Catch::Contains("not finite"));
+  CHECK(std::isnan(*stored[0].MetricValue("logits_max_abs")));
+  CHECK(std::isnan(*stored[0].MetricValue("loss_max_abs")));
+  // Every parameter's gradient is NaN: the worst of them is NaN, not the last finite one.
+  CHECK(std::isnan(*stored[0].MetricValue("grad_max_abs")));
+  CHECK(*stored[0].MetricValue("correct") == 0);
+  CHECK(stored[0].samples_s.size() == 2);  // still timed
+  CHECK(stored[1].status == kStatusOk);
+}
 
 TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {
   const Suite suite = ParseSuite(R"toml(

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
 
 namespace seqbench {
 namespace {
@@ -222,20 +225,40 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
   sqlite3_close(db);
 }
 
-// Turns a database this seqbench wrote back into what `version` (1 or 4) wrote: without
-// the columns and tables later versions added.
+// Turns a database this seqbench wrote back into what `version` (1, 4 or 5) wrote:
+// without the columns and tables later versions added, and with v5's NOT NULL metric
+// values and losses and its four case statuses.
 void Downgrade(const std::string& path, int version) {
-  std::vector<std::string> statements = {"ALTER TABLE cases DROP COLUMN heads",
-                                         "ALTER TABLE cases DROP COLUMN vocab_size",
-                                         "ALTER TABLE cases DROP COLUMN threads",
-                                         "ALTER TABLE runs DROP COLUMN kind",
-                                         "ALTER TABLE runs DROP COLUMN baseline",
-                                         "ALTER TABLE runs DROP COLUMN repetitions",
-                                         "ALTER TABLE runs DROP COLUMN warmup",
-                                         "ALTER TABLE runs DROP COLUMN min_time_s",
-                                         "ALTER TABLE runs DROP COLUMN threads",
-                                         "ALTER TABLE runs DROP COLUMN check_policy",
-                                         "DROP TABLE expectations"};
+  std::vector<std::string> statements = {
+      "CREATE TABLE metrics_v5 (case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE "
+      "CASCADE, name TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY "
+      "(case_id, name))",
+      "INSERT INTO metrics_v5 (rowid, case_id, name, value, unit) SELECT rowid, case_id, name, "
+      "value, unit FROM metrics",
+      "DROP TABLE metrics",
+      "ALTER TABLE metrics_v5 RENAME TO metrics",
+      "CREATE TABLE training_steps_v5 (run_id INTEGER NOT NULL REFERENCES runs(run_id) ON "
+      "DELETE CASCADE, case_key TEXT NOT NULL, step INTEGER NOT NULL, loss REAL NOT NULL, "
+      "validation_loss REAL, learning_rate REAL NOT NULL, grad_norm REAL, loss_scale REAL NOT "
+      "NULL, skipped INTEGER NOT NULL, tokens INTEGER NOT NULL, elapsed_s REAL NOT NULL, "
+      "PRIMARY KEY (run_id, case_key, step))",
+      "INSERT INTO training_steps_v5 SELECT * FROM training_steps",
+      "DROP TABLE training_steps",
+      "ALTER TABLE training_steps_v5 RENAME TO training_steps"};
+  if (version == 5) {
+    statements.push_back("UPDATE schema_version SET version = 5");
+    ExecuteAll(path, statements);
+    return;
+  }
+  for (const char* sql :
+       {"ALTER TABLE cases DROP COLUMN heads", "ALTER TABLE cases DROP COLUMN vocab_size",
+        "ALTER TABLE cases DROP COLUMN threads", "ALTER TABLE runs DROP COLUMN kind",
+        "ALTER TABLE runs DROP COLUMN baseline", "ALTER TABLE runs DROP COLUMN repetitions",
+        "ALTER TABLE runs DROP COLUMN warmup", "ALTER TABLE runs DROP COLUMN min_time_s",
+        "ALTER TABLE runs DROP COLUMN threads", "ALTER TABLE runs DROP COLUMN check_policy",
+        "DROP TABLE expectations"}) {
+    statements.push_back(sql);
+  }
   if (version < 4) {
     for (const char* sql :
          {"ALTER TABLE cases DROP COLUMN category", "ALTER TABLE cases DROP COLUMN description",
@@ -359,6 +382,145 @@ TEST_CASE("training steps round-trip, NaN and missing values as NULL", "[store]"
   fourth.step = 4;
   CHECK_THROWS(store.AddTrainingSteps(run, "plain", {fourth, steps[0]}));
   CHECK(store.TrainingSteps(run, "plain").size() == 3);
+}
+
+// The bytes of a file, to show that opening it changed nothing.
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+int64_t StoredSchemaVersion(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT version FROM schema_version", -1, &select, nullptr) ==
+          SQLITE_OK);
+  REQUIRE(sqlite3_step(select) == SQLITE_ROW);
+  const int64_t version = sqlite3_column_int64(select, 0);
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  return version;
+}
+
+TEST_CASE("NaN and infinity are stored results: a metric, a loss, read back as they were",
+          "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_nan.db";
+  std::filesystem::remove(path);
+  // From a v5 database, whose NOT NULL columns made a NaN fail the whole case (error 19).
+  {
+    Store store(path);
+    store.AddCase(store.CreateRun(SampleRun("uuid-nan")), SampleCase("old", 0));
+  }
+  Downgrade(path, 5);
+  Store store(path);
+  CaseRecord diverged = SampleCase("nan", 1);
+  diverged.status = kStatusDiverged;
+  diverged.metrics = {{"loss_max_abs", std::nan(""), "abs"},
+                      {"grad_max_abs", std::numeric_limits<double>::infinity(), "abs"},
+                      {"runtime_median_s", 0.5, "s"}};
+  store.AddCase(1, diverged);
+  CaseRecord timed_out = SampleCase("slow", 2);
+  timed_out.status = kStatusTimeout;
+  store.AddCase(1, timed_out);
+  const auto cases = store.Cases(1);
+  REQUIRE(cases.size() == 3);
+  CHECK(cases[0].metrics.size() == SampleCase("old", 0).metrics.size());  // migrated intact
+  CHECK(cases[1].status == kStatusDiverged);
+  CHECK(std::isnan(*cases[1].MetricValue("loss_max_abs")));
+  CHECK(std::isinf(*cases[1].MetricValue("grad_max_abs")));
+  CHECK(cases[1].metrics[2].name == "runtime_median_s");  // in the order stored
+  CHECK(cases[2].status == kStatusTimeout);
+
+  TrainingStepRecord step;
+  step.step = 1;
+  step.loss = std::nan("");
+  step.validation_loss = std::numeric_limits<double>::infinity();
+  step.learning_rate = 1e30;
+  store.AddTrainingSteps(1, "nan", {step});
+  const auto steps = store.TrainingSteps(1, "nan");
+  REQUIRE(steps.size() == 1);
+  CHECK(std::isnan(steps[0].loss));
+  CHECK(std::isinf(*steps[0].validation_loss));
+}
+
+TEST_CASE("reading never writes: no file created, an older schema migrated only in memory",
+          "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_ro.db";
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(Store(path, StoreAccess::kReadOnly), UnusableDatabase);
+  CHECK_FALSE(std::filesystem::exists(path));
+
+  {
+    Store store(path);
+    store.AddCase(store.CreateRun(SampleRun("uuid-ro")), SampleCase("a", 0));
+  }
+  Downgrade(path, 4);
+  const std::string before = FileBytes(path);
+  {
+    const Store reader(path, StoreAccess::kReadOnly);
+    const auto cases = reader.Cases(1);
+    REQUIRE(cases.size() == 1);
+    CHECK(cases[0].workload().heads == 4);  // v5's backfill (the default), in the private copy
+    CHECK(reader.FindRun(1)->kind == kRunKindBenchmark);
+    CHECK_THROWS_AS(const_cast<Store&>(reader).AddCase(1, SampleCase("b", 1)), StoreError);
+  }
+  CHECK(StoredSchemaVersion(path) == 4);
+  CHECK(FileBytes(path) == before);
+  // A reader of a WAL database may create SQLite's -wal and -shm coordination files where
+  // it can (it falls back to an immutable opening where it cannot); it writes nothing in
+  // them.
+  CHECK(
+      (!std::filesystem::exists(path + "-wal") || std::filesystem::file_size(path + "-wal") == 0));
+
+  // A current database opened read-only refuses writes too.
+  std::filesystem::remove(path);
+  { Store(path).CreateRun(SampleRun("uuid-current")); }
+  Store reader(path, StoreAccess::kReadOnly);
+  CHECK(reader.Runs().size() == 1);
+  CHECK_THROWS_AS(reader.CreateRun(SampleRun("uuid-more")), StoreError);
+  CHECK(Store(path, StoreAccess::kReadOnly).Runs().size() == 1);
+}
+
+TEST_CASE("a refused database is left as it was: newer schema, not SQLite", "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_refused.db";
+  std::filesystem::remove(path);
+  { Store store(path); }
+  ExecuteAll(path, {"PRAGMA journal_mode = DELETE", "UPDATE schema_version SET version = 99"});
+  const std::string before = FileBytes(path);
+  for (const StoreAccess access : {StoreAccess::kReadWrite, StoreAccess::kReadOnly}) {
+    CHECK_THROWS_AS(Store(path, access), UnusableDatabase);
+    CHECK_THROWS_WITH(Store(path, access), Catch::Contains("schema version 99 is newer"));
+  }
+  CHECK(FileBytes(path) == before);  // still in rollback-journal mode: no WAL switch
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+
+  std::ofstream(path, std::ios::trunc) << "name = \"not a database\"\n";
+  CHECK_THROWS_AS(Store(path), UnusableDatabase);
+  CHECK(FileBytes(path) == "name = \"not a database\"\n");
+}
+
+TEST_CASE("a database deleted or replaced mid-run stops the writer", "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_gone.db";
+  const std::string other = path + ".other";
+  for (const bool replace : {false, true}) {
+    INFO((replace ? "replaced" : "deleted"));
+    std::filesystem::remove(path);
+    Store store(path);
+    const int64_t run = store.CreateRun(SampleRun("uuid-gone"));
+    store.AddCase(run, SampleCase("before", 0));
+    if (replace) {
+      std::filesystem::remove(other);
+      { Store(other).CreateRun(SampleRun("uuid-other")); }
+      std::filesystem::rename(other, path);
+    } else {
+      std::filesystem::remove(path);
+    }
+    CHECK_THROWS_WITH(store.AddCase(run, SampleCase("after", 1)),
+                      Catch::Contains("deleted or replaced"));
+    CHECK_THROWS_WITH(store.SetRunStatus(run, "complete", "now"),
+                      Catch::Contains("deleted or replaced"));
+  }
 }
 
 }  // namespace

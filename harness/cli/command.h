@@ -57,8 +57,8 @@ std::optional<boost::program_options::variables_map> ParseArguments(
     const boost::program_options::positional_options_description& positional = {},
     const std::string& command = "");
 
-// Opens a database that must already exist; a missing file is a UsageError naming
-// `command`, rather than a new empty database.
+// Opens, read-only, a database that must already exist; a missing file is a UsageError
+// naming `command`, rather than a new empty database. For the commands that only read.
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);
 
 // The run a command works on: `run_id`, or with `latest` the newest run (only complete

@@ -69,7 +69,7 @@ std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::str
     throw UsageError(command + ": no results database at " + path +
                      " (run a suite first, or give --db)");
   }
-  return std::make_unique<Store>(path);
+  return std::make_unique<Store>(path, StoreAccess::kReadOnly);
 }
 
 RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const boost::program_options::error& error) {
     std::cerr << "seqbench: " << error.what() << " (see seqbench --help)\n";
+    return 2;
+  } catch (const seqbench::UnusableDatabase& error) {
+    std::cerr << "seqbench: " << error.what() << "\n";
     return 2;
   } catch (const seqbench::StoreError& error) {
     std::cerr << "seqbench: " << error.what() << "\n";

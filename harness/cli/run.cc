@@ -81,6 +81,10 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("repetitions") && repetitions < 1) {
     throw UsageError("run: --repetitions must be at least 1");
   }
+  if (values->count("resume") && resume < 1) {
+    throw UsageError("run: --resume takes the id of a stored run (1 or more), got " +
+                     std::to_string(resume) + " (seqbench show --db " + db_path + " lists them)");
+  }
   const std::optional<CheckPolicy> check = ParseCheckPolicy(check_text);
   if (!check) {
     throw UsageError("run: --check must be full, sample or none, got '" + check_text + "'");
@@ -155,13 +159,13 @@ int RunRun(const std::vector<std::string>& args) {
   }
   const RunRecord requested = NewRunRecord(description);
 
-  Store store(db_path);
-  int64_t run_id = 0;
-  std::set<std::string> finished;
   if (resume > 0) {
-    const auto run = store.FindRun(resume);
+    // Judged on a read-only opening: a refused resume creates, migrates or changes nothing.
+    const auto stored = OpenExistingStore(db_path, "run --resume");
+    const auto run = stored->FindRun(resume);
     if (!run)
-      throw UsageError("run: --resume " + std::to_string(resume) + ": no such run in " + db_path);
+      throw UsageError("run: --resume " + std::to_string(resume) + ": no such run in " + db_path +
+                       " (seqbench show --db " + db_path + " lists them)");
     const std::vector<std::string> conflicts = ResumeConflicts(*run, requested);
     if (!conflicts.empty()) {
       std::string message =
@@ -169,6 +173,11 @@ int RunRun(const std::vector<std::string>& args) {
       for (const auto& conflict : conflicts) message += "\n  " + conflict;
       throw UsageError(message);
     }
+  }
+  Store store(db_path);
+  int64_t run_id = 0;
+  std::set<std::string> finished;
+  if (resume > 0) {
     run_id = resume;
     finished = store.CaseKeys(run_id);
     store.SetRunStatus(run_id, "running", "");

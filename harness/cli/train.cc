@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -46,7 +49,15 @@ std::string CommandLineSuite(const po::variables_map& values) {
     return out + "\"";
   };
   const auto number = [&](const char* flag, const char* key) {
-    if (values.count(flag)) toml << key << " = " << values[flag].as<std::string>() << "\n";
+    if (!values.count(flag)) return;
+    // Only a number reaches the suite text: "1\nseed = 3" would be TOML of its own.
+    const std::string text = values[flag].as<std::string>();
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0]))) {
+      throw UsageError(std::string("train: --") + flag + " must be a number, got '" + text + "'");
+    }
+    toml << key << " = " << text << "\n";
   };
   const auto text = [&](const char* flag, const char* key) {
     if (values.count(flag)) toml << key << " = " << quoted(values[flag].as<std::string>()) << "\n";
@@ -232,6 +243,16 @@ int RunTrain(const std::vector<std::string>& args) {
   if (save_every < 0) throw UsageError("train: --save-every must be at least 0");
   if (save_every > 0 && checkpoint.empty())
     throw UsageError("train: --save-every needs --checkpoint");
+  if (!checkpoint.empty()) {
+    // Refused now, not after the last step, when the checkpoint would be written.
+    const std::filesystem::path folder = std::filesystem::path(checkpoint).parent_path().empty()
+                                             ? std::filesystem::path(".")
+                                             : std::filesystem::path(checkpoint).parent_path();
+    if (!std::filesystem::is_directory(folder)) {
+      throw UsageError("train: --checkpoint " + checkpoint + ": folder " + folder.string() +
+                       " does not exist; create it first");
+    }
+  }
 
   training::TrainingData data;
   try {
@@ -289,7 +310,7 @@ int RunTrain(const std::vector<std::string>& args) {
     interrupted = outcome.interrupted;
     if (interrupted) break;  // its steps are stored; its case is not: it did not finish
     store.AddCase(run_id, outcome.record);
-    failed = failed || outcome.record.status != "ok";
+    failed = failed || outcome.record.status != kStatusOk;
     records.push_back(std::move(outcome.record));
   }
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());

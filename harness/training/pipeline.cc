@@ -3,11 +3,22 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 
 #include "harness/statistics.h"
 #include "variants/core/registry.h"
 
 namespace seqbench::training {
+namespace {
+
+std::string FormatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", value);
+  return text;
+}
+
+}  // namespace
 
 CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& spec) {
   const TrainingConfig& config = spec.config;
@@ -89,7 +100,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   // The options that tell pipelines apart, for the training table.
   record.description = spec.Describe();
   record.reference = suite.reference;
-  record.status = "ok";
+  record.status = kStatusOk;
 
   const auto started = std::chrono::steady_clock::now();
   const torch::Device device(config.device);
@@ -136,17 +147,30 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       if (hooks.on_step) {
         hooks.on_step(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
       }
+      // A non-finite loss on a step the optimizer applied (a loss-scaled step with
+      // overflowing gradients is skipped instead, by design) leaves weights that every
+      // later step would only carry on: the pipeline stops there, its steps kept.
+      const double validation = row.validation_loss.value_or(0);
+      if ((!step.skipped && !std::isfinite(step.loss)) || !std::isfinite(validation)) {
+        record.status = kStatusDiverged;
+        record.message = "at step " + std::to_string(step.step) + ": " +
+                         (std::isfinite(step.loss) ? "validation loss " : "training loss ") +
+                         FormatNumber(std::isfinite(step.loss) ? validation : step.loss) +
+                         " at learning rate " + FormatNumber(step.learning_rate);
+        say("diverged " + record.message);
+        break;
+      }
     }
     if (!pending.empty()) store.AddTrainingSteps(run_id, record.key(), pending);
     pending.clear();
-    if (!checkpoint.empty()) {
+    if (!checkpoint.empty() && record.status == kStatusOk) {  // never save diverged weights
       trainer.Save(checkpoint);
       say("checkpoint at step " + std::to_string(trainer.step()) + ": " + checkpoint);
     }
     const auto padding = trainer.loader().EpochPadding();
     record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
   } catch (const std::exception& error) {
-    record.status = "error";
+    record.status = kStatusError;
     record.message = DescribeError(error);
     say("error: " + record.message);
     // The steps that ran before the error still belong in the log.

@@ -107,6 +107,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
       c.scaler.growth_interval = reader.Integer(value, key, 1, kMaxCount);
     } else if (key == "learning_rate") {
       c.schedule.peak = reader.Number(value, key, 0);
+      if (c.schedule.peak <= 0) reader.Fail(value.source(), "'learning_rate' must be above 0");
     } else if (key == "warmup_steps") {
       c.schedule.warmup_steps = reader.Integer(value, key, 0, kMaxCount);
     } else if (key == "cycle_steps") {

@@ -21,6 +21,18 @@ set -e
 grep -q "bad.toml:5:1: unknown key 'repetitons'" "$work/err" || fail "message: $(cat "$work/err")"
 [[ ! -e "$work/bad.db" ]] || fail "a malformed suite created the database"
 
+# 1b. A refused resume touches no database: a missing one is not created, and a
+#     non-positive id is refused rather than read as "start a new run".
+for resume in 999 0 -1; do
+  set +e
+  "$seqbench" run "$suites/ci.toml" --db "$work/never.db" --resume "$resume" 2>"$work/err"
+  rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "--resume $resume exited $rc, expected 2: $(cat "$work/err")"
+  grep -q -- "--resume\|run --resume" "$work/err" || fail "--resume $resume: $(cat "$work/err")"
+  [[ ! -e "$work/never.db" ]] || fail "--resume $resume created the database"
+done
+
 # 2. Interrupt after 4 cases, then resume: every case exactly once, run complete.
 total=$("$seqbench" list --suites "$suites" | awk '$1 == "ci" {print $2}')
 [[ $total -gt 4 ]] || fail "could not read the ci suite's case count ($total)"
@@ -143,4 +155,20 @@ rc_original=$?
 set -e
 [[ $rc_renamed -eq $rc_original ]] && cmp -s "$work/check_renamed" "$work/check_original" ||
   fail "check depends on the suite text or registry: $(diff "$work/check_original" "$work/check_renamed")"
+# 8. A database from a newer seqbench is refused with exit 2 by readers and writers
+#    alike, and left byte for byte as it was (no WAL switch, no migration).
+cp "$work/r.db" "$work/newer.db"
+count "$work/newer.db" "PRAGMA journal_mode = DELETE; UPDATE schema_version SET version = 99" >/dev/null
+sum_before=$(md5sum <"$work/newer.db")
+for command in "show 1" "report 1" "check 1" "run $suites/ci.toml"; do
+  set +e
+  # shellcheck disable=SC2086  # the command and its arguments, split on purpose
+  "$seqbench" $command --db "$work/newer.db" >/dev/null 2>"$work/err"
+  rc=$?
+  set -e
+  [[ $rc -eq 2 ]] && grep -q "schema version 99 is newer" "$work/err" ||
+    fail "$command on a newer database: rc $rc, $(cat "$work/err")"
+done
+[[ $(md5sum <"$work/newer.db") == "$sum_before" ]] || fail "a refused newer database was modified"
+[[ $(count "$work/newer.db" "PRAGMA journal_mode") == delete ]] || fail "converted to WAL"
 echo "run/store/report CLI checks passed"

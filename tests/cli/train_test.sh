@@ -27,6 +27,29 @@ set -e
 [[ $rc -eq 2 ]] || fail "missing corpus exited $rc, expected 2"
 grep -q "missing" "$work/err" || fail "message: $(cat "$work/err")"
 
+for bad in "--learning-rate inf" "--learning-rate nan" "--learning-rate 0" "--checkpoint $work/no/such/folder/c.pt"; do
+  set +e
+  # shellcheck disable=SC2086  # the flag and its value, split on purpose
+  "$seqbench" train "${small[@]}" $bad --db "$work/bad.db" 2>"$work/err"
+  rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$bad exited $rc, expected 2: $(cat "$work/err")"
+  grep -qE "learning_rate|folder" "$work/err" || fail "$bad: message: $(cat "$work/err")"
+  [[ ! -e "$work/bad.db" ]] || fail "$bad created the database"
+done
+
+# 1b. A diverging pipeline (a learning rate of 1e30) is a stored result, not a crash: its
+#     case says diverged, its NaN loss is stored (NULL), the run completes, exit 1.
+set +e
+"$seqbench" train "${small[@]}" --steps 12 --learning-rate 1e30 --db "$work/nan.db" >"$work/out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "diverging training exited $rc: $(cat "$work/out")"
+[[ $(sqlite3 "$work/nan.db" "SELECT status FROM runs") == complete ]] || fail "diverged run not complete"
+[[ $(sqlite3 "$work/nan.db" "SELECT status FROM cases") == diverged ]] || fail "case not diverged: $(cat "$work/out")"
+[[ $(sqlite3 "$work/nan.db" "SELECT count(*) FROM training_steps WHERE loss IS NULL") -ge 1 ]] || fail "no NaN loss stored"
+"$seqbench" show --latest --db "$work/nan.db" | grep -q diverged || fail "show does not say diverged"
+
 # 2. 12 straight steps; then a run stopped after 6 and resumed from its checkpoint: the
 #    same losses for steps 7..12.
 "$seqbench" train "${small[@]}" --steps 12 --db "$work/t.db" >"$work/out" 2>&1 || fail "$(cat "$work/out")"
