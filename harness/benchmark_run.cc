@@ -1,7 +1,11 @@
 #include "harness/benchmark_run.h"
 
 #include <algorithm>
+#include <optional>
 #include <regex>
+
+#include "harness/child_process.h"
+#include "harness/runner.h"
 
 namespace seqbench {
 
@@ -72,15 +76,35 @@ std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,
   return pending;
 }
 
+double DefaultCaseTimeout(double longest_case_s) { return std::max(600.0, 20 * longest_case_s); }
+
+namespace {
+
+// The record of a case whose child ended without storing it.
+CaseRecord FailedChildRecord(const CaseSpec& spec, int64_t position, const ChildOutcome& outcome) {
+  CaseRecord record;
+  record.identity = spec.Identity();
+  record.position = position;
+  record.status = outcome.end == ChildOutcome::End::kTimedOut ? kStatusTimeout : kStatusError;
+  record.message = outcome.Describe();
+  record.reference = "none (the case did not finish)";
+  record.wall_s = outcome.wall_s;
+  return record;
+}
+
+}  // namespace
+
 RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
                     const std::set<std::string>& finished, CheckPolicy check, Store& store,
                     int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
-                    const std::function<void(const CaseProgress&)>& on_case) {
+                    const std::function<void(const CaseProgress&)>& on_case,
+                    const std::optional<Isolation>& isolation) {
   RunSummary summary;
-  CaseRunner runner(suite, check);
+  std::optional<CaseRunner> runner;  // in this process, unless isolated
+  if (!isolation) runner.emplace(suite, check);
   const int64_t total = static_cast<int64_t>(PendingCases(cases, finished).size());
   int64_t done = 0;
-  double elapsed_s = 0;
+  double elapsed_s = 0, longest_s = 0;
   for (size_t position = 0; position < cases.size(); ++position) {
     const CaseSpec& spec = cases[position];
     if (finished.count(spec.Key())) continue;
@@ -88,15 +112,34 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
       summary.interrupted = true;
       break;
     }
-    const CaseResult result = runner.Run(spec);
-    const CaseRecord record = ToRecord(result, static_cast<int64_t>(position));
-    store.AddCase(run_id, record);
-    ++summary.status_counts[result.status];
-    ++done;
-    elapsed_s += result.wall_s;
-    if (on_case) {
-      on_case(CaseProgress{done, total, &result, &record, elapsed_s / done * (total - done)});
+    CaseRecord record;
+    if (runner) {
+      record = ToRecord(runner->Run(spec), static_cast<int64_t>(position));
+      store.AddCase(run_id, record);
+    } else {
+      const double timeout_s =
+          isolation->case_timeout_s > 0 ? isolation->case_timeout_s : DefaultCaseTimeout(longest_s);
+      const ChildOutcome outcome =
+          RunChild(isolation->command(spec, static_cast<int64_t>(position)), timeout_s,
+                   [&] { return should_stop && should_stop(done); });
+      if (outcome.end == ChildOutcome::End::kInterrupted) {
+        summary.interrupted = true;
+        break;
+      }
+      // The child stores its own case in one transaction; if it did not, it did not finish.
+      std::optional<CaseRecord> stored = store.FindCase(run_id, spec.Key());
+      if (stored) {
+        record = std::move(*stored);
+      } else {
+        record = FailedChildRecord(spec, static_cast<int64_t>(position), outcome);
+        store.AddCase(run_id, record);
+      }
     }
+    ++summary.status_counts[record.status];
+    ++done;
+    elapsed_s += record.wall_s;
+    longest_s = std::max(longest_s, record.wall_s);
+    if (on_case) on_case(CaseProgress{done, total, &record, elapsed_s / done * (total - done)});
   }
   return summary;
 }

@@ -54,10 +54,24 @@ std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,
 
 struct CaseProgress {
   int64_t done = 0, total = 0;  // cases finished in this process, and to run
-  const CaseResult* result = nullptr;
   const CaseRecord* record = nullptr;
   double eta_s = 0;
 };
+
+// run --isolate: each case in a child process that stores its own result, so that a
+// crash, abort, exit() or hang costs that case only. The child is this seqbench again,
+// started with `command(spec, position)`; it must store the case under the same run and
+// key (run --run-case does).
+struct Isolation {
+  std::function<std::vector<std::string>(const CaseSpec& spec, int64_t position)> command;
+  // Seconds before a case is killed and stored as `timeout`; 0 picks the default,
+  // DefaultCaseTimeout().
+  double case_timeout_s = 0;
+};
+
+// The limit when none is given: 10 minutes, or 20 times the longest case of this run so
+// far if that is longer, so that a slow but healthy suite is not cut short.
+double DefaultCaseTimeout(double longest_case_s);
 
 struct RunSummary {
   std::map<std::string, int64_t> status_counts;  // by case status
@@ -66,10 +80,14 @@ struct RunSummary {
 
 // Runs every case of `cases` not in `finished`, checked as `check` says, and stores each in run
 // `run_id` as it finishes (its position is its index in `cases`). Before each case, `should_stop`
-// is asked; true ends the loop with `interrupted` set. The run's status is the caller's.
+// is asked; true ends the loop with `interrupted` set (under isolation it is also polled while
+// a case runs, whose child is then killed and whose case is left for --resume). With
+// `isolation`, cases run in child processes; a child that ends without storing its case gets
+// an `error` (or `timeout`) record saying how it ended. The run's status is the caller's.
 RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
                     const std::set<std::string>& finished, CheckPolicy check, Store& store,
                     int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
-                    const std::function<void(const CaseProgress&)>& on_case);
+                    const std::function<void(const CaseProgress&)>& on_case,
+                    const std::optional<Isolation>& isolation = std::nullopt);
 
 }  // namespace seqbench

@@ -223,13 +223,19 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     if (!measure_node->is_table())
       reader.Fail(measure_node->source(), "'measure' must be a table ([measure])");
     const toml::table& measure = *measure_node->as_table();
-    reader.CheckKeys(measure, "[measure]", {"repetitions", "warmup", "min_time_ms"});
+    reader.CheckKeys(measure, "[measure]",
+                     {"repetitions", "warmup", "min_time_ms", "case_timeout_s"});
     if (auto* n = measure.get("repetitions"))
       suite.measurement.repetitions = reader.Integer(*n, "repetitions", 1, 100000);
     if (auto* n = measure.get("warmup"))
       suite.measurement.warmup = reader.Integer(*n, "warmup", 0, 100000);
     if (auto* n = measure.get("min_time_ms"))
       suite.measurement.min_time_s = reader.Number(*n, "min_time_ms", 0) / 1e3;
+    if (auto* n = measure.get("case_timeout_s")) {
+      suite.measurement.case_timeout_s = reader.Number(*n, "case_timeout_s", 0);
+      if (suite.measurement.case_timeout_s <= 0)
+        reader.Fail(n->source(), "'case_timeout_s' must be above 0");
+    }
   }
 
   const toml::node& variants_node = reader.Required(root, "variants", "the suite");

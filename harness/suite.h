@@ -48,6 +48,8 @@ struct Measurement {
   int64_t repetitions = 10;
   int64_t warmup = 2;     // untimed steps before the first repetition
   double min_time_s = 0;  // each repetition repeats the step until this much time
+  // run --isolate: seconds before a case is killed as `timeout`; 0: DefaultCaseTimeout()
+  double case_timeout_s = 0;
 };
 
 struct Suite {

@@ -617,6 +617,19 @@ void Store::SetRunStatus(int64_t run_id, const std::string& status,
   transaction.Commit();
 }
 
+int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statuses) {
+  Transaction transaction(*this);
+  Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND status = ?2");
+  int64_t removed = 0;
+  for (const std::string& status : statuses) {
+    remove.Bind(1, run_id).Bind(2, status).Run();
+    removed += sqlite3_changes(db_);
+  }
+  CheckFileIsStillThere();
+  transaction.Commit();
+  return removed;
+}
+
 namespace {
 constexpr const char* kRunColumns =
     "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "
@@ -734,6 +747,13 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
     cases.push_back(std::move(record));
   }
   return cases;
+}
+
+std::optional<CaseRecord> Store::FindCase(int64_t run_id, const std::string& case_key) const {
+  for (CaseRecord& record : Cases(run_id)) {
+    if (record.key() == case_key) return std::move(record);
+  }
+  return std::nullopt;
 }
 
 std::set<std::string> Store::CaseKeys(int64_t run_id) const {

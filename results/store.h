@@ -78,7 +78,7 @@ struct RunRecord {
   int64_t repetitions = 0;            // timed samples per case (training: 0, one per step)
   int64_t warmup = 0;                 // untimed steps before them
   double min_time_s = 0;              // each sample repeats the step until this long
-  int64_t threads = 0;                // LibTorch intra-op threads in force
+  int64_t threads = 0;                // the most threads any case runs with (training: LibTorch's)
   std::string check_policy = "full";  // which cases were checked against the baseline
   std::vector<Expectation> expectations;
   std::vector<std::pair<std::string, std::string>> environment;
@@ -181,11 +181,16 @@ class Store {
   // already has a case with this key.
   void AddCase(int64_t run_id, const CaseRecord& record);
   void SetRunStatus(int64_t run_id, const std::string& status, const std::string& finished_at);
+  // Removes the run's cases with these statuses (their samples and metrics too), so that a
+  // resume can run them again (run --resume --retry-failed); returns how many.
+  int64_t RemoveCases(int64_t run_id, const std::vector<std::string>& statuses);
 
   std::optional<RunRecord> FindRun(int64_t run_id) const;
   std::vector<RunRecord> Runs() const;  // oldest first, without environment and warnings
   std::vector<CaseRecord> Cases(int64_t run_id) const;  // in suite order
   std::set<std::string> CaseKeys(int64_t run_id) const;
+  // The case of run `run_id` whose key is `case_key`, if stored.
+  std::optional<CaseRecord> FindCase(int64_t run_id, const std::string& case_key) const;
 
   // Appends a pipeline's steps (one transaction). Throws on a step already stored.
   void AddTrainingSteps(int64_t run_id, const std::string& case_key,

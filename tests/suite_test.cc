@@ -106,7 +106,7 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"TOML syntax", WithLine(9, "width = = 16"), 9, "invalid TOML"},
       {"unknown top-level key", WithLine(5, "sed = 3"), 5, "unknown key 'sed' in the suite"},
       {"unknown [measure] key", WithLine(14, "repetition = 3"), 14,
-       "expected one of: min_time_ms, repetitions, warmup"},
+       "expected one of: case_timeout_s, min_time_ms, repetitions, warmup"},
       {"wrong type", WithLine(14, "repetitions = \"three\""), 14,
        "'repetitions' must be an integer, got a string"},
       {"out of range", WithLine(14, "repetitions = 0"), 14, "'repetitions' must be between 1 and"},
@@ -138,6 +138,12 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'name' must not contain control characters"},
       {"tab in a variant name", WithLine(22, "name = \"x\\ty\""), 22,
        "'name' must not contain control characters"},
+      {"infinite case timeout", WithLine(14, "case_timeout_s = inf"), 14,
+       "'case_timeout_s' must be a finite number"},
+      {"zero case timeout", WithLine(14, "case_timeout_s = 0"), 14,
+       "'case_timeout_s' must be above 0"},
+      {"NaN minimum time", WithLine(16, "min_time_ms = nan"), 16,
+       "'min_time_ms' must be a finite number"},
   };
   REQUIRE(cases.size() >= 15);
   for (const Malformed& c : cases) {

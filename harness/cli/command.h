@@ -45,6 +45,8 @@ int RunPlot(const std::vector<std::string>& args);
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();
 void SetCommandLine(int argc, char** argv);
+// The --plugin libraries this process loaded, in order (a child seqbench loads them too).
+const std::vector<std::string>& LoadedPluginPaths();
 int RunTrain(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 // Parses a command's arguments: `options` are what --help shows, `hidden` the slots that

@@ -39,6 +39,12 @@ std::string command_line;
 
 const std::string& CommandLine() { return command_line; }
 
+namespace {
+std::vector<std::string> plugin_paths;
+}  // namespace
+
+const std::vector<std::string>& LoadedPluginPaths() { return plugin_paths; }
+
 void SetCommandLine(int argc, char** argv) {
   command_line.clear();
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
@@ -165,7 +171,10 @@ int Main(int argc, char** argv) {
   if (values.count("help")) command_args.push_back("--help");
 
   if (values.count("plugin")) {
-    for (const auto& path : values["plugin"].as<std::vector<std::string>>()) LoadPlugin(path);
+    for (const auto& path : values["plugin"].as<std::vector<std::string>>()) {
+      LoadPlugin(path);
+      plugin_paths.push_back(path);
+    }
   }
   const std::string name = values["command"].as<std::string>();
   for (const Command& command : Commands()) {

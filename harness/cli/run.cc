@@ -1,16 +1,21 @@
 // `seqbench run SUITE.toml`: runs a suite's cases and stores every result, one
 // transaction per finished case, with the run's environment and provenance.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "harness/benchmark_run.h"
+#include "harness/case_record.h"
+#include "harness/child_process.h"
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
+#include "harness/runner.h"
 #include "reports/format.h"
 #include "results/store.h"
 #include "variants/core/trace.h"
@@ -23,22 +28,40 @@ namespace {
 volatile std::sig_atomic_t stop_requested = 0;
 void RequestStop(int) { stop_requested = 1; }
 
-std::string ProgressLine(const CaseResult& result, const CaseRecord& record) {
+std::string ProgressLine(const CaseRecord& record) {
   std::string line = record.name() + " " + record.workload().Label() + "  ";
   const auto median = record.MetricValue("runtime_median_s");
   const auto iqr = record.MetricValue("runtime_iqr_s");
   if (median)
     line += FormatDuration(*median) + (iqr ? " (IQR " + FormatDuration(*iqr) + ")" : "") + "  ";
-  if (result.status == kStatusOk) return line + "✓";
-  if (result.status == kStatusMismatch) return line + "✗ mismatch: " + result.message;
-  return line + result.status + ": " + result.message;
+  if (record.status == kStatusOk) return line + "✓";
+  if (record.status == kStatusMismatch) return line + "✗ mismatch: " + record.message;
+  return line + record.status + ": " + record.message;
+}
+
+// The child of --isolate: one case, stored by this process, nothing printed. A failing
+// case is a stored status and exit 0; only a crash, exit() or kill leaves it unstored.
+int RunIsolatedCase(const Suite& suite, const std::vector<CaseSpec>& cases, const std::string& key,
+                    int64_t run_id, int64_t position, CheckPolicy check,
+                    const std::string& db_path) {
+  const auto spec = std::find_if(cases.begin(), cases.end(),
+                                 [&](const CaseSpec& candidate) { return candidate.Key() == key; });
+  if (spec == cases.end()) throw UsageError("run --run-case: no case '" + key + "' in the suite");
+  if (run_id < 1 || position < 0)
+    throw UsageError("run --run-case needs --into-run and --position");
+  Store store(db_path);
+  CaseRunner runner(suite, check);
+  store.AddCase(run_id, ToRecord(runner.Run(*spec), position));
+  return 0;
 }
 
 }  // namespace
 
 int RunRun(const std::vector<std::string>& args) {
   std::string suite_path, db_path, device, filter, shard_text, check_text;
-  int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0;
+  int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
+  double case_timeout_s = 0;
+  std::string run_case;
   po::options_description options(
       "Usage: seqbench run SUITE.toml [OPTIONS]\n\n"
       "Runs every case of a suite: checks it against the suite's baseline, times it with\n"
@@ -58,15 +81,33 @@ int RunRun(const std::vector<std::string>& args) {
       "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
       "check", po::value(&check_text)->default_value("full"),
       "full: check every case against the baseline; sample: one case per variant, mode, "
-      "device and shape; none: timing only (recorded with the run)");
+      "device and shape; none: timing only (recorded with the run)")(
+      "isolate",
+      "run each case in a child process: a crash, abort, exit() or hang is that case's "
+      "error or timeout, and the run goes on (the default with --plugin or when CI is set)")(
+      "in-process", "run every case in this process, even where --isolate is the default")(
+      "case-timeout", po::value(&case_timeout_s),
+      "seconds before an isolated case is killed and stored as timeout (implies --isolate; "
+      "default: the suite's [measure] case_timeout_s, else max(600, 20 x the longest case "
+      "so far))")("retry-failed", "with --resume: run the cases stored as error or timeout again");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))(
-      "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)");
+      "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)")(
+      // The child of --isolate: run the case with this key, store it into run --into-run
+      // at --position, print nothing, exit 0 (a failing case is a stored status).
+      "run-case", po::value(&run_case))("into-run", po::value(&into_run))("position",
+                                                                          po::value(&position));
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "run");
   if (!values) return 0;
   if (suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
+  if (values->count("case-timeout") && !(case_timeout_s > 0)) {
+    throw UsageError("run: --case-timeout must be a number of seconds above 0");
+  }
+  if (values->count("retry-failed") && !values->count("resume")) {
+    throw UsageError("run: --retry-failed goes with --resume RUN_ID");
+  }
   if (values->count("nvtx")) {
     if (!TracingCompiledIn()) {
       throw UsageError(
@@ -125,6 +166,18 @@ int RunRun(const std::vector<std::string>& args) {
   }
   if (cases.empty())
     throw UsageError("run: no case of " + suite_path + " matches --filter/--shard");
+  if (values->count("run-case"))
+    return RunIsolatedCase(suite, cases, run_case, into_run, position, *check, db_path);
+
+  const bool isolate = !values->count("in-process") &&
+                       (values->count("isolate") || values->count("case-timeout") ||
+                        !LoadedPluginPaths().empty() || std::getenv("CI") != nullptr);
+  if (isolate && *check == CheckPolicy::kSample) {
+    throw UsageError(
+        "run: --check sample decides across cases in one process; with --isolate (the default "
+        "with --plugin or under CI) use --check full or none, or add --in-process");
+  }
+  if (!values->count("case-timeout")) case_timeout_s = suite.measurement.case_timeout_s;
 
   RunDescription description;
   description.kind = kRunKindBenchmark;
@@ -157,7 +210,19 @@ int RunRun(const std::vector<std::string>& args) {
     std::fflush(stdout);
     for (auto& entry : MeasureLimitsFor(cases)) description.extra_environment.push_back(entry);
   }
-  const RunRecord requested = NewRunRecord(description);
+  description.extra_environment.emplace_back(
+      "isolation",
+      !isolate ? "none: every case in one process"
+      : case_timeout_s > 0
+          ? "a child process per case, killed after " + FormatSignificant(case_timeout_s, 6) + " s"
+          : "a child process per case, killed after max(600 s, 20 x the longest case)");
+  RunRecord requested = NewRunRecord(description);
+  // From the cases, not from what the process happens to be set to when the record is made
+  // (after the roofline's measurements in a new run, LibTorch's default in a resumed one).
+  requested.threads = 0;
+  for (const CaseSpec& spec : cases) {
+    requested.threads = std::max(requested.threads, spec.workload.threads);
+  }
 
   if (resume > 0) {
     // Judged on a read-only opening: a refused resume creates, migrates or changes nothing.
@@ -179,12 +244,39 @@ int RunRun(const std::vector<std::string>& args) {
   std::set<std::string> finished;
   if (resume > 0) {
     run_id = resume;
+    if (values->count("retry-failed")) {
+      const int64_t removed = store.RemoveCases(run_id, {kStatusError, kStatusTimeout});
+      std::printf("run %lld: %lld failed case(s) to run again\n", (long long)run_id,
+                  (long long)removed);
+    }
     finished = store.CaseKeys(run_id);
     store.SetRunStatus(run_id, "running", "");
   } else {
     run_id = store.CreateRun(requested);
     for (const auto& warning : requested.warnings)
       std::cerr << "seqbench: warning: " << warning << "\n";
+  }
+
+  std::optional<Isolation> isolation;
+  if (isolate) {
+    isolation.emplace();
+    isolation->case_timeout_s = case_timeout_s;
+    isolation->command = [&, run_id](const CaseSpec& spec, int64_t case_position) {
+      std::vector<std::string> argv = {SelfExecutable()};
+      for (const std::string& plugin : LoadedPluginPaths()) {
+        argv.insert(argv.end(), {"--plugin", plugin});
+      }
+      argv.insert(argv.end(), {"run", suite_path, "--db", db_path, "--check", check_text,
+                               "--run-case", spec.Key(), "--into-run", std::to_string(run_id),
+                               "--position", std::to_string(case_position)});
+      // The same selection as this process, so that the child finds the same case.
+      if (values->count("device")) argv.insert(argv.end(), {"--device", device});
+      if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
+      if (values->count("repetitions"))
+        argv.insert(argv.end(), {"--repetitions", std::to_string(repetitions)});
+      if (TracingEnabled()) argv.push_back("--nvtx");
+      return argv;
+    };
   }
 
   std::signal(SIGINT, RequestStop);
@@ -201,24 +293,25 @@ int RunRun(const std::vector<std::string>& args) {
       [&](int64_t cases_run) {
         return stop_requested || (stop_after > 0 && cases_run >= stop_after);
       },
-      [](const CaseProgress& progress) {
+      [&](const CaseProgress& progress) {
         std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
-                    ProgressLine(*progress.result, *progress.record).c_str(),
-                    FormatEta(progress.eta_s).c_str());
+                    ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
         std::fflush(stdout);
-      });
+      },
+      isolation);
   const bool interrupted = summary.interrupted;
   const auto count = [&](const char* status) {
     const auto found = summary.status_counts.find(status);
     return found == summary.status_counts.end() ? int64_t{0} : found->second;
   };
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
-  std::printf("run %lld %s: %lld ok, %lld mismatch, %lld error, %lld skipped\n", (long long)run_id,
-              interrupted ? "interrupted (finish it with --resume)" : "complete",
+  std::printf("run %lld %s: %lld ok, %lld mismatch, %lld error, %lld timeout, %lld skipped\n",
+              (long long)run_id, interrupted ? "interrupted (finish it with --resume)" : "complete",
               (long long)count(kStatusOk), (long long)count(kStatusMismatch),
-              (long long)count(kStatusError), (long long)count(kStatusSkipped));
+              (long long)count(kStatusError), (long long)count(kStatusTimeout),
+              (long long)count(kStatusSkipped));
   if (interrupted) return 1;
-  return count(kStatusMismatch) + count(kStatusError) > 0 ? 1 : 0;
+  return count(kStatusMismatch) + count(kStatusError) + count(kStatusTimeout) > 0 ? 1 : 0;
 }
 
 }  // namespace seqbench::cli

@@ -71,6 +71,34 @@ int RunVerify(const std::vector<std::string>& args) {
                      "'; known variants: " + GlobalVariants().JoinedKeys());
   }
 
+  // The same bounds as a suite's fields, checked before any tensor exists.
+  const auto check_field = [](const char* name, const char* flag, int64_t value) {
+    const WorkloadField& field = *FindWorkloadField(name);
+    if (value < field.min || value > field.max) {
+      throw UsageError("verify: " + std::string(flag) + " must be between " +
+                       std::to_string(field.min) + " and " + std::to_string(field.max) + ", got " +
+                       std::to_string(value));
+    }
+  };
+  check_field("batch", "--batch", shape.batch_size);
+  check_field("seq_len", "--seq-len", shape.max_length);
+  check_field("min_len", "--min-len", shape.min_length);
+  check_field("generate_tokens", "--generate", generate_tokens);
+  check_field("vocab_size", "--vocab", config.vocab_size);
+  check_field("width", "--width", config.width);
+  check_field("layers", "--layers", config.num_layers);
+  check_field("heads", "--heads", config.num_heads);
+  if (shape.min_length > shape.max_length) {
+    throw UsageError("verify: --min-len (" + std::to_string(shape.min_length) +
+                     ") must not exceed --seq-len (" + std::to_string(shape.max_length) + ")");
+  }
+  try {
+    family.validate(config);
+  } catch (const std::exception& error) {
+    throw UsageError("verify: invalid model for family '" + config.family +
+                     "': " + DescribeError(error));
+  }
+
   const ParameterSet weights = family.init_weights(config, seed);
   const Batch batch = MakeBatch(shape, config.vocab_size, seed + 1);
   const Batch prompt =

@@ -33,6 +33,18 @@ for resume in 999 0 -1; do
   [[ ! -e "$work/never.db" ]] || fail "--resume $resume created the database"
 done
 
+# 1c. verify checks its flags as a suite checks its fields: exit 2, the flag named, no
+#     c10 stack trace.
+for flags in "--batch 0" "--seq-len -3" "--min-len 99" "--heads 5" "--vocab 1"; do
+  set +e
+  # shellcheck disable=SC2086  # the flag and its value, split on purpose
+  "$seqbench" verify $flags >/dev/null 2>"$work/err"
+  rc=$?
+  set -e
+  [[ $rc -eq 2 ]] && ! grep -q "Exception raised" "$work/err" && grep -q -- "${flags%% *}\|heads" "$work/err" ||
+    fail "verify $flags: rc $rc, $(cat "$work/err")"
+done
+
 # 2. Interrupt after 4 cases, then resume: every case exactly once, run complete.
 total=$("$seqbench" list --suites "$suites" | awk '$1 == "ci" {print $2}')
 [[ $total -gt 4 ]] || fail "could not read the ci suite's case count ($total)"

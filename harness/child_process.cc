@@ -1,0 +1,100 @@
+#include "harness/child_process.h"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+namespace seqbench {
+
+std::string ChildOutcome::Describe() const {
+  switch (end) {
+    case End::kExited:
+      return "the case's process exited with status " + std::to_string(exit_code) +
+             (exit_code == 0 ? " without storing a result (did the variant call exit()?)" : "");
+    case End::kSignaled:
+      return "the case's process crashed: signal " + std::to_string(signal) + " (" +
+             strsignal(signal) + ")" +
+             (signal == SIGKILL ? ", e.g. by the out-of-memory killer" : "");
+    case End::kTimedOut:
+      return "killed after " + std::to_string(static_cast<int64_t>(wall_s)) +
+             " s, past the case timeout (run --case-timeout)";
+    case End::kInterrupted:
+      return "interrupted";
+    case End::kNotStarted:
+      return "could not start the case's process: " + message;
+  }
+  return message;
+}
+
+std::string SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
+                      const std::function<bool()>& should_stop) {
+  ChildOutcome outcome;
+  if (argv.empty()) {
+    outcome.message = "no command";
+    return outcome;
+  }
+  // Everything the child needs is built before fork(): after it, in a process with other
+  // threads (LibTorch's pools), only async-signal-safe calls are allowed.
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    outcome.message = std::string("fork: ") + std::strerror(errno);
+    return outcome;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the supervisor died before prctl
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  const auto kill_child = [&](ChildOutcome::End why) {
+    kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    outcome.end = why;
+    outcome.wall_s = elapsed();
+    return outcome;
+  };
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) {
+      outcome.wall_s = elapsed();
+      if (WIFEXITED(status)) {
+        outcome.end = ChildOutcome::End::kExited;
+        outcome.exit_code = WEXITSTATUS(status);
+        if (outcome.exit_code == 127) outcome.message = "exec " + argv[0] + " failed";
+      } else {
+        outcome.end = ChildOutcome::End::kSignaled;
+        outcome.signal = WTERMSIG(status);
+      }
+      return outcome;
+    }
+    if (done < 0 && errno != EINTR) {
+      outcome.message = std::string("waitpid: ") + std::strerror(errno);
+      return kill_child(ChildOutcome::End::kNotStarted);
+    }
+    if (should_stop && should_stop()) return kill_child(ChildOutcome::End::kInterrupted);
+    if (timeout_s > 0 && elapsed() > timeout_s) return kill_child(ChildOutcome::End::kTimedOut);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace seqbench
