@@ -135,7 +135,8 @@ constexpr Migration kMigrations[] = {
      "  PRIMARY KEY (run_id, position));"},
     // v6: NaN is a result, not a constraint violation. SQLite stores a NaN REAL as NULL, so
     // a metric's value and a step's loss become nullable (NULL reads back as NaN); a case
-    // may also have timed out (run --case-timeout) or, as a training pipeline, diverged.
+    // may also have timed out (run --case-timeout) or, as a training pipeline, diverged; a
+    // step keeps its padded tokens, so that a resumed pipeline's metrics cover all its steps.
     // SQLite cannot relax a column's constraint in place: each table is rebuilt and
     // renamed (https://sqlite.org/lang_altertable.html, "other kinds of table schema
     // changes"), with foreign keys off while the old table is dropped (Store::Store), and
@@ -199,9 +200,12 @@ constexpr Migration kMigrations[] = {
      "  skipped         INTEGER NOT NULL,"
      "  tokens          INTEGER NOT NULL,"
      "  elapsed_s       REAL NOT NULL,"
+     "  padded_tokens   INTEGER NOT NULL DEFAULT 0,"
      "  PRIMARY KEY (run_id, case_key, step));"
-     "INSERT INTO training_steps_v6 SELECT run_id, case_key, step, loss, validation_loss,"
-     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
+     "INSERT INTO training_steps_v6 (run_id, case_key, step, loss, validation_loss,"
+     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s)"
+     "  SELECT run_id, case_key, step, loss, validation_loss, learning_rate, grad_norm,"
+     "  loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
      "DROP TABLE training_steps;"
      "ALTER TABLE training_steps_v6 RENAME TO training_steps;"},
 };
@@ -769,13 +773,14 @@ void Store::AddTrainingSteps(int64_t run_id, const std::string& case_key,
   Transaction transaction(*this);
   Statement insert(*this,
                    "INSERT INTO training_steps (run_id, case_key, step, loss, validation_loss, "
-                   "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s) VALUES "
-                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+                   "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s, "
+                   "padded_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
   for (const TrainingStepRecord& step : steps) {
     insert.Bind(1, run_id).Bind(2, case_key).Bind(3, step.step).Bind(4, step.loss);
     insert.Bind(5, step.validation_loss).Bind(6, step.learning_rate);
     insert.Bind(7, std::optional<double>(step.grad_norm)).Bind(8, step.loss_scale);
-    insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s).Run();
+    insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s);
+    insert.Bind(12, step.padded_tokens).Run();
   }
   CheckFileIsStillThere();
   transaction.Commit();
@@ -785,7 +790,8 @@ std::vector<TrainingStepRecord> Store::TrainingSteps(int64_t run_id,
                                                      const std::string& case_key) const {
   Statement select(*this,
                    "SELECT step, loss, validation_loss, learning_rate, grad_norm, loss_scale, "
-                   "skipped, tokens, elapsed_s FROM training_steps WHERE run_id = ?1 AND "
+                   "skipped, tokens, elapsed_s, padded_tokens FROM training_steps WHERE "
+                   "run_id = ?1 AND "
                    "case_key = ?2 ORDER BY step");
   select.Bind(1, run_id).Bind(2, case_key);
   std::vector<TrainingStepRecord> steps;
@@ -800,9 +806,32 @@ std::vector<TrainingStepRecord> Store::TrainingSteps(int64_t run_id,
     step.skipped = select.Integer(6) != 0;
     step.tokens = select.Integer(7);
     step.elapsed_s = select.Real(8);
+    step.padded_tokens = select.Integer(9);
     steps.push_back(step);
   }
   return steps;
+}
+
+int64_t Store::RemoveTrainingStepsAfter(int64_t run_id, const std::string& case_key, int64_t step) {
+  Transaction transaction(*this);
+  Statement remove(*this,
+                   "DELETE FROM training_steps WHERE run_id = ?1 AND case_key = ?2 AND step > ?3");
+  remove.Bind(1, run_id).Bind(2, case_key).Bind(3, step).Run();
+  const int64_t removed = sqlite3_changes(db_);
+  CheckFileIsStillThere();
+  transaction.Commit();
+  return removed;
+}
+
+std::optional<RunRecord> Store::FindRunByUuid(const std::string& uuid) const {
+  int64_t run_id = 0;
+  {
+    Statement find(*this, "SELECT run_id FROM runs WHERE uuid = ?1");
+    find.Bind(1, uuid);
+    if (!find.Step()) return std::nullopt;
+    run_id = find.Integer(0);
+  }
+  return FindRun(run_id);
 }
 
 MergeCounts Store::MergeFrom(const Store& other) {

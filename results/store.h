@@ -145,8 +145,9 @@ struct TrainingStepRecord {
   double grad_norm = 0;  // before clipping; NaN (stored NULL) for a skipped step
   double loss_scale = 1;
   bool skipped = false;
-  int64_t tokens = 0;    // non-padding tokens of the step
-  double elapsed_s = 0;  // wall time from the pipeline's start to the end of this step
+  int64_t tokens = 0;         // non-padding tokens of the step
+  int64_t padded_tokens = 0;  // batch × padded length, summed over micro-batches (v6; 0 before)
+  double elapsed_s = 0;       // wall time from the pipeline's start to the end of this step
 };
 
 struct MergeCounts {
@@ -196,6 +197,10 @@ class Store {
   void AddTrainingSteps(int64_t run_id, const std::string& case_key,
                         const std::vector<TrainingStepRecord>& steps);
   std::vector<TrainingStepRecord> TrainingSteps(int64_t run_id, const std::string& case_key) const;
+  // Removes a pipeline's steps after `step`: those logged after the checkpoint a resume
+  // starts from, which it will take again. Returns how many.
+  int64_t RemoveTrainingStepsAfter(int64_t run_id, const std::string& case_key, int64_t step);
+  std::optional<RunRecord> FindRunByUuid(const std::string& uuid) const;
 
   // Copies every run of `other` (matched by uuid) and every case it lacks, with the
   // case's training steps.

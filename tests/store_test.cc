@@ -242,7 +242,8 @@ void Downgrade(const std::string& path, int version) {
       "validation_loss REAL, learning_rate REAL NOT NULL, grad_norm REAL, loss_scale REAL NOT "
       "NULL, skipped INTEGER NOT NULL, tokens INTEGER NOT NULL, elapsed_s REAL NOT NULL, "
       "PRIMARY KEY (run_id, case_key, step))",
-      "INSERT INTO training_steps_v5 SELECT * FROM training_steps",
+      "INSERT INTO training_steps_v5 SELECT run_id, case_key, step, loss, validation_loss, "
+      "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s FROM training_steps",
       "DROP TABLE training_steps",
       "ALTER TABLE training_steps_v5 RENAME TO training_steps"};
   if (version == 5) {

@@ -262,6 +262,17 @@ int RunTrain(const std::vector<std::string>& args) {
                      error.what());
   }
 
+  // The run a checkpoint was logged into, read before the database is touched: a file that
+  // is not a checkpoint is refused here, not after the data is loaded.
+  std::string resumed_run_uuid;
+  if (!resume.empty()) {
+    try {
+      resumed_run_uuid = training::ReadCheckpointRunUuid(resume);
+    } catch (const std::exception& error) {
+      throw UsageError("train: --resume " + std::string(error.what()));
+    }
+  }
+
   Store store(db_path);
   RunDescription description;
   description.kind = kRunKindTraining;
@@ -277,7 +288,30 @@ int RunTrain(const std::vector<std::string>& args) {
                                     "included (the loss is read back every step)"},
                                    {"data", data.description}};
   const RunRecord run = NewRunRecord(description);
-  const int64_t run_id = store.CreateRun(run);
+  // A resume continues the checkpoint's run where this database holds it, unfinished and
+  // on the same suite and data: one run, one log, and final metrics over all of its steps.
+  int64_t run_id = 0;
+  if (!resumed_run_uuid.empty()) {
+    const std::optional<RunRecord> stored = store.FindRunByUuid(resumed_run_uuid);
+    const std::string key = training::PipelineIdentity(suite, pipelines.front()).Key();
+    std::string why_not;
+    if (!stored) {
+      why_not = "its run is not in " + db_path;
+    } else if (stored->kind != kRunKindTraining || stored->suite_name != run.suite_name ||
+               stored->Environment("data") != data.description) {
+      // The training options themselves are the checkpoint's fingerprint, checked on load;
+      // the suite text is not compared, since from flags it holds the command line.
+      why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
+    } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
+      why_not = "run " + std::to_string(stored->run_id) + " already finished this pipeline";
+    } else {
+      run_id = stored->run_id;
+      store.SetRunStatus(run_id, "running", "");
+    }
+    if (run_id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
+  }
+  if (run_id == 0) run_id = store.CreateRun(run);
+  const std::string run_uuid = store.FindRun(run_id)->uuid;
   for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
               suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());
@@ -306,7 +340,7 @@ int RunTrain(const std::vector<std::string>& args) {
     };
     training::PipelineOutcome outcome =
         training::RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position),
-                              {checkpoint, save_every, resume}, hooks);
+                              {checkpoint, save_every, resume, run_uuid}, hooks);
     interrupted = outcome.interrupted;
     if (interrupted) break;  // its steps are stored; its case is not: it did not finish
     store.AddCase(run_id, outcome.record);

@@ -40,21 +40,25 @@ CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& sp
   return identity;
 }
 
-void AddPipelineMetrics(const std::vector<StepResult>& steps,
-                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
+void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const PipelineSpec& spec,
                         const MemoryUsage& memory, CaseRecord& record) {
   int64_t timed_tokens = 0, all_tokens = 0, padded_tokens = 0, skipped = 0;
-  double timed_seconds = 0;
+  double timed_seconds = 0, previous_elapsed_s = 0;
   std::vector<double> rates;
+  std::optional<double> last_validation;
   for (size_t i = 0; i < steps.size(); ++i) {
+    // A step's own time: the log keeps the training time up to the end of each step.
+    const double seconds = steps[i].elapsed_s - previous_elapsed_s;
+    previous_elapsed_s = steps[i].elapsed_s;
     all_tokens += steps[i].tokens;
     padded_tokens += steps[i].padded_tokens;
     skipped += steps[i].skipped ? 1 : 0;
-    if (static_cast<int64_t>(i) < spec.timing_warmup) continue;
-    record.samples_s.push_back(steps[i].seconds);
+    if (steps[i].validation_loss) last_validation = steps[i].validation_loss;
+    if (static_cast<int64_t>(i) < spec.timing_warmup || !(seconds > 0)) continue;
+    record.samples_s.push_back(seconds);
     timed_tokens += steps[i].tokens;
-    timed_seconds += steps[i].seconds;
-    rates.push_back(steps[i].tokens / steps[i].seconds);
+    timed_seconds += seconds;
+    rates.push_back(steps[i].tokens / seconds);
   }
   record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
   const auto add = [&](const std::string& name, double value, const char* unit) {
@@ -66,13 +70,15 @@ void AddPipelineMetrics(const std::vector<StepResult>& steps,
     add("runtime_mean_s", stats::Mean(record.samples_s), "s");
     if (rates.size() >= 2) add("runtime_stddev_s", stats::SampleStddev(record.samples_s), "s");
   }
-  add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+  // Steps logged before v6 have no padded count.
+  if (padded_tokens > 0) {
+    add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+  }
   const size_t tail = std::max<size_t>(1, steps.size() / 10);
   double tail_loss = 0;
   for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
   add("final_train_loss", tail_loss / tail, "nats/token");
-  if (!validation_losses.empty())
-    add("final_validation_loss", validation_losses.back(), "nats/token");
+  if (last_validation) add("final_validation_loss", *last_validation, "nats/token");
   add("skipped_steps", skipped, "count");
   if (spec.config.loss_scaling || spec.config.precision == training::Precision::kFloat16) {
     add("final_loss_scale", steps.back().loss_scale, "ratio");
@@ -107,35 +113,45 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   if (device.is_cpu()) CountingCpuAllocator::Install();
   MemoryProbe probe(device);
   probe.Begin();
-  std::vector<StepResult> steps;
-  std::vector<double> validation_losses;
+  int64_t steps_taken = 0;                  // in this process
   std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
   try {
     Trainer trainer(config, data.train, data.validation);
+    trainer.set_run_uuid(files.run_uuid);
+    // The run's training time so far: a resumed run's log goes on from its last step.
+    double run_elapsed_s = 0;
     if (!resume.empty()) {
       trainer.Load(resume);
-      say("resumed from " + resume + " at step " + std::to_string(trainer.step()));
+      // Steps logged after the checkpoint (before a crash) are taken again, identically.
+      const int64_t dropped = store.RemoveTrainingStepsAfter(run_id, record.key(), trainer.step());
+      const std::vector<TrainingStepRecord> logged = store.TrainingSteps(run_id, record.key());
+      if (!logged.empty()) run_elapsed_s = logged.back().elapsed_s;
+      say("resumed from " + resume + " at step " + std::to_string(trainer.step()) +
+          (logged.empty() ? ""
+                          : ", continuing the " + std::to_string(logged.size()) +
+                                " logged steps of run " + std::to_string(run_id)) +
+          (dropped > 0 ? " (" + std::to_string(dropped) + " logged after it are taken again)"
+                       : ""));
     }
     const int64_t first_step = trainer.step();
-    double elapsed_s = 0;
+    double elapsed_s = 0;  // in this process
     int64_t tokens = 0;
     while (trainer.step() < spec.steps) {
-      if (hooks.should_stop && hooks.should_stop(static_cast<int64_t>(steps.size()))) {
+      if (hooks.should_stop && hooks.should_stop(steps_taken)) {
         outcome.interrupted = true;
         break;
       }
       const StepResult step = trainer.Step();
-      steps.push_back(step);
+      ++steps_taken;
       elapsed_s += step.seconds;
+      run_elapsed_s += step.seconds;
       tokens += step.tokens;
       TrainingStepRecord row{step.step,          step.loss,      std::nullopt,
                              step.learning_rate, step.grad_norm, step.loss_scale,
-                             step.skipped,       step.tokens,    elapsed_s};
+                             step.skipped,       step.tokens,    run_elapsed_s};
+      row.padded_tokens = step.padded_tokens;
       const bool last = step.step == spec.steps;
-      if (step.step % spec.eval_every == 0 || last) {
-        row.validation_loss = trainer.Evaluate();
-        validation_losses.push_back(*row.validation_loss);
-      }
+      if (step.step % spec.eval_every == 0 || last) row.validation_loss = trainer.Evaluate();
       pending.push_back(row);
       if (row.validation_loss) {  // the log reaches the database at every evaluation
         store.AddTrainingSteps(run_id, record.key(), pending);
@@ -185,10 +201,18 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   }
   const MemoryUsage memory = probe.End();
   record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  record.iterations = static_cast<int64_t>(steps.size());
-  if (steps.empty()) return outcome;
-
-  AddPipelineMetrics(steps, validation_losses, spec, memory, record);
+  // The metrics cover the whole log of the pipeline in this run, the steps of earlier
+  // (resumed) processes included.
+  std::vector<TrainingStepRecord> logged;
+  try {
+    logged = store.TrainingSteps(run_id, record.key());
+  } catch (const StoreError& error) {
+    record.message += std::string(record.message.empty() ? "" : "; ") +
+                      "its steps could not be read back: " + error.what();
+  }
+  record.iterations = static_cast<int64_t>(logged.size());
+  if (logged.empty()) return outcome;
+  AddPipelineMetrics(logged, spec, memory, record);
   return outcome;
 }
 

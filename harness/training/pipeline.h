@@ -38,6 +38,9 @@ struct PipelineFiles {
   std::string checkpoint;  // save here at the end (and every save_every steps); "" = none
   int64_t save_every = 0;
   std::string resume;  // load this checkpoint first; "" = start fresh
+  // The run the steps go into, saved in each checkpoint: a resume into a database that
+  // holds this run continues it (`seqbench train --resume`).
+  std::string run_uuid;
 };
 
 struct PipelineOutcome {
@@ -54,12 +57,12 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
                             int64_t position, const PipelineFiles& files,
                             const PipelineHooks& hooks);
 
-// The case's metrics from the steps that ran: throughput over the steps after the
-// pipeline's timing warmup (total tokens / total time, and the spread of per-step rates),
-// padding and losses over all of them, and the memory probe's figures. Appends to
-// record.metrics and record.samples_s; sets tokens_per_step.
-void AddPipelineMetrics(const std::vector<StepResult>& steps,
-                        const std::vector<double>& validation_losses, const PipelineSpec& spec,
+// The case's metrics from its logged steps (all of them, across resumed processes):
+// throughput over the steps after the pipeline's timing warmup (total tokens / total time,
+// and the spread of per-step rates), padding and losses over all of them, and the memory
+// probe's figures (this process's). Appends to record.metrics and record.samples_s; sets
+// tokens_per_step.
+void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const PipelineSpec& spec,
                         const MemoryUsage& memory, CaseRecord& record);
 
 }  // namespace seqbench::training

@@ -212,6 +212,7 @@ void Trainer::Save(const std::string& path) const {
   archive.write("loader.batch", c10::IValue(loader_->position().batch));
   archive.write("scaler.scale", c10::IValue(scaler_ ? scaler_->scale() : 1.0));
   archive.write("scaler.good_steps", c10::IValue(scaler_ ? scaler_->good_steps() : int64_t{0}));
+  archive.write("run.uuid", c10::IValue(run_uuid_));
   // A crash mid-write leaves the previous checkpoint intact.
   const std::string temporary = path + ".partial";
   archive.save_to(temporary);
@@ -240,6 +241,13 @@ void Trainer::Load(const std::string& path) {
   if (scaler_)
     scaler_->Restore(ReadDouble(archive, "scaler.scale"), ReadInt(archive, "scaler.good_steps"));
   MakeLoader({ReadInt(archive, "loader.epoch"), ReadInt(archive, "loader.batch")});
+}
+
+std::string ReadCheckpointRunUuid(const std::string& path) {
+  auto archive = OpenCheckpoint(path);
+  c10::IValue uuid;
+  if (!archive.try_read("run.uuid", uuid) || !uuid.isString()) return "";
+  return uuid.toStringRef();
 }
 
 CheckpointModel ReadCheckpointModel(const std::string& path) {

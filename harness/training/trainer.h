@@ -78,6 +78,9 @@ class Trainer {
   void Load(const std::string& path);
 
   int64_t step() const { return step_; }
+  // The stored run this training logs into, saved with each checkpoint so that a resume
+  // continues that run (ReadCheckpointRunUuid).
+  void set_run_uuid(std::string uuid) { run_uuid_ = std::move(uuid); }
   const TrainingConfig& config() const { return config_; }
   Variant& variant() { return *variant_; }
   const DataLoader& loader() const { return *loader_; }
@@ -95,7 +98,12 @@ class Trainer {
   std::unique_ptr<DataLoader> loader_;
   std::optional<DynamicLossScaler> scaler_;
   int64_t step_ = 0;
+  std::string run_uuid_;
 };
+
+// The uuid of the run a checkpoint's training was logged into; "" for a checkpoint written
+// before seqbench saved it. Throws like Trainer::Load for a file that is not a checkpoint.
+std::string ReadCheckpointRunUuid(const std::string& path);
 
 // What `seqbench generate` needs from a checkpoint: the model and its weights.
 struct CheckpointModel {

@@ -57,16 +57,34 @@ set -e
   fail "12 steps, $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps WHERE run_id = 1") logged"
 [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps WHERE run_id = 1 AND validation_loss IS NOT NULL") -eq 3 ]] ||
   fail "expected validation losses at steps 4, 8, 12"
-set +e  # stopped after 6 of 12 steps, as by Ctrl-C: exit 1, the checkpoint saved
-"$seqbench" train "${small[@]}" --steps 12 --checkpoint "$work/ck.pt" --stop-after-steps 6 --db "$work/t.db" >"$work/out" 2>&1
-rc=$?
-set -e
-[[ $rc -eq 1 && -e "$work/ck.pt" ]] || fail "interrupted training: rc $rc, $(cat "$work/out")"
+# Stopped after 4 of 12 steps, as by Ctrl-C: exit 1, the checkpoint saved; a copy of it
+# kept; continued to step 6 and stopped again; then resumed from the step-4 copy, as after a
+# crash that lost the later checkpoint: steps 5 and 6 are taken again. One run throughout,
+# whose 12 logged losses equal the straight run's.
+for stop in 4 2; do
+  set +e
+  "$seqbench" train "${small[@]}" --steps 12 --checkpoint "$work/ck.pt" --stop-after-steps $stop \
+    $([[ $stop -eq 2 ]] && echo --resume "$work/ck.pt") --db "$work/t.db" >"$work/out" 2>&1
+  rc=$?
+  set -e
+  [[ $rc -eq 1 && -e "$work/ck.pt" ]] || fail "interrupted training: rc $rc, $(cat "$work/out")"
+  if [[ $stop -eq 4 ]]; then cp "$work/ck.pt" "$work/ck4.pt"; fi
+done
 [[ $(sqlite3 "$work/t.db" "SELECT status FROM runs WHERE run_id = 2") == interrupted ]] || fail "run 2 not marked interrupted"
-"$seqbench" train "${small[@]}" --steps 12 --resume "$work/ck.pt" --db "$work/t.db" >"$work/out" 2>&1 || fail "resume: $(cat "$work/out")"
-straight=$(sqlite3 "$work/t.db" "SELECT group_concat(loss, ' ') FROM (SELECT loss FROM training_steps WHERE run_id = 1 AND step > 6 ORDER BY step)")
-resumed=$(sqlite3 "$work/t.db" "SELECT group_concat(loss, ' ') FROM (SELECT loss FROM training_steps WHERE run_id = 3 ORDER BY step)")
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "a resume started a new run: $(cat "$work/out")"
+[[ $(sqlite3 "$work/t.db" "SELECT max(step) FROM training_steps WHERE run_id = 2") -eq 6 ]] || fail "run 2 should have 6 steps"
+"$seqbench" train "${small[@]}" --steps 12 --checkpoint "$work/ck.pt" --resume "$work/ck4.pt" --db "$work/t.db" >"$work/out" 2>&1 || fail "resume: $(cat "$work/out")"
+grep -q "2 logged after it are taken again" "$work/out" || fail "resume message: $(cat "$work/out")"
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "the resume started a new run"
+[[ $(sqlite3 "$work/t.db" "SELECT status FROM runs WHERE run_id = 2") == complete ]] || fail "run 2 not complete"
+straight=$(sqlite3 "$work/t.db" "SELECT group_concat(loss, ' ') FROM (SELECT loss FROM training_steps WHERE run_id = 1 ORDER BY step)")
+resumed=$(sqlite3 "$work/t.db" "SELECT group_concat(loss, ' ') FROM (SELECT loss FROM training_steps WHERE run_id = 2 ORDER BY step)")
 [[ -n "$straight" && "$straight" == "$resumed" ]] || fail "resumed losses differ: '$straight' vs '$resumed'"
+# The final metrics cover all 12 steps, as the straight run's do.
+final() { sqlite3 "$work/t.db" "SELECT c.iterations || ' ' || m.value FROM cases c JOIN metrics m USING (case_id) WHERE c.run_id = $1 AND m.name = '$2'"; }
+[[ $(final 2 final_validation_loss) == "$(final 1 final_validation_loss)" && $(final 2 final_train_loss) == "$(final 1 final_train_loss)" ]] ||
+  fail "final metrics of the resumed run: $(final 2 final_train_loss) vs $(final 1 final_train_loss)"
+[[ $(final 2 final_train_loss) == 12\ * ]] || fail "the resumed run's case counts $(final 2 final_train_loss | cut -d' ' -f1) steps"
 set +e
 "$seqbench" train "${small[@]}" --learning-rate 0.5 --steps 12 --resume "$work/ck.pt" --db "$work/t.db" >"$work/out" 2>&1
 rc=$?
