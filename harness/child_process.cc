@@ -8,7 +8,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
 #include <thread>
 
 namespace seqbench {
@@ -17,7 +16,8 @@ std::string ChildOutcome::Describe() const {
   switch (end) {
     case End::kExited:
       return "the case's process exited with status " + std::to_string(exit_code) +
-             (exit_code == 0 ? " without storing a result (did the variant call exit()?)" : "");
+             (exit_code == 0 ? " without storing a result (did the variant call exit()?)" : "") +
+             (message.empty() ? "" : " (" + message + ")");
     case End::kSignaled:
       return "the case's process crashed: signal " + std::to_string(signal) + " (" +
              strsignal(signal) + ")" +
@@ -33,7 +33,10 @@ std::string ChildOutcome::Describe() const {
   return message;
 }
 
-std::string SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+// The link itself, not its target: exec through it still works after the binary file was
+// replaced (rebuilt) while the run goes on, where the target path would name a new binary
+// or "... (deleted)".
+std::string SelfExecutable() { return "/proc/self/exe"; }
 
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop) {
@@ -55,6 +58,9 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     return outcome;
   }
   if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches the supervisor only, which then
+    // kills the child and records an interruption rather than a crash.
+    setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the supervisor died before prctl
     execv(args[0], args.data());
@@ -77,6 +83,11 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
       outcome.wall_s = elapsed();
+      // A signal sent to the whole group (kill -- -PGID) reaches the child as well.
+      if (should_stop && should_stop()) {
+        outcome.end = ChildOutcome::End::kInterrupted;
+        return outcome;
+      }
       if (WIFEXITED(status)) {
         outcome.end = ChildOutcome::End::kExited;
         outcome.exit_code = WEXITSTATUS(status);

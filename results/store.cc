@@ -390,6 +390,11 @@ Store::Store(const std::string& path, StoreAccess access)
       } catch (const UnusableDatabase&) {
         throw;
       } catch (const StoreError&) {
+        // Only where the file cannot be opened as it is (a WAL database whose -shm cannot
+        // be created on read-only storage): immutable=1 ignores locks and the WAL, so a busy
+        // or otherwise failing database must not be read that way.
+        const int code = sqlite3_errcode(db_) & 0xff;
+        if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY) throw;
         Close();
         Open(ImmutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
         version = ReadSchemaVersion();

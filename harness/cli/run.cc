@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "harness/benchmark_run.h"
@@ -42,17 +43,29 @@ std::string ProgressLine(const CaseRecord& record) {
 // The child of --isolate: one case, stored by this process, nothing printed. A failing
 // case is a stored status and exit 0; only a crash, exit() or kill leaves it unstored.
 int RunIsolatedCase(const Suite& suite, const std::vector<CaseSpec>& cases, const std::string& key,
-                    int64_t run_id, int64_t position, CheckPolicy check,
-                    const std::string& db_path) {
+                    int64_t run_id, const std::string& run_uuid, int64_t position,
+                    CheckPolicy check, const std::string& db_path) {
   const auto spec = std::find_if(cases.begin(), cases.end(),
                                  [&](const CaseSpec& candidate) { return candidate.Key() == key; });
   if (spec == cases.end()) throw UsageError("run --run-case: no case '" + key + "' in the suite");
-  if (run_id < 1 || position < 0)
-    throw UsageError("run --run-case needs --into-run and --position");
+  if (run_id < 1 || position < 0 || run_uuid.empty())
+    throw UsageError("run --run-case needs --into-run, --run-uuid and --position");
+  // Only into the run that started it: not into a new database where the file was deleted,
+  // nor into another database's run of the same id where it was replaced.
+  if (!std::filesystem::is_regular_file(db_path))
+    throw StoreError(db_path + ": the run's database is gone");
   Store store(db_path);
+  const std::optional<RunRecord> run = store.FindRun(run_id);
+  if (!run || run->uuid != run_uuid)
+    throw StoreError(db_path + ": run " + std::to_string(run_id) +
+                     " is not the run that started "
+                     "this case (the database was replaced)");
   CaseRunner runner(suite, check);
   store.AddCase(run_id, ToRecord(runner.Run(*spec), position));
-  return 0;
+  // Stored: nothing that could still go wrong at shutdown (a thread pool that hangs, a
+  // destructor that crashes) may cost the case its timeout or its record.
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace
@@ -61,7 +74,7 @@ int RunRun(const std::vector<std::string>& args) {
   std::string suite_path, db_path, device, filter, shard_text, check_text;
   int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
   double case_timeout_s = 0;
-  std::string run_case;
+  std::string run_case, run_uuid;
   po::options_description options(
       "Usage: seqbench run SUITE.toml [OPTIONS]\n\n"
       "Runs every case of a suite: checks it against the suite's baseline, times it with\n"
@@ -95,8 +108,8 @@ int RunRun(const std::vector<std::string>& args) {
       "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)")(
       // The child of --isolate: run the case with this key, store it into run --into-run
       // at --position, print nothing, exit 0 (a failing case is a stored status).
-      "run-case", po::value(&run_case))("into-run", po::value(&into_run))("position",
-                                                                          po::value(&position));
+      "run-case", po::value(&run_case))("into-run", po::value(&into_run))(
+      "run-uuid", po::value(&run_uuid))("position", po::value(&position));
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "run");
@@ -167,7 +180,7 @@ int RunRun(const std::vector<std::string>& args) {
   if (cases.empty())
     throw UsageError("run: no case of " + suite_path + " matches --filter/--shard");
   if (values->count("run-case"))
-    return RunIsolatedCase(suite, cases, run_case, into_run, position, *check, db_path);
+    return RunIsolatedCase(suite, cases, run_case, into_run, run_uuid, position, *check, db_path);
 
   const bool isolate = !values->count("in-process") &&
                        (values->count("isolate") || values->count("case-timeout") ||
@@ -219,9 +232,11 @@ int RunRun(const std::vector<std::string>& args) {
   RunRecord requested = NewRunRecord(description);
   // From the cases, not from what the process happens to be set to when the record is made
   // (after the roofline's measurements in a new run, LibTorch's default in a resumed one).
+  // The whole suite's, so that resuming with another --filter does not change it.
   requested.threads = 0;
-  for (const CaseSpec& spec : cases) {
-    requested.threads = std::max(requested.threads, spec.workload.threads);
+  for (const CaseSpec& spec : suite.Expand()) {
+    requested.threads =
+        std::max(requested.threads, selection.threads.value_or(spec.workload.threads));
   }
 
   if (resume > 0) {
@@ -258,6 +273,7 @@ int RunRun(const std::vector<std::string>& args) {
   }
 
   std::optional<Isolation> isolation;
+  const std::string run_uuid_of_run = store.FindRun(run_id)->uuid;
   if (isolate) {
     isolation.emplace();
     isolation->case_timeout_s = case_timeout_s;
@@ -266,9 +282,10 @@ int RunRun(const std::vector<std::string>& args) {
       for (const std::string& plugin : LoadedPluginPaths()) {
         argv.insert(argv.end(), {"--plugin", plugin});
       }
-      argv.insert(argv.end(), {"run", suite_path, "--db", db_path, "--check", check_text,
-                               "--run-case", spec.Key(), "--into-run", std::to_string(run_id),
-                               "--position", std::to_string(case_position)});
+      argv.insert(argv.end(),
+                  {"run", suite_path, "--db", db_path, "--check", check_text, "--run-case",
+                   spec.Key(), "--into-run", std::to_string(run_id), "--run-uuid", run_uuid_of_run,
+                   "--position", std::to_string(case_position)});
       // The same selection as this process, so that the child finds the same case.
       if (values->count("device")) argv.insert(argv.end(), {"--device", device});
       if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});

@@ -266,10 +266,20 @@ int RunTrain(const std::vector<std::string>& args) {
   // is not a checkpoint is refused here, not after the data is loaded.
   std::string resumed_run_uuid;
   if (!resume.empty()) {
+    std::string fingerprint;
     try {
       resumed_run_uuid = training::ReadCheckpointRunUuid(resume);
+      fingerprint = training::ReadCheckpointFingerprint(resume);
     } catch (const std::exception& error) {
       throw UsageError("train: --resume " + std::string(error.what()));
+    }
+    // Refused before any run is opened or marked: a resume under other options would
+    // otherwise fail inside the pipeline and close the run it meant to continue.
+    const std::string ours = training::EffectiveConfig(pipelines.front().config).Fingerprint();
+    if (fingerprint != ours) {
+      throw UsageError("train: --resume " + resume +
+                       ": written by a different training configuration; it has\n  " + fingerprint +
+                       "\nthis command has\n  " + ours);
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -113,8 +114,9 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   if (device.is_cpu()) CountingCpuAllocator::Install();
   MemoryProbe probe(device);
   probe.Begin();
-  int64_t steps_taken = 0;                  // in this process
-  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
+  int64_t steps_taken = 0;                    // in this process
+  std::optional<double> diverged_validation;  // the non-finite validation loss, if any
+  std::vector<TrainingStepRecord> pending;    // logged steps not yet in the database
   try {
     Trainer trainer(config, data.train, data.validation);
     trainer.set_run_uuid(files.run_uuid);
@@ -153,19 +155,13 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       const bool last = step.step == spec.steps;
       if (step.step % spec.eval_every == 0 || last) row.validation_loss = trainer.Evaluate();
       pending.push_back(row);
-      if (row.validation_loss) {  // the log reaches the database at every evaluation
-        store.AddTrainingSteps(run_id, record.key(), pending);
-        pending.clear();
-      }
-      if (!checkpoint.empty() && save_every > 0 && step.step % save_every == 0) {
-        trainer.Save(checkpoint);
-      }
       if (hooks.on_step) {
         hooks.on_step(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
       }
       // A non-finite loss on a step the optimizer applied (a loss-scaled step with
       // overflowing gradients is skipped instead, by design) leaves weights that every
-      // later step would only carry on: the pipeline stops there, its steps kept.
+      // later step would only carry on: the pipeline stops there, its steps kept and its
+      // weights never saved.
       const double validation = row.validation_loss.value_or(0);
       if ((!step.skipped && !std::isfinite(step.loss)) || !std::isfinite(validation)) {
         record.status = kStatusDiverged;
@@ -173,9 +169,19 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
                          (std::isfinite(step.loss) ? "validation loss " : "training loss ") +
                          FormatNumber(std::isfinite(step.loss) ? validation : step.loss) +
                          " at learning rate " + FormatNumber(step.learning_rate);
+        // Stored as NULL, a NaN validation loss would read back as "not evaluated".
+        if (!std::isfinite(validation)) diverged_validation = validation;
         say("diverged " + record.message);
         break;
       }
+      const bool save = !checkpoint.empty() && save_every > 0 && step.step % save_every == 0;
+      // The log reaches the database at every evaluation, and before every checkpoint, so
+      // that a resume from the checkpoint finds every step up to it.
+      if (row.validation_loss || save) {
+        store.AddTrainingSteps(run_id, record.key(), pending);
+        pending.clear();
+      }
+      if (save) trainer.Save(checkpoint);
     }
     if (!pending.empty()) store.AddTrainingSteps(run_id, record.key(), pending);
     pending.clear();
@@ -213,6 +219,13 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   record.iterations = static_cast<int64_t>(logged.size());
   if (logged.empty()) return outcome;
   AddPipelineMetrics(logged, spec, memory, record);
+  if (diverged_validation) {
+    auto& metrics = record.metrics;
+    metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
+                                 [](const Metric& m) { return m.name == "final_validation_loss"; }),
+                  metrics.end());
+    metrics.push_back({"final_validation_loss", *diverged_validation, "nats/token"});
+  }
   return outcome;
 }
 

@@ -88,7 +88,7 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   const Capabilities capabilities = variant_->capabilities();
   TORCH_CHECK(capabilities.Supports(Mode::kTrain), "variant '", config_.variant,
               "' does not support train mode");
-  config_.model.family = capabilities.family;
+  config_ = EffectiveConfig(std::move(config_));
   const auto& family = GlobalFamilies().Get(config_.model.family);
   family.validate(config_.model);
   variant_->Setup(config_.model, family.init_weights(config_.model, config_.seed), device_,
@@ -109,7 +109,6 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
   optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
 
-  if (config_.precision == Precision::kFloat16) config_.loss_scaling = true;
   if (config_.loss_scaling) scaler_.emplace(config_.scaler);
   // Fails early, in the constructor, where the device cannot autocast to the precision.
   { AutocastScope check(device_, config_.precision); }
@@ -241,6 +240,17 @@ void Trainer::Load(const std::string& path) {
   if (scaler_)
     scaler_->Restore(ReadDouble(archive, "scaler.scale"), ReadInt(archive, "scaler.good_steps"));
   MakeLoader({ReadInt(archive, "loader.epoch"), ReadInt(archive, "loader.batch")});
+}
+
+TrainingConfig EffectiveConfig(TrainingConfig config) {
+  config.model.family = GlobalVariants().Get(config.variant).capabilities.family;
+  if (config.precision == Precision::kFloat16) config.loss_scaling = true;
+  return config;
+}
+
+std::string ReadCheckpointFingerprint(const std::string& path) {
+  auto archive = OpenCheckpoint(path);
+  return ReadString(archive, "fingerprint");
 }
 
 std::string ReadCheckpointRunUuid(const std::string& path) {

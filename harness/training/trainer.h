@@ -101,6 +101,13 @@ class Trainer {
   std::string run_uuid_;
 };
 
+// The configuration a Trainer runs with, whose Fingerprint() its checkpoints carry: the
+// variant's model family, and loss scaling on under fp16.
+TrainingConfig EffectiveConfig(TrainingConfig config);
+
+// The Fingerprint() of the configuration that wrote a checkpoint.
+std::string ReadCheckpointFingerprint(const std::string& path);
+
 // The uuid of the run a checkpoint's training was logged into; "" for a checkpoint written
 // before seqbench saved it. Throws like Trainer::Load for a file that is not a checkpoint.
 std::string ReadCheckpointRunUuid(const std::string& path);

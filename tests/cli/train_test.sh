@@ -73,6 +73,14 @@ done
 [[ $(sqlite3 "$work/t.db" "SELECT status FROM runs WHERE run_id = 2") == interrupted ]] || fail "run 2 not marked interrupted"
 [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "a resume started a new run: $(cat "$work/out")"
 [[ $(sqlite3 "$work/t.db" "SELECT max(step) FROM training_steps WHERE run_id = 2") -eq 6 ]] || fail "run 2 should have 6 steps"
+# A resume under other options is refused before it touches the run it names.
+set +e
+"$seqbench" train "${small[@]}" --learning-rate 0.5 --steps 12 --resume "$work/ck4.pt" --db "$work/t.db" >"$work/out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "different training configuration" "$work/out" || fail "resume under other options: rc $rc, $(cat "$work/out")"
+[[ $(sqlite3 "$work/t.db" "SELECT status FROM runs WHERE run_id = 2") == interrupted ]] || fail "a refused resume changed run 2"
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM cases WHERE run_id = 2") -eq 0 ]] || fail "a refused resume stored a case"
 "$seqbench" train "${small[@]}" --steps 12 --checkpoint "$work/ck.pt" --resume "$work/ck4.pt" --db "$work/t.db" >"$work/out" 2>&1 || fail "resume: $(cat "$work/out")"
 grep -q "2 logged after it are taken again" "$work/out" || fail "resume message: $(cat "$work/out")"
 [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "the resume started a new run"
@@ -89,7 +97,7 @@ set +e
 "$seqbench" train "${small[@]}" --learning-rate 0.5 --steps 12 --resume "$work/ck.pt" --db "$work/t.db" >"$work/out" 2>&1
 rc=$?
 set -e
-[[ $rc -eq 1 ]] && grep -q "different training configuration" "$work/out" || fail "resume under other options: rc $rc, $(cat "$work/out")"
+[[ $rc -eq 2 ]] && grep -q "different training configuration" "$work/out" || fail "resume under other options: rc $rc, $(cat "$work/out")"
 
 # 3. Generate from the checkpoint: the prompt, then decoded text and latencies.
 "$seqbench" generate --checkpoint "$work/ck.pt" --prompt "<en> hi <ja>" -n 5 >"$work/gen" || fail "$(cat "$work/gen")"
