@@ -323,7 +323,9 @@ class Store::Transaction {
   ~Transaction() {
     if (!committed_) sqlite3_exec(store_.db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
+  // Every write commits here: first the check that the file is still the one opened.
   void Commit() {
+    store_.CheckFileIsStillThere();
     store_.Execute("COMMIT");
     committed_ = true;
   }
@@ -446,18 +448,8 @@ void Store::Close() {
 }
 
 int64_t Store::ReadSchemaVersion() const {
-  sqlite3_stmt* statement = nullptr;
-  int rc = sqlite3_prepare_v2(
-      db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
-      -1, &statement, nullptr);
-  if (rc == SQLITE_NOTADB) {
-    sqlite3_finalize(statement);
-    throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
-  }
-  sqlite3_finalize(statement);
-  Check(rc, "reading the schema");
   int64_t version = 0;
-  {
+  try {
     Statement exists(
         *this,
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
@@ -465,6 +457,14 @@ int64_t Store::ReadSchemaVersion() const {
     Statement select(*this, "SELECT version FROM schema_version");
     if (!select.Step()) throw UnusableDatabase(path_ + ": its schema_version table is empty");
     version = select.Integer(0);
+  } catch (const UnusableDatabase&) {
+    throw;
+  } catch (const StoreError&) {
+    // The first read of a file that is not SQLite fails with SQLITE_NOTADB.
+    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOTADB) {
+      throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
+    }
+    throw;
   }
   if (version > kSchemaVersion) {
     throw UnusableDatabase(path_ + ": database schema version " + std::to_string(version) +
@@ -612,7 +612,6 @@ void Store::AddCase(int64_t run_id, const CaseRecord& record) {
                    "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
   for (const Metric& m : record.metrics)
     metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
-  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -622,7 +621,6 @@ void Store::SetRunStatus(int64_t run_id, const std::string& status,
   Statement update(*this, "UPDATE runs SET status = ?1, finished_at = ?2 WHERE run_id = ?3");
   update.Bind(1, status).BindNullIfEmpty(2, finished_at).Bind(3, run_id).Run();
   if (sqlite3_changes(db_) != 1) throw StoreError(path_ + ": no run " + std::to_string(run_id));
-  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -634,7 +632,6 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
     remove.Bind(1, run_id).Bind(2, status).Run();
     removed += sqlite3_changes(db_);
   }
-  CheckFileIsStillThere();
   transaction.Commit();
   return removed;
 }
@@ -709,15 +706,25 @@ std::vector<RunRecord> Store::Runs() const {
   return runs;
 }
 
-std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
+std::vector<CaseRecord> Store::Cases(int64_t run_id) const { return ReadCases(run_id, nullptr); }
+
+std::optional<CaseRecord> Store::FindCase(int64_t run_id, const std::string& case_key) const {
+  std::vector<CaseRecord> found = ReadCases(run_id, &case_key);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case_key) const {
   const std::vector<WorkloadField>& fields = WorkloadFields();
   const std::string sql =
       "SELECT case_id, position, variant_name, variant_key, options, status, message, "
       "reference, iterations, tokens_per_step, wall_s, category, description, " +
-      WorkloadColumns() + " FROM cases WHERE run_id = ?1 ORDER BY position, case_id";
+      WorkloadColumns() + " FROM cases WHERE run_id = ?1" +
+      (case_key != nullptr ? " AND case_key = ?2" : "") + " ORDER BY position, case_id";
   constexpr int kFirstWorkloadColumn = 13;
   Statement select(*this, sql.c_str());
   select.Bind(1, run_id);
+  if (case_key != nullptr) select.Bind(2, *case_key);
   Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
   Statement metrics(*this,
                     "SELECT name, value, unit FROM metrics WHERE case_id = ?1 ORDER BY rowid");
@@ -758,13 +765,6 @@ std::vector<CaseRecord> Store::Cases(int64_t run_id) const {
   return cases;
 }
 
-std::optional<CaseRecord> Store::FindCase(int64_t run_id, const std::string& case_key) const {
-  for (CaseRecord& record : Cases(run_id)) {
-    if (record.key() == case_key) return std::move(record);
-  }
-  return std::nullopt;
-}
-
 std::set<std::string> Store::CaseKeys(int64_t run_id) const {
   Statement select(*this, "SELECT case_key FROM cases WHERE run_id = ?1");
   select.Bind(1, run_id);
@@ -787,7 +787,6 @@ void Store::AddTrainingSteps(int64_t run_id, const std::string& case_key,
     insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s);
     insert.Bind(12, step.padded_tokens).Run();
   }
-  CheckFileIsStillThere();
   transaction.Commit();
 }
 
@@ -823,7 +822,6 @@ int64_t Store::RemoveTrainingStepsAfter(int64_t run_id, const std::string& case_
                    "DELETE FROM training_steps WHERE run_id = ?1 AND case_key = ?2 AND step > ?3");
   remove.Bind(1, run_id).Bind(2, case_key).Bind(3, step).Run();
   const int64_t removed = sqlite3_changes(db_);
-  CheckFileIsStillThere();
   transaction.Commit();
   return removed;
 }

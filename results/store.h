@@ -229,6 +229,8 @@ class Store {
   void AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations);
   void Check(int rc, const char* what) const;
   static RunRecord ReadRunRow(const Statement& row);  // columns of kRunColumns
+  // The run's cases in suite order; only the one with `case_key` when it is given.
+  std::vector<CaseRecord> ReadCases(int64_t run_id, const std::string* case_key) const;
 
   std::string path_;
   sqlite3* db_ = nullptr;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <string>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
@@ -140,6 +141,14 @@ class SlightlyWrong final : public Variant {
 };
 SEQBENCH_REGISTER_VARIANT("test_slightly_wrong", SlightlyWrong, "off by 1e-3 (tests only)");
 
+// The start of a suite over a tiny SimpleRNN, timed twice without warmup; the test adds
+// its variants and grid.
+std::string TinySuiteHeader(const std::string& name, const std::string& description) {
+  return "name = \"" + name + "\"\ndescription = \"" + description +
+         "\"\nfamily = \"simple_rnn\"\nbaseline = \"baseline\"\n[model]\nvocab_size = 16\n"
+         "width = 8\nlayers = 1\nheads = 2\n[measure]\nrepetitions = 2\nwarmup = 0\n";
+}
+
 // A variant whose step produces NaN: one logit, the loss, and through it every gradient.
 class ProducesNaN final : public Variant {
  public:
@@ -159,19 +168,7 @@ SEQBENCH_REGISTER_VARIANT("test_produces_nan", ProducesNaN, "NaN on purpose (tes
 
 TEST_CASE("a NaN-producing variant is a stored mismatch and the run goes on",
           "[runner][security]") {
-  const Suite suite = ParseSuite(R"toml(
-name = "nan"
-description = "one variant produces NaN"
-family = "simple_rnn"
-baseline = "baseline"
-[model]
-vocab_size = 16
-width = 8
-layers = 1
-heads = 2
-[measure]
-repetitions = 2
-warmup = 0
+  const Suite suite = ParseSuite(TinySuiteHeader("nan", "one variant produces NaN") + R"toml(
 [[variants]]
 key = "baseline"
 [[variants]]
@@ -210,19 +207,7 @@ seq_len = 6
 }
 
 TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {
-  const Suite suite = ParseSuite(R"toml(
-name = "failing"
-description = "one variant throws"
-family = "simple_rnn"
-baseline = "baseline"
-[model]
-vocab_size = 16
-width = 8
-layers = 1
-heads = 2
-[measure]
-repetitions = 2
-warmup = 0
+  const Suite suite = ParseSuite(TinySuiteHeader("failing", "one variant throws") + R"toml(
 [[variants]]
 key = "baseline"
 [[variants]]

@@ -256,9 +256,11 @@ int RunRun(const std::vector<std::string>& args) {
   }
   Store store(db_path);
   int64_t run_id = 0;
+  std::string run_uuid_of_run = requested.uuid;  // the children store into this run only
   std::set<std::string> finished;
   if (resume > 0) {
     run_id = resume;
+    run_uuid_of_run = store.FindRun(run_id)->uuid;
     if (values->count("retry-failed")) {
       const int64_t removed = store.RemoveCases(run_id, {kStatusError, kStatusTimeout});
       std::printf("run %lld: %lld failed case(s) to run again\n", (long long)run_id,
@@ -273,7 +275,6 @@ int RunRun(const std::vector<std::string>& args) {
   }
 
   std::optional<Isolation> isolation;
-  const std::string run_uuid_of_run = store.FindRun(run_id)->uuid;
   if (isolate) {
     isolation.emplace();
     isolation->case_timeout_s = case_timeout_s;
@@ -310,7 +311,7 @@ int RunRun(const std::vector<std::string>& args) {
       [&](int64_t cases_run) {
         return stop_requested || (stop_after > 0 && cases_run >= stop_after);
       },
-      [&](const CaseProgress& progress) {
+      [](const CaseProgress& progress) {
         std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
                     ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
         std::fflush(stdout);

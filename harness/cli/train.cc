@@ -264,22 +264,20 @@ int RunTrain(const std::vector<std::string>& args) {
 
   // The run a checkpoint was logged into, read before the database is touched: a file that
   // is not a checkpoint is refused here, not after the data is loaded.
-  std::string resumed_run_uuid;
+  training::CheckpointOrigin origin;
   if (!resume.empty()) {
-    std::string fingerprint;
     try {
-      resumed_run_uuid = training::ReadCheckpointRunUuid(resume);
-      fingerprint = training::ReadCheckpointFingerprint(resume);
+      origin = training::ReadCheckpointOrigin(resume);
     } catch (const std::exception& error) {
       throw UsageError("train: --resume " + std::string(error.what()));
     }
     // Refused before any run is opened or marked: a resume under other options would
     // otherwise fail inside the pipeline and close the run it meant to continue.
     const std::string ours = training::EffectiveConfig(pipelines.front().config).Fingerprint();
-    if (fingerprint != ours) {
+    if (origin.fingerprint != ours) {
       throw UsageError("train: --resume " + resume +
-                       ": written by a different training configuration; it has\n  " + fingerprint +
-                       "\nthis command has\n  " + ours);
+                       ": written by a different training configuration; it has\n  " +
+                       origin.fingerprint + "\nthis command has\n  " + ours);
     }
   }
 
@@ -301,27 +299,28 @@ int RunTrain(const std::vector<std::string>& args) {
   // A resume continues the checkpoint's run where this database holds it, unfinished and
   // on the same suite and data: one run, one log, and final metrics over all of its steps.
   int64_t run_id = 0;
-  if (!resumed_run_uuid.empty()) {
-    const std::optional<RunRecord> stored = store.FindRunByUuid(resumed_run_uuid);
+  std::string run_uuid = run.uuid;
+  if (!origin.run_uuid.empty()) {
+    const std::optional<RunRecord> stored = store.FindRunByUuid(origin.run_uuid);
     const std::string key = training::PipelineIdentity(suite, pipelines.front()).Key();
     std::string why_not;
     if (!stored) {
       why_not = "its run is not in " + db_path;
     } else if (stored->kind != kRunKindTraining || stored->suite_name != run.suite_name ||
                stored->Environment("data") != data.description) {
-      // The training options themselves are the checkpoint's fingerprint, checked on load;
+      // The training options themselves are the checkpoint's fingerprint, checked above;
       // the suite text is not compared, since from flags it holds the command line.
       why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
     } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
       why_not = "run " + std::to_string(stored->run_id) + " already finished this pipeline";
     } else {
       run_id = stored->run_id;
+      run_uuid = stored->uuid;
       store.SetRunStatus(run_id, "running", "");
     }
     if (run_id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
   }
   if (run_id == 0) run_id = store.CreateRun(run);
-  const std::string run_uuid = store.FindRun(run_id)->uuid;
   for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
               suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());

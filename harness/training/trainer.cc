@@ -248,16 +248,13 @@ TrainingConfig EffectiveConfig(TrainingConfig config) {
   return config;
 }
 
-std::string ReadCheckpointFingerprint(const std::string& path) {
+CheckpointOrigin ReadCheckpointOrigin(const std::string& path) {
   auto archive = OpenCheckpoint(path);
-  return ReadString(archive, "fingerprint");
-}
-
-std::string ReadCheckpointRunUuid(const std::string& path) {
-  auto archive = OpenCheckpoint(path);
+  CheckpointOrigin origin;
+  origin.fingerprint = ReadString(archive, "fingerprint");
   c10::IValue uuid;
-  if (!archive.try_read("run.uuid", uuid) || !uuid.isString()) return "";
-  return uuid.toStringRef();
+  if (archive.try_read("run.uuid", uuid) && uuid.isString()) origin.run_uuid = uuid.toStringRef();
+  return origin;
 }
 
 CheckpointModel ReadCheckpointModel(const std::string& path) {

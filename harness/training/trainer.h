@@ -79,7 +79,7 @@ class Trainer {
 
   int64_t step() const { return step_; }
   // The stored run this training logs into, saved with each checkpoint so that a resume
-  // continues that run (ReadCheckpointRunUuid).
+  // continues that run (ReadCheckpointOrigin).
   void set_run_uuid(std::string uuid) { run_uuid_ = std::move(uuid); }
   const TrainingConfig& config() const { return config_; }
   Variant& variant() { return *variant_; }
@@ -105,12 +105,14 @@ class Trainer {
 // variant's model family, and loss scaling on under fp16.
 TrainingConfig EffectiveConfig(TrainingConfig config);
 
-// The Fingerprint() of the configuration that wrote a checkpoint.
-std::string ReadCheckpointFingerprint(const std::string& path);
-
-// The uuid of the run a checkpoint's training was logged into; "" for a checkpoint written
-// before seqbench saved it. Throws like Trainer::Load for a file that is not a checkpoint.
-std::string ReadCheckpointRunUuid(const std::string& path);
+// Where a checkpoint comes from: the Fingerprint() of the configuration that wrote it, and
+// the uuid of the run its training was logged into ("" for a checkpoint written before
+// seqbench saved it). Throws like Trainer::Load for a file that is not a checkpoint.
+struct CheckpointOrigin {
+  std::string fingerprint;
+  std::string run_uuid;
+};
+CheckpointOrigin ReadCheckpointOrigin(const std::string& path);
 
 // What `seqbench generate` needs from a checkpoint: the model and its weights.
 struct CheckpointModel {
