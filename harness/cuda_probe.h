@@ -30,6 +30,17 @@ void ResetPeak(torch::Device device);
 int64_t AllocatedBytes(torch::Device device);
 int64_t PeakBytes(torch::Device device);
 
+// Float32 means float32: TF32 off for cuDNN as it is for cuBLAS (LibTorch's defaults are
+// on and off), so that a library variant (cuDNN's LSTM) is not timed and checked at a
+// lower precision than the hand-written ones. The harness calls it before any case.
+void UseFullFloat32();
+
+// Hands the caching allocator's unused blocks back to the driver. The harness calls it
+// after each CUDA case and after measuring the machine's limits, so that the next case, a
+// child process under --isolate, and the cuBLAS/cuDNN workspaces (allocated outside the
+// cache) find the memory free even after a case that ran out of it.
+void ReleaseCachedMemory();
+
 // GPU name, SMs, memory, compute capability, clock; CUDA runtime, driver and cuDNN
 // versions; TF32 and cuDNN settings. Empty when no CUDA device is usable.
 std::vector<std::pair<std::string, std::string>> Environment();

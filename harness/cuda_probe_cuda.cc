@@ -39,8 +39,16 @@ double TimeStep(const std::function<void()>& step, torch::Device device) {
 }
 
 void ResetPeak(torch::Device device) {
+  // The caching allocator is set up by the first allocation on a device, and refuses
+  // statistics calls before that ("Invalid device argument"): a training pipeline asks for
+  // its peak before its first CUDA tensor. One small allocation sets it up.
+  (void)torch::empty({1}, torch::TensorOptions().device(device));
   c10::cuda::CUDACachingAllocator::resetPeakStats(IndexOf(device));
 }
+
+void UseFullFloat32() { at::globalContext().setAllowTF32CuDNN(false); }
+
+void ReleaseCachedMemory() { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
 int64_t AllocatedBytes(torch::Device device) {
   return c10::cuda::CUDACachingAllocator::getDeviceStats(IndexOf(device))

@@ -11,6 +11,8 @@ double TimeStep(const std::function<void()>&, torch::Device) {
 }
 
 void ResetPeak(torch::Device) {}
+void ReleaseCachedMemory() {}
+void UseFullFloat32() {}
 int64_t AllocatedBytes(torch::Device) { return -1; }
 int64_t PeakBytes(torch::Device) { return -1; }
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "harness/cuda_probe.h"
 #include "harness/runner.h"
 #include "harness/threads.h"
 #include "results/store.h"
@@ -87,6 +88,7 @@ std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
   for (const auto& [device_name, dtype_name, threads] : conditions) {
     const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
     const MachineLimits limits = MeasureMachineLimits(device, *ParseDtype(dtype_name), threads);
+    if (device.is_cuda()) cuda_probe::ReleaseCachedMemory();
     entries.emplace_back(PeakGemmKey(device_name, dtype_name, threads), Format(limits.gemm_gflops));
     // Bandwidth does not depend on the dtype: one entry per device and thread count.
     if (streams.emplace(device_name, threads).second) {

@@ -103,6 +103,7 @@ bool CaseRunner::ShouldCheck(const CaseSpec& spec) {
 CaseRunner::CaseRunner(const Suite& suite, CheckPolicy check) : suite_(suite), check_(check) {
   // Counting must start before the weights exist, so that every tensor of a case is seen.
   CountingCpuAllocator::Install();
+  cuda_probe::UseFullFloat32();
 }
 
 const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {
@@ -257,6 +258,9 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     result.status = kStatusError;
     result.message = DescribeError(error);
   }
+  // The case's tensors are gone (they lived in the try block); the next case should not
+  // inherit its cached blocks, least of all after an out-of-memory failure.
+  if (workload.device == "cuda" && torch::cuda::is_available()) cuda_probe::ReleaseCachedMemory();
   result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
   return result;
 }

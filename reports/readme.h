@@ -24,6 +24,13 @@ class ReadmeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A section that no complete run in the store matches: `readme` with several databases
+// (CPU and GPU runs kept apart) then looks in the next one.
+class NoMatchingRun : public ReadmeError {
+ public:
+  using ReadmeError::ReadmeError;
+};
+
 struct ReadmeSection {
   std::map<std::string, std::string> attributes;  // e.g. {suite: readme, device: cpu}
   int64_t line = 0;                               // of the begin marker

@@ -62,9 +62,10 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
     return selected;
   }
   const std::string device = Attribute(section, "device");
-  throw ReadmeError("no complete run of suite '" + suite + "'" +
-                    (device.empty() ? "" : " on device '" + device + "'") + " in " + store.path() +
-                    "; run: seqbench run suites/" + suite + ".toml --db " + store.path());
+  throw NoMatchingRun("no complete run of suite '" + suite + "'" +
+                      (device.empty() ? "" : " on device '" + device + "'") + " in " +
+                      store.path() + "; run: seqbench run suites/" + suite + ".toml --db " +
+                      store.path());
 }
 
 std::string ResolvePlotFile(const std::string& readme_dir, const std::string& file) {

@@ -525,15 +525,25 @@ std::string Key(const std::string& name) {
 }
 
 TrainingCurves Curves() {
+  const auto row = [](int step, double loss, std::optional<double> validation, double elapsed_s) {
+    TrainingStepRecord r;
+    r.step = step;
+    r.loss = loss;
+    r.validation_loss = validation;
+    r.learning_rate = 1e-3;
+    r.grad_norm = 1;
+    r.tokens = r.padded_tokens = 100;
+    r.elapsed_s = elapsed_s;
+    return r;
+  };
   TrainingCurves curves;
   for (int step = 1; step <= 50; ++step) {
     const double loss = 5.0 / step;
-    curves[Key("plain")].push_back({step, loss, std::nullopt, 1e-3, 1, 1, false, 100, 0.1 * step});
-    curves[Key("scan")].push_back(
-        {step, loss + 1e-7, std::nullopt, 1e-3, 1, 1, false, 100, 0.05 * step});
-    curves[Key("bf16")].push_back({step, loss + 0.01,
-                                   step % 10 == 0 ? std::optional<double>(loss) : std::nullopt,
-                                   1e-3, 1, 1, false, 100, 0.1 * step});
+    curves[Key("plain")].push_back(row(step, loss, std::nullopt, 0.1 * step));
+    curves[Key("scan")].push_back(row(step, loss + 1e-7, std::nullopt, 0.05 * step));
+    curves[Key("bf16")].push_back(row(step, loss + 0.01,
+                                      step % 10 == 0 ? std::optional<double>(loss) : std::nullopt,
+                                      0.1 * step));
   }
   return curves;
 }

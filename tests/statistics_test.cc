@@ -3,16 +3,10 @@
 // (`/usr/bin/python3 tests/data/statistics_reference.py`, fixed seed); rerun it after
 // changing a case. The property tests below catch what a fixture alone might not: a
 // population stddev, a wrong median of an even count, an asymmetric U test.
-//
-// The project builds against Debian's Catch2 2.x (catch2/catch.hpp, main from
-// tests/catch_main.cc); the 3.x headers are used where they are installed instead.
-#if __has_include(<catch2/catch_test_macros.hpp>)
-#include <catch2/catch_test_macros.hpp>
-#include <catch2/matchers/catch_matchers_floating_point.hpp>
-#else
-#include <catch2/catch.hpp>
-#endif
 
+#include "harness/statistics.h"
+
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -21,8 +15,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "harness/statistics.h"
 
 namespace seqbench::stats {
 namespace {

@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "harness/cli/command.h"
 #include "reports/check.h"
@@ -83,9 +85,10 @@ int RunReport(const std::vector<std::string>& args) {
 }
 
 int RunReadme(const std::vector<std::string>& args) {
-  std::string readme_path, db_path;
+  std::string readme_path;
+  std::vector<std::string> db_paths;
   po::options_description options(
-      "Usage: seqbench readme README.md [--db FILE]\n\n"
+      "Usage: seqbench readme README.md [--db FILE]...\n\n"
       "Regenerates every section between <!-- seqbench:begin ATTRS --> and\n"
       "<!-- seqbench:end --> from the latest complete run that matches, and leaves the\n"
       "rest of the file byte for byte. Attributes: suite=NAME (required); any workload field\n"
@@ -95,10 +98,16 @@ int RunReadme(const std::vector<std::string>& args) {
       "Training runs (seqbench train) render their pipeline table, or with\n"
       "plot=loss|validation_loss|loss_difference (with over=PIPELINE) and x=step|time their\n"
       "loss curves; pipelines=A,B,... picks\n"
-      "and orders the pipelines shown.\n\n"
+      "and orders the pipelines shown.\n"
+      "With several --db (e.g. results/published/cpu.db and gpu.db), each section comes\n"
+      "from the first database that has a matching run.\n\n"
       "Options");
-  options.add_options()("help,h", "show this help");
-  DeclareDatabase(options, &db_path);
+  options.add_options()("help,h", "show this help")(
+      "db",
+      po::value(&db_paths)
+          ->default_value({"results/seqbench.db"}, "results/seqbench.db")
+          ->composing(),
+      "results database; repeat it to read several");
   po::options_description hidden;
   hidden.add_options()("readme", po::value(&readme_path));
   po::positional_options_description positional;
@@ -107,10 +116,18 @@ int RunReadme(const std::vector<std::string>& args) {
   if (!values) return 0;
   if (readme_path.empty()) throw UsageError("readme: give the Markdown file to update");
   const std::string text = ReadFile(readme_path, "readme");
-  const auto store = OpenExistingStore(db_path, "readme");
+  std::vector<std::unique_ptr<Store>> stores;
+  for (const std::string& db_path : db_paths)
+    stores.push_back(OpenExistingStore(db_path, "readme"));
   const std::string readme_dir = std::filesystem::path(readme_path).parent_path().string();
-  const SectionRenderer render = [&](const ReadmeSection& section) {
-    return RenderReadmeSection(*store, section, readme_dir);
+  const SectionRenderer render = [&](const ReadmeSection& section) -> std::string {
+    for (size_t i = 0;; ++i) {
+      try {
+        return RenderReadmeSection(*stores[i], section, readme_dir);
+      } catch (const NoMatchingRun&) {
+        if (i + 1 == stores.size()) throw;  // the last database's message names the fix
+      }
+    }
   };
   std::string updated;
   try {

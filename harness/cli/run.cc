@@ -210,6 +210,7 @@ int RunRun(const std::vector<std::string>& args) {
       "timer", cuda_probe::Compiled()
                    ? "CUDA events around the step on CUDA; steady_clock around the step on CPU"
                    : "steady_clock around the step (device synchronised)");
+  cuda_probe::UseFullFloat32();  // before the settings are recorded (the runner sets it too)
   for (const auto& entry : cuda_probe::Environment()) {
     description.extra_environment.push_back(entry);
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "harness/statistics.h"
 #include "variants/core/registry.h"
@@ -112,12 +113,17 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   const auto started = std::chrono::steady_clock::now();
   const torch::Device device(config.device);
   if (device.is_cpu()) CountingCpuAllocator::Install();
-  MemoryProbe probe(device);
-  probe.Begin();
+  // Begun inside the try: a device that fails here (a CUDA allocator not set up, say)
+  // is this pipeline's error, not the end of the whole training run.
+  std::optional<MemoryProbe> probe;
+  bool probing = false;                       // Begin() returned
   int64_t steps_taken = 0;                    // in this process
   std::optional<double> diverged_validation;  // the non-finite validation loss, if any
   std::vector<TrainingStepRecord> pending;    // logged steps not yet in the database
   try {
+    probe.emplace(device);
+    probe->Begin();
+    probing = true;
     Trainer trainer(config, data.train, data.validation);
     trainer.set_run_uuid(files.run_uuid);
     // The run's training time so far: a resumed run's log goes on from its last step.
@@ -148,10 +154,18 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       elapsed_s += step.seconds;
       run_elapsed_s += step.seconds;
       tokens += step.tokens;
-      TrainingStepRecord row{step.step,          step.loss,      std::nullopt,
-                             step.learning_rate, step.grad_norm, step.loss_scale,
-                             step.skipped,       step.tokens,    run_elapsed_s};
+      // Fields by name: the record has grown (padded_tokens sits before elapsed_s), and a
+      // positional initialiser once put the elapsed time into the token count.
+      TrainingStepRecord row;
+      row.step = step.step;
+      row.loss = step.loss;
+      row.learning_rate = step.learning_rate;
+      row.grad_norm = step.grad_norm;
+      row.loss_scale = step.loss_scale;
+      row.skipped = step.skipped;
+      row.tokens = step.tokens;
       row.padded_tokens = step.padded_tokens;
+      row.elapsed_s = run_elapsed_s;
       const bool last = step.step == spec.steps;
       if (step.step % spec.eval_every == 0 || last) row.validation_loss = trainer.Evaluate();
       pending.push_back(row);
@@ -205,7 +219,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       }
     }
   }
-  const MemoryUsage memory = probe.End();
+  const MemoryUsage memory = probing ? probe->End() : MemoryUsage{};
   record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The metrics cover the whole log of the pipeline in this run, the steps of earlier
   // (resumed) processes included.

@@ -149,6 +149,23 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "R2.md:1: no complete run of suite 'nosuch'" "$work/err" || fail "readme without a run (rc $rc)"
+# Several databases (CPU and GPU runs are published apart): each section from the first
+# database with a matching run, whichever order they are given in.
+sed 's/^name = "ci"/name = "other"/' "$suites/ci.toml" >"$work/other.toml"
+first_case=$(sqlite3 "$work/r.db" "SELECT case_key FROM cases LIMIT 1" | cut -d' ' -f1)
+"$seqbench" run "$work/other.toml" --db "$work/other.db" --repetitions 1 --filter "^$first_case " >/dev/null
+printf '<!-- seqbench:begin suite=other -->\n<!-- seqbench:end -->\n<!-- seqbench:begin suite=ci -->\n<!-- seqbench:end -->\n' >"$work/R3.md"
+cp "$work/R3.md" "$work/R4.md"
+"$seqbench" readme "$work/R3.md" --db "$work/other.db" --db "$work/r.db" >/dev/null || fail "readme over two databases"
+"$seqbench" readme "$work/R4.md" --db "$work/r.db" --db "$work/other.db" >/dev/null || fail "readme over two databases, swapped"
+[[ $(grep -c "| S/N |" "$work/R3.md") -ge 2 ]] && cmp -s "$work/R3.md" "$work/R4.md" ||
+  fail "two databases: sections missing or order-dependent"
+grep -q "^\*\*other " "$work/R3.md" && grep -q "^\*\*ci " "$work/R3.md" || fail "two databases: a section from the wrong run"
+set +e
+"$seqbench" readme "$work/R2.md" --db "$work/other.db" --db "$work/r.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "no complete run of suite 'nosuch'" "$work/err" || fail "readme over two databases without a run (rc $rc)"
 set +e
 "$seqbench" check --latest --db "$work/r.db" >"$work/check"
 rc=$?

@@ -93,6 +93,13 @@ final() { sqlite3 "$work/t.db" "SELECT c.iterations || ' ' || m.value FROM cases
 [[ $(final 2 final_validation_loss) == "$(final 1 final_validation_loss)" && $(final 2 final_train_loss) == "$(final 1 final_train_loss)" ]] ||
   fail "final metrics of the resumed run: $(final 2 final_train_loss) vs $(final 1 final_train_loss)"
 [[ $(final 2 final_train_loss) == 12\ * ]] || fail "the resumed run's case counts $(final 2 final_train_loss | cut -d' ' -f1) steps"
+# Each step logs the training time up to its end, and the throughput comes from those
+# times: both runs, the resumed one too, have growing times and a tokens_per_s.
+for run in 1 2; do
+  [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps a JOIN training_steps b ON b.run_id = a.run_id AND b.step = a.step + 1 WHERE a.run_id = $run AND a.elapsed_s > 0 AND b.elapsed_s > a.elapsed_s") -eq 11 ]] ||
+    fail "run $run's logged times do not grow: $(sqlite3 "$work/t.db" "SELECT group_concat(elapsed_s, ' ') FROM training_steps WHERE run_id = $run")"
+  [[ $(final $run tokens_per_s | awk '{print ($2 > 0)}') == 1 ]] || fail "run $run has no tokens_per_s"
+done
 set +e
 "$seqbench" train "${small[@]}" --learning-rate 0.5 --steps 12 --resume "$work/ck.pt" --db "$work/t.db" >"$work/out" 2>&1
 rc=$?

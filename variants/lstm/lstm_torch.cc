@@ -3,6 +3,8 @@
 // oneDNN path on CPU), called with this variant's own parameters so that gradients land
 // on them. Ragged batches go through pack_padded_sequence, as with nn::LSTM. The tests
 // check it against a real torch::nn::LSTM module loaded with the same weights.
+// `train` follows grad mode: cuDNN refuses a backward through an op run with train=false
+// (with no dropout both give the same numbers).
 #include "variants/core/registry.h"
 #include "variants/lstm/model.h"
 
@@ -23,7 +25,7 @@ class LstmTorch final : public LstmVariant {
     if (!mask.defined()) {
       auto [outputs, h_n, c_n] =
           torch::lstm(inputs, {zeros, zeros}, flat, /*has_biases=*/true, layers,
-                      /*dropout=*/0.0, /*train=*/false,
+                      /*dropout=*/0.0, /*train=*/torch::GradMode::is_enabled(),
                       /*bidirectional=*/false, /*batch_first=*/true);
       return {outputs, h_n, c_n};
     }
@@ -32,7 +34,8 @@ class LstmTorch final : public LstmVariant {
         rnn::pack_padded_sequence(inputs, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
     auto [data, h_n, c_n] = torch::lstm(packed.data(), packed.batch_sizes(), {zeros, zeros}, flat,
                                         /*has_biases=*/true, layers, /*dropout=*/0.0,
-                                        /*train=*/false, /*bidirectional=*/false);
+                                        /*train=*/torch::GradMode::is_enabled(),
+                                        /*bidirectional=*/false);
     const rnn::PackedSequence output(data, packed.batch_sizes(), packed.sorted_indices(),
                                      packed.unsorted_indices());
     auto [padded, unused_lengths] = rnn::pad_packed_sequence(output, /*batch_first=*/true,

@@ -19,8 +19,17 @@
 // threads, which measured as ±30% noise), found at run time so that any other BLAS is
 // left alone.
 //
+// On CUDA the same stages run, each host thread issuing onto its own CUDA stream, so that
+// the stages' kernels can overlap on the GPU (on the default stream they would serialise):
+// a hand-off from layer l to the next stage is an event recorded on l's stream after its
+// block and waited on by the consumer's stream before it reads the block (Appleyard et al.,
+// arXiv:1604.01946, section 3.3). The host-side counter still orders the two threads, so
+// that the event is recorded before anyone waits on it. Stream code is compiled in CUDA
+// builds of LibTorch only (SEQBENCH_WITH_CUDA_STREAMS); CPU builds keep the threads alone.
+//
 // Gradients: the forward runs in the worker threads with the caller's grad mode, and
-// backward goes through the autograd engine as usual (the wavefront covers forward only).
+// backward goes through the autograd engine as usual (the wavefront covers forward only;
+// the engine orders each backward op on its forward op's stream).
 #include <dlfcn.h>
 
 #include <atomic>
@@ -31,8 +40,85 @@
 #include "variants/core/registry.h"
 #include "variants/lstm/model.h"
 
+#if SEQBENCH_WITH_CUDA_STREAMS
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace seqbench::lstm {
 namespace {
+
+#if SEQBENCH_WITH_CUDA_STREAMS
+// Holds a stage's stream current on its thread while alive.
+using StreamScope = std::optional<c10::cuda::CUDAStreamGuard>;
+
+// One CUDA stream per stage and one event per (layer, block) hand-off, for one forward.
+// Thread-safety: Enter, Published and Consume are called by the stage threads, each on
+// its own stage and its own layers' events (a consumer waits only on an event the host
+// counter shows recorded); the constructor and Join run on the caller's thread.
+class StageStreams {
+ public:
+  // inputs: [B,T,D] on the device the stages run on; a CPU tensor disables every call.
+  StageStreams(const torch::Tensor& inputs, int64_t stages, int64_t layers, int64_t blocks)
+      : enabled_(inputs.is_cuda()), blocks_(blocks) {
+    if (!enabled_) return;
+    caller_ = c10::cuda::getCurrentCUDAStream(inputs.device().index());
+    started_.record(*caller_);  // the inputs and layer 0's projection are issued before it
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      streams_.push_back(c10::cuda::getStreamFromPool(false, inputs.device().index()));
+    }
+    handoffs_.resize(layers * blocks);
+  }
+
+  // On stage `stage`'s thread before its first launch (allocation included): its stream
+  // becomes current for the thread and waits for the caller's work issued so far.
+  void Enter(int64_t stage, StreamScope& scope) {
+    if (!enabled_) return;
+    scope.emplace(streams_[stage]);
+    started_.block(streams_[stage]);
+  }
+  // After layer `layer`'s block `block` is issued, before the host counter publishes it.
+  void Published(int64_t layer, int64_t block) {
+    if (enabled_) handoffs_[layer * blocks_ + block].record(c10::cuda::getCurrentCUDAStream());
+  }
+  // Before reading layer `layer`'s block `block` issued by another stage.
+  void Consume(int64_t layer, int64_t block) {
+    if (enabled_) handoffs_[layer * blocks_ + block].block(c10::cuda::getCurrentCUDAStream());
+  }
+  // On the caller's thread after the stage threads joined: the caller's stream waits for
+  // every stage, so that what it issues next (and the allocator's reuse of the stages'
+  // blocks, freed from its stream) comes after them.
+  void Join() {
+    if (!enabled_) return;
+    for (const auto& stream : streams_) {
+      at::cuda::CUDAEvent finished;
+      finished.record(stream);
+      finished.block(*caller_);
+    }
+  }
+
+ private:
+  bool enabled_;
+  int64_t blocks_;
+  std::optional<c10::cuda::CUDAStream> caller_;
+  at::cuda::CUDAEvent started_;
+  std::vector<c10::cuda::CUDAStream> streams_;
+  std::vector<at::cuda::CUDAEvent> handoffs_;
+};
+#else
+struct StreamScope {};
+
+// Without CUDA in the build the stages are host threads only (see the file comment).
+class StageStreams {
+ public:
+  StageStreams(const torch::Tensor&, int64_t, int64_t, int64_t) {}
+  void Enter(int64_t, StreamScope&) {}
+  void Published(int64_t, int64_t) {}
+  void Consume(int64_t, int64_t) {}
+  void Join() {}
+};
+#endif
 
 // Sets OpenBLAS (if it is the loaded BLAS) to one thread for this object's lifetime. The
 // setting is process-wide: the harness runs one variant at a time, so lifetimes nest.
@@ -98,10 +184,14 @@ class LstmWavefront final : public LstmVariant {
     std::atomic<bool> failed{false};
     std::vector<std::exception_ptr> errors(stages);
     const bool grad_enabled = torch::GradMode::is_enabled();
+    const int64_t blocks = (steps + block - 1) / block;
+    StageStreams streams(inputs, stages, layers, blocks);
 
     const auto run_stage = [&](int64_t stage) {
       try {
         torch::AutoGradMode grad_mode(grad_enabled);  // grad mode is thread-local
+        StreamScope on_stage_stream;
+        streams.Enter(stage, on_stage_stream);
         const int64_t first = stage * layers / stages, last = (stage + 1) * layers / stages;
         std::vector<torch::Tensor> h, c;
         for (int64_t l = first; l < last; ++l) {
@@ -120,6 +210,7 @@ class LstmWavefront final : public LstmVariant {
                   if (failed.load(std::memory_order_relaxed)) return;
                   std::this_thread::yield();
                 }
+                streams.Consume(l - 1, start / block);
               }
               const std::vector<torch::Tensor> below(outputs[l - 1].begin() + start,
                                                      outputs[l - 1].begin() + start + size);
@@ -136,6 +227,7 @@ class LstmWavefront final : public LstmVariant {
               h[k] = KeepWhere(keep, h_next, h[k]);
               outputs[l][t] = h[k];
             }
+            if (l == last - 1 && l + 1 < layers) streams.Published(l, start / block);
             done[l].store(start + size, std::memory_order_release);
           }
         }
@@ -153,6 +245,7 @@ class LstmWavefront final : public LstmVariant {
     for (int64_t stage = 1; stage < stages; ++stage) workers.emplace_back(run_stage, stage);
     run_stage(0);
     for (auto& worker : workers) worker.join();
+    streams.Join();
     for (const auto& error : errors) {
       if (error) std::rethrow_exception(error);
     }
