@@ -260,7 +260,15 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
   }
   // The case's tensors are gone (they lived in the try block); the next case should not
   // inherit its cached blocks, least of all after an out-of-memory failure.
-  if (workload.device == "cuda" && torch::cuda::is_available()) cuda_probe::ReleaseCachedMemory();
+  if (workload.device == "cuda" && torch::cuda::is_available()) {
+    try {
+      cuda_probe::ReleaseCachedMemory();
+    } catch (const std::exception& error) {  // a broken CUDA context: keep the case's result
+      if (result.status == kStatusOk) result.status = kStatusError;
+      result.message += std::string(result.message.empty() ? "" : "; ") +
+                        "freeing the CUDA cache after the case failed: " + DescribeError(error);
+    }
+  }
   result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
   return result;
 }

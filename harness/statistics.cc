@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -166,6 +167,41 @@ MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<dou
   // z < 0 when U sits within the continuity correction of its mean: p is 1, not above it.
   result.p_value = std::min(1.0, std::erfc(std::max(z, 0.0) / std::sqrt(2.0)));
   return result;
+}
+
+Interval BootstrapRatioOfMedians(const std::vector<double>& first,
+                                 const std::vector<double>& second, double confidence,
+                                 int resamples, uint64_t seed) {
+  RequireNonEmpty(first, "BootstrapRatioOfMedians");
+  RequireNonEmpty(second, "BootstrapRatioOfMedians");
+  if (!(confidence > 0.0 && confidence < 1.0)) {
+    throw std::invalid_argument("BootstrapRatioOfMedians: confidence must be in (0, 1), got " +
+                                std::to_string(confidence));
+  }
+  if (resamples < 1) throw std::invalid_argument("BootstrapRatioOfMedians: resamples < 1");
+  Interval interval;
+  const double base = Median(first);
+  if (!(base > 0)) {
+    throw std::invalid_argument("BootstrapRatioOfMedians: the first median is not positive");
+  }
+  interval.estimate = Median(second) / base;
+  std::mt19937_64 generator(seed);
+  std::vector<double> ratios, draw_first(first.size()), draw_second(second.size());
+  ratios.reserve(static_cast<size_t>(resamples));
+  const auto resample = [&](const std::vector<double>& from, std::vector<double>& into) {
+    for (double& value : into) value = from[generator() % from.size()];
+    return MedianInPlace(into);
+  };
+  for (int i = 0; i < resamples; ++i) {
+    const double denominator = resample(first, draw_first);
+    const double numerator = resample(second, draw_second);
+    // A resampled median of 0 (possible only with zero samples) has no ratio: skipped.
+    if (denominator > 0) ratios.push_back(numerator / denominator);
+  }
+  if (ratios.empty()) throw std::invalid_argument("BootstrapRatioOfMedians: no usable resample");
+  interval.low = QuantileInPlace(ratios, (1.0 - confidence) / 2.0);
+  interval.high = QuantileInPlace(ratios, (1.0 + confidence) / 2.0);
+  return interval;
 }
 
 }  // namespace seqbench::stats

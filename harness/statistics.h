@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace seqbench::stats {
@@ -50,5 +51,23 @@ struct MannWhitney {
 // side returns {0, 1}, "no evidence", instead of throwing: comparing against a run that
 // lacks a case is routine, not an error.
 MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second);
+
+// A point estimate and a confidence interval around it.
+struct Interval {
+  double estimate = 0;  // from all the samples
+  double low = 0, high = 0;
+};
+
+// Percentile bootstrap interval of Median(second) / Median(first) at `confidence`: each of
+// `resamples` times, both sides are resampled with replacement and the ratio of their
+// medians kept; the interval runs from the (1-c)/2 to the (1+c)/2 quantile of those
+// ratios. It is what `compare` and `check` judge on: it exists at a handful of samples
+// (wide, rather than "cannot judge") and says how sure a verdict is. Reproducible on any
+// machine: the draws come from std::mt19937_64 seeded with `seed` (its output is fixed by
+// the standard), indices by modulo. Throws std::invalid_argument on an empty side, a
+// Median(first) that is not positive, a confidence outside (0, 1) or resamples < 1.
+Interval BootstrapRatioOfMedians(const std::vector<double>& first,
+                                 const std::vector<double>& second, double confidence = 0.95,
+                                 int resamples = 2000, uint64_t seed = 1);
 
 }  // namespace seqbench::stats

@@ -23,8 +23,13 @@ struct ExpectationOutcome {
 // The expectation's bounds in words: ">= 1.3", "<= 0.8", ">= 1 and <= 2".
 std::string DescribeBound(const Expectation& expectation);
 
+// The confidence level of a speedup's bootstrap interval in `check`.
+inline constexpr double kCheckConfidence = 0.95;
+
 // Evaluates the expectations stored with a run (RunRecord::expectations) on its cases:
-// speedup: Speedup(variant, over) (reports/report.h: the ratio of median throughputs);
+// speedup: Speedup(variant, over) (reports/report.h: the ratio of median throughputs),
+// which falls short only when its whole 95% bootstrap interval (harness/statistics.h)
+// misses the bound (with fewer than 3 samples a side, when the ratio itself does);
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
 // all_correct: every case ok (skipped cases count as not run, not as failures).
 // Each matching pair must hold; no matching pair is a failure.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "harness/statistics.h"
@@ -39,20 +40,26 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
     if (b.samples_s.size() < settings.min_samples || n.samples_s.size() < settings.min_samples) {
       comparison.verdict = "ambiguous";
       comparison.note = "cannot judge: " + std::to_string(b.samples_s.size()) + " and " +
-                        std::to_string(n.samples_s.size()) + " samples, the U test needs " +
-                        std::to_string(settings.min_samples);
+                        std::to_string(n.samples_s.size()) + " samples, at least " +
+                        std::to_string(settings.min_samples) + " a side";
     } else {
-      const stats::MannWhitney test = stats::MannWhitneyU(b.samples_s, n.samples_s);
-      comparison.p_value = test.p_value;
-      const bool significant = test.p_value < settings.alpha;
-      const bool beyond = std::fabs(comparison.ratio - 1) > settings.threshold;
-      if (!significant) {
+      const stats::Interval interval =
+          stats::BootstrapRatioOfMedians(b.samples_s, n.samples_s, settings.confidence);
+      comparison.interval = interval;
+      const double up = 1 + settings.threshold, down = 1 - settings.threshold;
+      if (interval.low > up) {
+        comparison.verdict = "slower";
+      } else if (interval.high < down) {
+        comparison.verdict = "faster";
+      } else if (interval.low >= down && interval.high <= up) {
         comparison.verdict = "same";
-      } else if (!beyond) {
-        comparison.verdict = "ambiguous";
-        comparison.note = "significant, but within the threshold";
       } else {
-        comparison.verdict = comparison.ratio > 1 ? "slower" : "faster";
+        comparison.verdict = "ambiguous";
+        char note[128];
+        std::snprintf(note, sizeof(note), "%g%% interval %.3f–%.3f reaches past ±%g%%",
+                      settings.confidence * 100, interval.low, interval.high,
+                      settings.threshold * 100);
+        comparison.note = note;
       }
     }
     const auto base_peak = b.MetricValue("peak_bytes");

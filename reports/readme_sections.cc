@@ -54,10 +54,10 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
     for (CaseRecord& c : store.Cases(it->run_id)) {
       if (MatchesFilters(c.workload(), filters)) selected.cases.push_back(std::move(c));
     }
+    if (selected.cases.empty()) continue;  // before picking pipelines, which would refuse
     if (!Attribute(section, "pipelines").empty()) {
       selected.cases = SelectPipelines(selected.cases, Attribute(section, "pipelines"));
     }
-    if (selected.cases.empty()) continue;
     selected.run = *store.FindRun(it->run_id);
     return selected;
   }

@@ -21,7 +21,7 @@ const std::vector<Command>& Commands() {
       {"merge", "merge result databases (e.g. shards) without duplicates", RunMerge},
       {"report", "render a run: Markdown tables, CSV, JSON, Google Benchmark JSON", RunReport},
       {"readme", "regenerate the seqbench sections of a Markdown file", RunReadme},
-      {"compare", "compare two runs case by case (Mann-Whitney U); exit 1 on regression",
+      {"compare", "compare two runs case by case (bootstrap interval); exit 1 on regression",
        RunCompare},
       {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},

@@ -144,23 +144,44 @@ int RunReadme(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A threshold as a user writes it: "5%" or the fraction "0.05". A bare number of 1 or
+// more is refused rather than guessed at (5 would be 500%).
+double ParseThreshold(const std::string& text, const std::string& command) {
+  const std::regex number("([0-9]*\\.?[0-9]+)(%?)");
+  std::smatch match;
+  if (std::regex_match(text, match, number)) {
+    const double value = std::stod(match[1]);
+    if (match[2].length() > 0) return value / 100;
+    if (value < 1) return value;
+    throw UsageError(command + ": --threshold " + text + " would be " +
+                     FormatSignificant(value * 100) + "%; write " + text + "% or " +
+                     FormatSignificant(value / 100) + " for " + text + " percent");
+  }
+  throw UsageError(command + ": --threshold must be a percentage like 5% or a fraction like " +
+                   "0.05, got '" + text + "'");
+}
+
 int RunCompare(const std::vector<std::string>& args) {
   std::string db_path, base_db, threshold_text;
   int64_t base_id = 0, new_id = 0;
   CompareSettings settings;
   po::options_description options(
-      "Usage: seqbench compare BASE_RUN NEW_RUN [--threshold 5%] [--alpha 0.01] [--db FILE]\n"
-      "                        [--base-db FILE]\n\n"
-      "Matches the two runs' cases by key and judges each: ratio of median runtimes and a\n"
-      "Mann-Whitney U test on the repetition samples (at least 9 a side). Verdicts: faster,\n"
-      "slower, same, ambiguous (significant but within the threshold, or too few samples).\n"
-      "Peak memory is judged against the same threshold. Exits 1 when any case is slower\n"
-      "or larger beyond the threshold.\n\nOptions");
+      "Usage: seqbench compare BASE_RUN NEW_RUN [--threshold 5%] [--confidence 0.95]\n"
+      "                        [--db FILE] [--base-db FILE]\n\n"
+      "Matches the two runs' cases by their identity and judges each on the ratio of median\n"
+      "runtimes (new / base, the inverse of the speedup) and its bootstrap confidence\n"
+      "interval from the repetition samples (at least 3 a side). Verdicts: slower (the\n"
+      "whole interval above 1 + threshold), faster (below 1 - threshold), same (inside\n"
+      "both), ambiguous (it reaches across a limit, or too few samples). Peak memory is\n"
+      "judged against the same threshold. Exits 1 when any case is slower or larger.\n\n"
+      "Options");
   options.add_options()("help,h", "show this help");
   DeclareDatabase(options, &db_path, "database of NEW_RUN (and BASE_RUN)");
   options.add_options()("base-db", po::value(&base_db), "database of BASE_RUN, if another")(
-      "threshold", po::value(&threshold_text)->default_value("5%"), "smallest change that counts")(
-      "alpha", po::value(&settings.alpha)->default_value(0.01), "significance level");
+      "threshold", po::value(&threshold_text)->default_value("5%"),
+      "smallest change that counts: 5% or 0.05")(
+      "confidence", po::value(&settings.confidence)->default_value(0.95),
+      "of the ratio's bootstrap interval, in (0, 1)");
   po::options_description hidden;
   hidden.add_options()("base", po::value(&base_id))("new", po::value(&new_id));
   po::positional_options_description positional;
@@ -168,15 +189,9 @@ int RunCompare(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "compare");
   if (!values) return 0;
   if (base_id <= 0 || new_id <= 0) throw UsageError("compare: give BASE_RUN and NEW_RUN ids");
-  const std::regex percent("([0-9]*\\.?[0-9]+)%?");
-  std::smatch match;
-  if (!std::regex_match(threshold_text, match, percent)) {
-    throw UsageError("compare: --threshold must be a percentage like 5% or 2.5, got '" +
-                     threshold_text + "'");
-  }
-  settings.threshold = std::stod(match[1]) / 100;
-  if (!(settings.alpha > 0 && settings.alpha < 1))
-    throw UsageError("compare: --alpha must lie in (0, 1)");
+  settings.threshold = ParseThreshold(threshold_text, "compare");
+  if (!(settings.confidence > 0 && settings.confidence < 1))
+    throw UsageError("compare: --confidence must lie in (0, 1), e.g. 0.95");
 
   const auto new_store = OpenExistingStore(db_path, "compare");
   const auto base_store = base_db.empty() ? nullptr : OpenExistingStore(base_db, "compare");
@@ -189,17 +204,18 @@ int RunCompare(const std::vector<std::string>& args) {
   const auto comparisons =
       CompareCases(base_source.Cases(base.run_id), new_store->Cases(next.run_id), settings);
   MarkdownTable table(
-      {"case", "base median", "new median", "ratio", "p-value", "verdict", "memory", "note"});
+      {"case", "base median", "new median", "ratio", "interval", "verdict", "memory", "note"});
   bool regression = false;
   std::map<std::string, int> verdicts;
   for (const CaseComparison& c : comparisons) {
-    char ratio[32] = "—", p_value[32] = "—", memory[48] = "—";
+    char ratio[32] = "—", interval[48] = "—", memory[48] = "—";
     if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
-    if (c.p_value) std::snprintf(p_value, sizeof(p_value), "%.2g", *c.p_value);
+    if (c.interval)
+      std::snprintf(interval, sizeof(interval), "%.3f–%.3f", c.interval->low, c.interval->high);
     if (c.memory_ratio)
       std::snprintf(memory, sizeof(memory), "%.3f× %s", *c.memory_ratio, c.memory_verdict.c_str());
     table.AddRow({c.case_key, c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
-                  c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—", ratio, p_value,
+                  c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—", ratio, interval,
                   c.verdict, memory, c.note});
     regression = regression || IsRegression(c);
     ++verdicts[c.verdict];

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "harness/cli/command.h"
+#include "harness/cuda_probe.h"
 #include "harness/run_header.h"
 #include "harness/text_data.h"
 #include "harness/training/pipeline.h"
@@ -295,6 +296,11 @@ int RunTrain(const std::vector<std::string>& args) {
                                     "steady_clock around each optimizer step, loader waits "
                                     "included (the loss is read back every step)"},
                                    {"data", data.description}};
+  // The GPU's facts and library settings, as `run` records them; float32 is float32.
+  cuda_probe::UseFullFloat32();
+  for (const auto& entry : cuda_probe::Environment()) {
+    description.extra_environment.push_back(entry);
+  }
   const RunRecord run = NewRunRecord(description);
   // A resume continues the checkpoint's run where this database holds it, unfinished and
   // on the same suite and data: one run, one log, and final metrics over all of its steps.

@@ -153,7 +153,7 @@ set -e
 # database with a matching run, whichever order they are given in.
 sed 's/^name = "ci"/name = "other"/' "$suites/ci.toml" >"$work/other.toml"
 first_case=$(sqlite3 "$work/r.db" "SELECT case_key FROM cases LIMIT 1" | cut -d' ' -f1)
-"$seqbench" run "$work/other.toml" --db "$work/other.db" --repetitions 1 --filter "^$first_case " >/dev/null
+"$seqbench" run "$work/other.toml" --db "$work/other.db" --repetitions 3 --filter "^$first_case " >/dev/null
 printf '<!-- seqbench:begin suite=other -->\n<!-- seqbench:end -->\n<!-- seqbench:begin suite=ci -->\n<!-- seqbench:end -->\n' >"$work/R3.md"
 cp "$work/R3.md" "$work/R4.md"
 "$seqbench" readme "$work/R3.md" --db "$work/other.db" --db "$work/r.db" >/dev/null || fail "readme over two databases"
@@ -166,6 +166,20 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "no complete run of suite 'nosuch'" "$work/err" || fail "readme over two databases without a run (rc $rc)"
+# compare: a run against itself is never slower or faster (exit 0; with 3 samples its
+# interval is wide: "ambiguous" or "same"); a threshold is 5% or 0.05, and a
+# bare 5 (500%?) is refused with the two spellings that would be meant.
+# With 2 samples a side (r.db) no case is judged.
+"$seqbench" compare 1 1 --db "$work/other.db" --threshold 0.05 >"$work/cmp" || fail "compare 1 1: $(cat "$work/cmp")"
+grep -q "no regression" "$work/cmp" && ! grep -qE "\| (slower|faster) \|" "$work/cmp" ||
+  fail "a run against itself: $(cat "$work/cmp")"
+"$seqbench" compare 1 1 --db "$work/r.db" --threshold 5% >"$work/cmp" || fail "compare 1 1: $(cat "$work/cmp")"
+[[ $(grep -c "cannot judge: 2 and 2 samples" "$work/cmp") -eq $total ]] || fail "2 samples judged: $(cat "$work/cmp")"
+set +e
+"$seqbench" compare 1 1 --db "$work/r.db" --threshold 5 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "write 5% or 0.05" "$work/err" || fail "compare --threshold 5: rc $rc, $(cat "$work/err")"
 set +e
 "$seqbench" check --latest --db "$work/r.db" >"$work/check"
 rc=$?

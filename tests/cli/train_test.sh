@@ -96,7 +96,7 @@ final() { sqlite3 "$work/t.db" "SELECT c.iterations || ' ' || m.value FROM cases
 # Each step logs the training time up to its end, and the throughput comes from those
 # times: both runs, the resumed one too, have growing times and a tokens_per_s.
 for run in 1 2; do
-  [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps a JOIN training_steps b ON b.run_id = a.run_id AND b.step = a.step + 1 WHERE a.run_id = $run AND a.elapsed_s > 0 AND b.elapsed_s > a.elapsed_s") -eq 11 ]] ||
+  [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps a JOIN training_steps b ON b.run_id = a.run_id AND b.case_key = a.case_key AND b.step = a.step + 1 WHERE a.run_id = $run AND a.elapsed_s > 0 AND b.elapsed_s > a.elapsed_s") -eq 11 ]] ||
     fail "run $run's logged times do not grow: $(sqlite3 "$work/t.db" "SELECT group_concat(elapsed_s, ' ') FROM training_steps WHERE run_id = $run")"
   [[ $(final $run tokens_per_s | awk '{print ($2 > 0)}') == 1 ]] || fail "run $run has no tokens_per_s"
 done

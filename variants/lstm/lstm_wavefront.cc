@@ -53,6 +53,28 @@ namespace {
 // Holds a stage's stream current on its thread while alive.
 using StreamScope = std::optional<c10::cuda::CUDAStreamGuard>;
 
+// The stages' streams, taken from LibTorch's pool once per variant and kept: the caching
+// allocator reuses a block only on the stream it was allocated on, so fresh streams every
+// forward (the pool hands them out in rotation) would pay cudaMalloc inside timed steps.
+// Thread-safety: filled on the caller's thread before the stages start.
+class StageStreamSet {
+ public:
+  const std::vector<c10::cuda::CUDAStream>& For(int64_t stages, c10::DeviceIndex device) {
+    if (static_cast<int64_t>(streams_.size()) != stages || device_ != device) {
+      streams_.clear();
+      for (int64_t stage = 0; stage < stages; ++stage) {
+        streams_.push_back(c10::cuda::getStreamFromPool(false, device));
+      }
+      device_ = device;
+    }
+    return streams_;
+  }
+
+ private:
+  std::vector<c10::cuda::CUDAStream> streams_;
+  c10::DeviceIndex device_ = -1;
+};
+
 // One CUDA stream per stage and one event per (layer, block) hand-off, for one forward.
 // Thread-safety: Enter, Published and Consume are called by the stage threads, each on
 // its own stage and its own layers' events (a consumer waits only on an event the host
@@ -60,14 +82,13 @@ using StreamScope = std::optional<c10::cuda::CUDAStreamGuard>;
 class StageStreams {
  public:
   // inputs: [B,T,D] on the device the stages run on; a CPU tensor disables every call.
-  StageStreams(const torch::Tensor& inputs, int64_t stages, int64_t layers, int64_t blocks)
+  StageStreams(const torch::Tensor& inputs, int64_t stages, int64_t layers, int64_t blocks,
+               StageStreamSet& set)
       : enabled_(inputs.is_cuda()), blocks_(blocks) {
     if (!enabled_) return;
     caller_ = c10::cuda::getCurrentCUDAStream(inputs.device().index());
     started_.record(*caller_);  // the inputs and layer 0's projection are issued before it
-    for (int64_t stage = 0; stage < stages; ++stage) {
-      streams_.push_back(c10::cuda::getStreamFromPool(false, inputs.device().index()));
-    }
+    streams_ = set.For(stages, inputs.device().index());
     handoffs_.resize(layers * blocks);
   }
 
@@ -108,11 +129,12 @@ class StageStreams {
 };
 #else
 struct StreamScope {};
+struct StageStreamSet {};
 
 // Without CUDA in the build the stages are host threads only (see the file comment).
 class StageStreams {
  public:
-  StageStreams(const torch::Tensor&, int64_t, int64_t, int64_t) {}
+  StageStreams(const torch::Tensor&, int64_t, int64_t, int64_t, StageStreamSet&) {}
   void Enter(int64_t, StreamScope&) {}
   void Published(int64_t, int64_t) {}
   void Consume(int64_t, int64_t) {}
@@ -185,7 +207,7 @@ class LstmWavefront final : public LstmVariant {
     std::vector<std::exception_ptr> errors(stages);
     const bool grad_enabled = torch::GradMode::is_enabled();
     const int64_t blocks = (steps + block - 1) / block;
-    StageStreams streams(inputs, stages, layers, blocks);
+    StageStreams streams(inputs, stages, layers, blocks, stream_set_);
 
     const auto run_stage = [&](int64_t stage) {
       try {
@@ -245,10 +267,10 @@ class LstmWavefront final : public LstmVariant {
     for (int64_t stage = 1; stage < stages; ++stage) workers.emplace_back(run_stage, stage);
     run_stage(0);
     for (auto& worker : workers) worker.join();
-    streams.Join();
     for (const auto& error : errors) {
-      if (error) std::rethrow_exception(error);
+      if (error) std::rethrow_exception(error);  // a stage's own error, before any of Join's
     }
+    streams.Join();
     return {torch::stack(outputs[layers - 1], 1), torch::stack(h_n, 0), torch::stack(c_n, 0)};
   }
 
@@ -262,6 +284,7 @@ class LstmWavefront final : public LstmVariant {
 
  private:
   std::optional<SingleThreadedOpenBlas> blas_threads_;
+  StageStreamSet stream_set_;  // CUDA builds: the stages' streams, kept across forwards
 };
 
 }  // namespace
