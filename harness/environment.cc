@@ -85,6 +85,13 @@ std::string Environment::Get(const std::string& key) const {
   return "";
 }
 
+std::string VersionLine() {
+  const std::string sha = SEQBENCH_GIT_SHA;
+  return std::string("seqbench ") + SEQBENCH_VERSION + ", git " + sha.substr(0, 7) +
+         (std::string(SEQBENCH_GIT_DIRTY) == "true" ? " (dirty)" : "") + ", LibTorch " +
+         compat::TorchVersion() + ", " + SEQBENCH_BUILD_TYPE + " build (" + SEQBENCH_COMPILER + ")";
+}
+
 Environment CaptureEnvironment() {
   Environment env;
   const auto add = [&](const std::string& key, const std::string& value) {

@@ -21,4 +21,8 @@ struct Environment {
 
 Environment CaptureEnvironment();
 
+// "seqbench 0.1.0, git 1b7f7f9 (dirty), LibTorch 1.13.0, Release build (GNU 12.2.0)": what
+// `seqbench --version` prints, from the same build facts a run records.
+std::string VersionLine();
+
 }  // namespace seqbench

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/cli/command.h"
+#include "harness/environment.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
 
@@ -140,6 +141,7 @@ std::string GlobalUsage(const po::options_description& options) {
 int Main(int argc, char** argv) {
   po::options_description options("Global options");
   options.add_options()("help,h", "show this help")(
+      "version", "print seqbench's version, git SHA and LibTorch version")(
       "plugin", po::value<std::vector<std::string>>()->composing(),
       "load a shared library that registers more variants (repeatable)");
   po::options_description hidden;
@@ -158,6 +160,10 @@ int Main(int argc, char** argv) {
                                   .run();
   po::store(parsed, values);
   if (!values.count("command")) {
+    if (values.count("version")) {
+      std::cout << VersionLine() << "\n";
+      return 0;
+    }
     if (values.count("help")) {
       std::cout << GlobalUsage(options);
       return 0;

@@ -11,6 +11,11 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 count() { sqlite3 "$1" "$2"; }
 
+# 0. --version names seqbench's version, the git SHA it was built from and LibTorch's.
+"$seqbench" --version >"$work/version" || fail "--version exited non-zero"
+grep -qE "^seqbench [0-9]+\.[0-9]+\.[0-9]+, git [0-9a-f]{7}.*, LibTorch [0-9]+\.[0-9]+" "$work/version" ||
+  fail "--version: $(cat "$work/version")"
+
 # 1. A malformed suite: exit 2, message with file and line, no database written.
 printf 'name = "x"\ndescription = "y"\nfamily = "simple_rnn"\nbaseline = "baseline"\nrepetitons = 3\n' >"$work/bad.toml"
 set +e
