@@ -32,7 +32,8 @@ int64_t PeakBytes(torch::Device device);
 
 // Float32 means float32: TF32 off for cuDNN as it is for cuBLAS (LibTorch's defaults are
 // on and off), so that a library variant (cuDNN's LSTM) is not timed and checked at a
-// lower precision than the hand-written ones. The harness calls it before any case.
+// lower precision than the hand-written ones. seqbench calls it once at start-up, before
+// any command records its settings or runs a case.
 void UseFullFloat32();
 
 // Hands the caching allocator's unused blocks back to the driver. The harness calls it

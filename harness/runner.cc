@@ -103,7 +103,6 @@ bool CaseRunner::ShouldCheck(const CaseSpec& spec) {
 CaseRunner::CaseRunner(const Suite& suite, CheckPolicy check) : suite_(suite), check_(check) {
   // Counting must start before the weights exist, so that every tensor of a case is seen.
   CountingCpuAllocator::Install();
-  cuda_probe::UseFullFloat32();
 }
 
 const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {

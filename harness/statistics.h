@@ -52,6 +52,10 @@ struct MannWhitney {
 // lacks a case is routine, not an error.
 MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second);
 
+// Fewer samples on a side than this and a bootstrap cannot see their spread: compare and
+// check give no interval-based verdict below it.
+inline constexpr size_t kMinBootstrapSamples = 3;
+
 // A point estimate and a confidence interval around it.
 struct Interval {
   double estimate = 0;  // from all the samples

@@ -16,10 +16,13 @@ bool Matches(const CaseRecord& c, const std::map<std::string, std::string>& wher
 
 // The bootstrap interval of Speedup(candidate, other). On one workload the ratio of median
 // throughputs is Median(other's step times) / Median(candidate's), scaled by the two cases'
-// tokens per step. Empty below 3 samples a side, where a bootstrap cannot see the spread.
+// tokens per step. Empty below stats::kMinBootstrapSamples a side.
 std::optional<stats::Interval> SpeedupInterval(const CaseRecord& candidate,
                                                const CaseRecord& other) {
-  if (candidate.samples_s.size() < 3 || other.samples_s.size() < 3) return std::nullopt;
+  if (candidate.samples_s.size() < stats::kMinBootstrapSamples ||
+      other.samples_s.size() < stats::kMinBootstrapSamples) {
+    return std::nullopt;
+  }
   if (candidate.tokens_per_step <= 0 || other.tokens_per_step <= 0) return std::nullopt;
   stats::Interval interval =
       stats::BootstrapRatioOfMedians(candidate.samples_s, other.samples_s, kCheckConfidence);

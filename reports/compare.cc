@@ -1,7 +1,6 @@
 #include "reports/compare.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
 

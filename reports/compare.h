@@ -19,9 +19,8 @@ namespace seqbench {
 struct CompareSettings {
   double threshold = 0.05;   // a fraction: a change within 5% is "same"
   double confidence = 0.95;  // of the ratio's bootstrap interval
-  // Fewer repetitions on either side: no verdict (the bootstrap of one or two samples
-  // cannot see their spread).
-  size_t min_samples = 3;
+  // Fewer repetitions on either side: no verdict.
+  size_t min_samples = stats::kMinBootstrapSamples;
 };
 
 struct CaseComparison {

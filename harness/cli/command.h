@@ -86,7 +86,10 @@ struct RunSelection {
                     bool complete_only = true) const;
 };
 
-// Adds --db (default results/seqbench.db) to `options`.
+// Where results go when no --db is given.
+inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";
+
+// Adds --db (default kDefaultDatabasePath) to `options`.
 void DeclareDatabase(boost::program_options::options_description& options, std::string* db_path,
                      const char* meaning = "results database");
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/cli/command.h"
+#include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
@@ -104,7 +105,7 @@ RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std:
 }
 
 void DeclareDatabase(po::options_description& options, std::string* db_path, const char* meaning) {
-  options.add_options()("db", po::value(db_path)->default_value("results/seqbench.db"), meaning);
+  options.add_options()("db", po::value(db_path)->default_value(kDefaultDatabasePath), meaning);
 }
 
 void RunSelection::Declare(po::options_description& options, po::options_description& hidden,
@@ -182,6 +183,7 @@ int Main(int argc, char** argv) {
       plugin_paths.push_back(path);
     }
   }
+  cuda_probe::UseFullFloat32();  // for every command, before it records or runs anything
   const std::string name = values["command"].as<std::string>();
   for (const Command& command : Commands()) {
     if (name == command.name) return command.run(command_args);

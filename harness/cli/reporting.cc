@@ -105,7 +105,7 @@ int RunReadme(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")(
       "db",
       po::value(&db_paths)
-          ->default_value({"results/seqbench.db"}, "results/seqbench.db")
+          ->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)
           ->composing(),
       "results database; repeat it to read several");
   po::options_description hidden;

@@ -82,7 +82,7 @@ int RunRun(const std::vector<std::string>& args) {
       "environment. Exits 0 when every case is ok or skipped, 1 when any mismatched or\n"
       "failed (all are stored either way), 2 on bad input.\n\nOptions");
   options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
+      "db", po::value(&db_path)->default_value(kDefaultDatabasePath), "results database")(
       "device", po::value(&device), "run every case on this device (cpu or cuda)")(
       "threads", po::value(&threads),
       "run every case with N LibTorch and OpenBLAS threads (default: the suite's `threads`, "
@@ -210,7 +210,6 @@ int RunRun(const std::vector<std::string>& args) {
       "timer", cuda_probe::Compiled()
                    ? "CUDA events around the step on CUDA; steady_clock around the step on CPU"
                    : "steady_clock around the step (device synchronised)");
-  cuda_probe::UseFullFloat32();  // before the settings are recorded (the runner sets it too)
   for (const auto& entry : cuda_probe::Environment()) {
     description.extra_environment.push_back(entry);
   }

@@ -141,7 +141,7 @@ int RunTrain(const std::vector<std::string>& args) {
       "Options");
   // Numbers are taken as text and parsed with the suite file's rules (one validation path).
   options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value("results/seqbench.db"), "results database")(
+      "db", po::value(&db_path)->default_value(kDefaultDatabasePath), "results database")(
       "pipeline", po::value(&only)->composing(),
       "with a suite: run only this pipeline (repeatable)")(
       "steps", po::value<std::string>(), "optimizer steps (overrides the suite's)")(
@@ -296,8 +296,7 @@ int RunTrain(const std::vector<std::string>& args) {
                                     "steady_clock around each optimizer step, loader waits "
                                     "included (the loss is read back every step)"},
                                    {"data", data.description}};
-  // The GPU's facts and library settings, as `run` records them; float32 is float32.
-  cuda_probe::UseFullFloat32();
+  // The GPU's facts and library settings, as `run` records them.
   for (const auto& entry : cuda_probe::Environment()) {
     description.extra_environment.push_back(entry);
   }
