@@ -109,6 +109,9 @@ std::string ReadField(const TomlReader& reader, const toml::node& node,
 }
 
 constexpr int64_t kMaxSize = int64_t{1} << 30;
+// More grid points than any suite could run in a day; the bound keeps a short file (a few
+// long lists multiply) from expanding for hours before the first case.
+constexpr size_t kMaxGridPoints = 10000;
 
 VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
                         const std::string& family) {
@@ -292,6 +295,13 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       const std::vector<std::string> values = reader.OneOrMany<std::string>(
           grid, std::string(field.name), {},
           [&](const toml::node& n, const std::string&) { return ReadField(reader, n, field); });
+      if (points.size() * values.size() > kMaxGridPoints) {
+        reader.Fail(grid.source(),
+                    "[grid] multiplies out to more than " + std::to_string(kMaxGridPoints) +
+                        " points (" + std::to_string(points.size()) + " x " +
+                        std::to_string(values.size()) + " values of '" + std::string(field.name) +
+                        "'): split it into several suites or use [[cases]]");
+      }
       std::vector<Workload> expanded;
       for (const Workload& point : points) {
         for (const std::string& value : values) {
@@ -302,14 +312,13 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       }
       points = std::move(expanded);
     }
+    std::set<std::string> seen;
     for (Workload& w : points) {
       // Padding and token counts apply to some modes only; keep one copy.
       if (w.mode == "generate") w.min_len = 0;
       if (w.mode != "generate") w.generate_tokens = 0;
       CheckWorkload(reader, grid.source(), w, suite);
-      if (std::find(suite.grid.begin(), suite.grid.end(), w) == suite.grid.end()) {
-        suite.grid.push_back(w);
-      }
+      if (seen.insert(w.Key()).second) suite.grid.push_back(w);
     }
   }
 

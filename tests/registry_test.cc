@@ -51,7 +51,7 @@ TEST_CASE("an unknown key fails with the list of known keys", "[registry]") {
 }
 
 TEST_CASE("a duplicate key fails and keeps the first entry", "[registry]") {
-  VariantRegistry registry("variant");
+  VariantRegistry registry("variant", "variants");
   registry.Add(VariantEntry{"alpha", "first", nullptr, "built-in", {}});
   CHECK_THROWS_AS(registry.Add(VariantEntry{"alpha", "second", nullptr, "built-in", {}}),
                   DuplicateKeyError);

@@ -101,6 +101,14 @@ std::string WithLine(int line, const std::string& replacement) {
   return result;
 }
 
+// "batch = [1, 2, ..., count]": a short line whose product with the grid's other lists
+// used to expand, and deduplicate pairwise, for minutes.
+std::string LongBatchList(int count) {
+  std::string line = "batch = [1";
+  for (int batch = 2; batch <= count; ++batch) line += ", " + std::to_string(batch);
+  return line + "]";
+}
+
 TEST_CASE("malformed suites fail with the line and what was expected", "[suite]") {
   const std::vector<Malformed> cases = {
       {"TOML syntax", WithLine(9, "width = = 16"), 9, "invalid TOML"},
@@ -144,6 +152,8 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'case_timeout_s' must be above 0"},
       {"NaN minimum time", WithLine(16, "min_time_ms = nan"), 16,
        "'min_time_ms' must be a finite number"},
+      {"grid that multiplies out to hours of parsing", WithLine(27, LongBatchList(3000)), 25,
+       "[grid] multiplies out to more than 10000 points"},
   };
   REQUIRE(cases.size() >= 15);
   for (const Malformed& c : cases) {

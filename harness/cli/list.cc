@@ -34,6 +34,10 @@ int RunList(const std::vector<std::string>& args) {
       "suites", po::value(&suites_dir)->default_value("suites"), "folder of suite files");
   const auto values = ParseArguments(args, options, {}, {}, "list");
   if (!values) return 0;
+  // The default folder may be absent (list run outside a checkout); one the user named may not.
+  if (!values->at("suites").defaulted() && !std::filesystem::is_directory(suites_dir)) {
+    throw UsageError("list: --suites " + suites_dir + ": no such folder");
+  }
 
   std::cout << "Model families:\n";
   for (const FamilyEntry* family : GlobalFamilies().Entries()) {

@@ -180,7 +180,7 @@ int RunCompare(const std::vector<std::string>& args) {
   options.add_options()("base-db", po::value(&base_db), "database of BASE_RUN, if another")(
       "threshold", po::value(&threshold_text)->default_value("5%"),
       "smallest change that counts: 5% or 0.05")(
-      "confidence", po::value(&settings.confidence)->default_value(0.95),
+      "confidence", po::value(&settings.confidence)->default_value(0.95, "0.95"),
       "of the ratio's bootstrap interval, in (0, 1)");
   po::options_description hidden;
   hidden.add_options()("base", po::value(&base_id))("new", po::value(&new_id));

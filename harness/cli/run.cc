@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -115,8 +116,12 @@ int RunRun(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "run");
   if (!values) return 0;
   if (suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
-  if (values->count("case-timeout") && !(case_timeout_s > 0)) {
-    throw UsageError("run: --case-timeout must be a number of seconds above 0");
+  if (values->count("case-timeout") && !(case_timeout_s > 0 && std::isfinite(case_timeout_s))) {
+    throw UsageError("run: --case-timeout must be a finite number of seconds above 0");
+  }
+  if (values->count("in-process") && (values->count("isolate") || values->count("case-timeout"))) {
+    throw UsageError(
+        "run: --in-process contradicts --isolate and --case-timeout (which isolates); keep one");
   }
   if (values->count("retry-failed") && !values->count("resume")) {
     throw UsageError("run: --retry-failed goes with --resume RUN_ID");

@@ -4,6 +4,7 @@
 // `seqbench generate`: greedy decoding from a training checkpoint through `stepwise`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "harness/cli/command.h"
@@ -37,10 +39,24 @@ volatile std::sig_atomic_t stop_requested = 0;
 int64_t stop_after_steps = 0;  // tests: stop after this many steps, as if interrupted
 void RequestStop(int) { stop_requested = 1; }
 
-// TOML text for a one-pipeline suite from the command line's flags: parsed like any
-// suite file (one validation path), and stored with the run as its provenance.
-std::string CommandLineSuite(const po::variables_map& values) {
+// A one-pipeline suite from the command line's flags, as TOML text: parsed like any suite
+// file (one validation path), and stored with the run as its provenance. `flags` names the
+// flag each line came from, so that an error in the text names the flag the user typed.
+struct CommandLineSuiteText {
+  std::string toml;
+  std::map<int64_t, std::string> flags;  // 1-based line -> "--flag"
+};
+
+CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   std::ostringstream toml;
+  std::map<int64_t, std::string> flags;
+  int64_t line = 1;  // the line the next key goes on
+  const auto put = [&](const std::string& flag, const std::string& text) {
+    flags[line] = "--" + flag;
+    toml << text;
+    line += std::count(text.begin(), text.end(), '\n');
+  };
+  const auto section = [&](const std::string& text) { put("", text); };
   const auto quoted = [](const std::string& text) {
     std::string out = "\"";
     for (const char c : text) {
@@ -58,23 +74,25 @@ std::string CommandLineSuite(const po::variables_map& values) {
     if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0]))) {
       throw UsageError(std::string("train: --") + flag + " must be a number, got '" + text + "'");
     }
-    toml << key << " = " << text << "\n";
+    put(flag, std::string(key) + " = " + text + "\n");
   };
   const auto text = [&](const char* flag, const char* key) {
-    if (values.count(flag)) toml << key << " = " << quoted(values[flag].as<std::string>()) << "\n";
+    if (values.count(flag)) {
+      put(flag, std::string(key) + " = " + quoted(values[flag].as<std::string>()) + "\n");
+    }
   };
-  toml << "name = \"train\"\ndescription = " << quoted(CommandLine()) << "\n[data]\n";
+  section("name = \"train\"\ndescription = " + quoted(CommandLine()) + "\n[data]\n");
   text("data", "corpus");
   text("data-path", "path");
   number("max-length", "max_length");
   number("validation-samples", "validation_samples");
   number("max-samples", "max_samples");
-  toml << "[model]\n";
+  section("[model]\n");
   number("width", "width");
   number("layers", "layers");
   number("heads", "heads");
-  toml << "[[pipelines]]\nname = "
-       << quoted(values.count("variant") ? values["variant"].as<std::string>() : "batched") << "\n";
+  section("[[pipelines]]\nname = " +
+          quoted(values.count("variant") ? values["variant"].as<std::string>() : "batched") + "\n");
   text("variant", "variant");
   number("steps", "steps");
   text("batching", "batching");
@@ -89,9 +107,19 @@ std::string CommandLineSuite(const po::variables_map& values) {
   number("eval-every", "eval_every");
   number("seed", "seed");
   text("device", "device");
-  if (values.count("loss-scaling")) toml << "loss_scaling = true\n";
-  if (values.count("restarts")) toml << "restarts = true\n";
-  return toml.str();
+  if (values.count("loss-scaling")) put("loss-scaling", "loss_scaling = true\n");
+  if (values.count("restarts")) put("restarts", "restarts = true\n");
+  return {toml.str(), flags};
+}
+
+// An error in the command line's suite, told in the command line's terms: the flag, not a
+// line of a text the user never wrote.
+UsageError CommandLineError(const SuiteError& error, const CommandLineSuiteText& suite) {
+  const auto flag = suite.flags.find(error.line());
+  if (flag == suite.flags.end() || flag->second == "--") {
+    return UsageError("train: " + error.message());
+  }
+  return UsageError("train: " + flag->second + ": " + error.message());
 }
 
 class ProgressPrinter {
@@ -200,7 +228,12 @@ int RunTrain(const std::vector<std::string>& args) {
       }
       suite = training::LoadTrainingSuiteFile(suite_path);
     } else {
-      suite = training::ParseTrainingSuite(CommandLineSuite(*values), "the command line");
+      const CommandLineSuiteText text = CommandLineSuite(*values);
+      try {
+        suite = training::ParseTrainingSuite(text.toml, "the command line");
+      } catch (const SuiteError& error) {
+        throw CommandLineError(error, text);
+      }
     }
   } catch (const SuiteError& error) {
     throw UsageError("train: " + std::string(error.what()));

@@ -39,12 +39,12 @@ void AddOrDie(Registry<Entry>& registry, Entry entry) {
 }  // namespace
 
 VariantRegistry& GlobalVariants() {
-  static VariantRegistry registry("variant");
+  static VariantRegistry registry("variant", "variants");
   return registry;
 }
 
 FamilyRegistry& GlobalFamilies() {
-  static FamilyRegistry registry("model family");
+  static FamilyRegistry registry("model family", "model families");
   return registry;
 }
 

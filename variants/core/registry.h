@@ -32,12 +32,13 @@ class DuplicateKeyError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// A sorted map from key to Entry; Entry needs a `key` field. `kind` names the entries in
-// messages ("variant", "model family").
+// A sorted map from key to Entry; Entry needs a `key` field. `kind` and `kinds` name one
+// entry and several in messages ("model family", "model families").
 template <typename Entry>
 class Registry {
  public:
-  explicit Registry(std::string kind) : kind_(std::move(kind)) {}
+  Registry(std::string kind, std::string kinds)
+      : kind_(std::move(kind)), kinds_(std::move(kinds)) {}
 
   void Add(Entry entry) {
     if (entry.key.empty()) throw std::invalid_argument("a " + kind_ + " key must not be empty");
@@ -59,7 +60,7 @@ class Registry {
     const auto it = entries_.find(key);
     if (it == entries_.end()) {
       std::string message =
-          "unknown " + kind_ + " '" + std::string(key) + "'; known " + kind_ + "s: " + JoinedKeys();
+          "unknown " + kind_ + " '" + std::string(key) + "'; known " + kinds_ + ": " + JoinedKeys();
       throw UnknownKeyError(message);
     }
     return it->second;
@@ -84,7 +85,7 @@ class Registry {
   }
 
  private:
-  std::string kind_;
+  std::string kind_, kinds_;
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
