@@ -636,6 +636,15 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
   return removed;
 }
 
+bool Store::RemoveCase(int64_t run_id, const std::string& case_key) {
+  Transaction transaction(*this);
+  Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND case_key = ?2");
+  remove.Bind(1, run_id).Bind(2, case_key).Run();
+  const bool removed = sqlite3_changes(db_) > 0;
+  transaction.Commit();
+  return removed;
+}
+
 namespace {
 constexpr const char* kRunColumns =
     "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "

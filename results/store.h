@@ -185,6 +185,10 @@ class Store {
   // Removes the run's cases with these statuses (their samples and metrics too), so that a
   // resume can run them again (run --resume --retry-failed); returns how many.
   int64_t RemoveCases(int64_t run_id, const std::vector<std::string>& statuses);
+  // Removes one case (samples and metrics too; a training pipeline's steps stay): a
+  // training run extended to more steps writes its pipeline's record again. Returns
+  // whether it was there.
+  bool RemoveCase(int64_t run_id, const std::string& case_key);
 
   std::optional<RunRecord> FindRun(int64_t run_id) const;
   std::vector<RunRecord> Runs() const;  // oldest first, without environment and warnings

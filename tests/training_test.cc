@@ -246,7 +246,35 @@ TEST_CASE("training resumes from a checkpoint with the same next losses", "[trai
   Trainer mismatched(other, train, validation);
   CHECK_THROWS_WITH(mismatched.Load(path), Catch::Contains("different training configuration"));
   CHECK_THROWS_WITH(mismatched.Load(path + ".missing"), Catch::Contains("no such checkpoint"));
+
+  // A longer schedule (a run extended to more steps) loads; the learning rate differs from
+  // then on, so the losses may too, but the state is the checkpoint's.
+  TrainingConfig longer = config;
+  longer.schedule.cycle_steps = config.schedule.cycle_steps * 2;
+  Trainer extended(longer, train, validation);
+  extended.Load(path);
+  CHECK(extended.step() == 8);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a resume may change the schedule's length and nothing else", "[training]") {
+  TrainingConfig config = EffectiveConfig(SmallConfig());
+  const std::string fingerprint = config.Fingerprint();
+  CHECK(MatchForResume(fingerprint, fingerprint).kind == ResumeMatch::kSame);
+
+  TrainingConfig longer = config;
+  longer.schedule.cycle_steps = config.schedule.cycle_steps + 100;
+  const ResumeMatch match = MatchForResume(fingerprint, longer.Fingerprint());
+  CHECK(match.kind == ResumeMatch::kScheduleLength);
+  CHECK(match.checkpoint_cycle == std::to_string(config.schedule.cycle_steps));
+  CHECK(match.resuming_cycle == std::to_string(longer.schedule.cycle_steps));
+
+  TrainingConfig other = longer;
+  other.schedule.peak *= 2;  // with the length: still another configuration
+  CHECK(MatchForResume(fingerprint, other.Fingerprint()).kind == ResumeMatch::kDifferent);
+  other = config;
+  other.variant_options["chunk_size"] = 4;
+  CHECK(MatchForResume(fingerprint, other.Fingerprint()).kind == ResumeMatch::kDifferent);
 }
 
 TEST_CASE("bf16 autocast trains on the CPU close to fp32", "[training]") {

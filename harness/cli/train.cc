@@ -308,10 +308,18 @@ int RunTrain(const std::vector<std::string>& args) {
     // Refused before any run is opened or marked: a resume under other options would
     // otherwise fail inside the pipeline and close the run it meant to continue.
     const std::string ours = training::EffectiveConfig(pipelines.front().config).Fingerprint();
-    if (origin.fingerprint != ours) {
+    const training::ResumeMatch match = training::MatchForResume(origin.fingerprint, ours);
+    if (match.kind == training::ResumeMatch::kDifferent) {
       throw UsageError("train: --resume " + resume +
                        ": written by a different training configuration; it has\n  " +
                        origin.fingerprint + "\nthis command has\n  " + ours);
+    }
+    if (match.kind == training::ResumeMatch::kScheduleLength) {
+      std::printf(
+          "train: --resume %s: the cosine schedule now decays over %s steps after warmup (the "
+          "checkpoint's over %s); steps after %lld follow the new length\n",
+          resume.c_str(), match.resuming_cycle.c_str(), match.checkpoint_cycle.c_str(),
+          (long long)origin.step);
     }
   }
 
@@ -350,8 +358,21 @@ int RunTrain(const std::vector<std::string>& args) {
       // the suite text is not compared, since from flags it holds the command line.
       why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
     } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
-      why_not = "run " + std::to_string(stored->run_id) + " already finished this pipeline";
-    } else {
+      // Finished at fewer steps than asked for now: the run is extended. Its pipeline's
+      // record goes, to be written again over every step when the longer run ends.
+      const auto logged = store.TrainingSteps(stored->run_id, key);
+      const int64_t last_logged = logged.empty() ? 0 : logged.back().step;
+      if (pipelines.front().steps > last_logged) {
+        std::printf("train: extending run %lld from %lld to %lld steps\n",
+                    (long long)stored->run_id, (long long)last_logged,
+                    (long long)pipelines.front().steps);
+        store.RemoveCase(stored->run_id, key);
+      } else {
+        why_not = "run " + std::to_string(stored->run_id) + " already finished this pipeline (" +
+                  std::to_string(last_logged) + " steps; ask for more with --steps to extend it)";
+      }
+    }
+    if (stored && why_not.empty()) {
       run_id = stored->run_id;
       run_uuid = stored->uuid;
       store.SetRunStatus(run_id, "running", "");

@@ -221,7 +221,7 @@ void Trainer::Save(const std::string& path) const {
 void Trainer::Load(const std::string& path) {
   auto archive = OpenCheckpoint(path);
   const std::string fingerprint = ReadString(archive, "fingerprint");
-  if (fingerprint != config_.Fingerprint()) {
+  if (MatchForResume(fingerprint, config_.Fingerprint()).kind == ResumeMatch::kDifferent) {
     throw std::runtime_error(path + ": written by a different training configuration; it has\n  " +
                              fingerprint + "\nthis run has\n  " + config_.Fingerprint());
   }
@@ -254,7 +254,39 @@ CheckpointOrigin ReadCheckpointOrigin(const std::string& path) {
   origin.fingerprint = ReadString(archive, "fingerprint");
   c10::IValue uuid;
   if (archive.try_read("run.uuid", uuid) && uuid.isString()) origin.run_uuid = uuid.toStringRef();
+  origin.step = ReadInt(archive, "step");
   return origin;
+}
+
+namespace {
+// A fingerprint's "name=value" terms, in order.
+std::vector<std::pair<std::string, std::string>> FingerprintTerms(const std::string& fingerprint) {
+  std::vector<std::pair<std::string, std::string>> terms;
+  std::istringstream in(fingerprint);
+  std::string term;
+  while (in >> term) {
+    const size_t equals = term.find('=');
+    terms.emplace_back(term.substr(0, equals),
+                       equals == std::string::npos ? "" : term.substr(equals + 1));
+  }
+  return terms;
+}
+}  // namespace
+
+ResumeMatch MatchForResume(const std::string& checkpoint_fingerprint,
+                           const std::string& resuming_fingerprint) {
+  ResumeMatch match;
+  const auto checkpoint = FingerprintTerms(checkpoint_fingerprint);
+  const auto resuming = FingerprintTerms(resuming_fingerprint);
+  if (checkpoint.size() != resuming.size()) return {ResumeMatch::kDifferent, "", ""};
+  for (size_t i = 0; i < checkpoint.size(); ++i) {
+    if (checkpoint[i] == resuming[i]) continue;
+    if (checkpoint[i].first != "cycle" || resuming[i].first != "cycle") {
+      return {ResumeMatch::kDifferent, "", ""};
+    }
+    match = {ResumeMatch::kScheduleLength, checkpoint[i].second, resuming[i].second};
+  }
+  return match;
 }
 
 CheckpointModel ReadCheckpointModel(const std::string& path) {

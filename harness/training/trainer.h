@@ -111,8 +111,20 @@ TrainingConfig EffectiveConfig(TrainingConfig config);
 struct CheckpointOrigin {
   std::string fingerprint;
   std::string run_uuid;
+  int64_t step = 0;  // the optimizer steps taken when it was written
 };
 CheckpointOrigin ReadCheckpointOrigin(const std::string& path);
+
+// How the configuration resuming from a checkpoint relates to the one that wrote it,
+// compared by their Fingerprint()s: the same; differing only in the cosine schedule's
+// length, which follows the step count unless a suite sets cycle_steps (a run extended to
+// more steps: allowed, and said); or differing in anything else (refused).
+struct ResumeMatch {
+  enum Kind { kSame, kScheduleLength, kDifferent } kind = kSame;
+  std::string checkpoint_cycle, resuming_cycle;  // set for kScheduleLength
+};
+ResumeMatch MatchForResume(const std::string& checkpoint_fingerprint,
+                           const std::string& resuming_fingerprint);
 
 // What `seqbench generate` needs from a checkpoint: the model and its weights.
 struct CheckpointModel {

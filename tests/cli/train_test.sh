@@ -105,6 +105,23 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "different training configuration" "$work/out" || fail "resume under other options: rc $rc, $(cat "$work/out")"
+# Run 2, complete at 12 steps, extended to 16 from its last checkpoint: the same run, its
+# first 12 steps kept, the schedule's new length said, one record over all 16 steps.
+cp "$work/ck.pt" "$work/ck12.pt"
+"$seqbench" train "${small[@]}" --steps 16 --resume "$work/ck12.pt" --db "$work/t.db" >"$work/out" 2>&1 || fail "extend: $(cat "$work/out")"
+grep -q "extending run 2 from 12 to 16 steps" "$work/out" && grep -q "cosine schedule now decays over" "$work/out" ||
+  fail "extend message: $(cat "$work/out")"
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "the extension started a new run"
+[[ $(sqlite3 "$work/t.db" "SELECT status FROM runs WHERE run_id = 2") == complete ]] || fail "extended run 2 not complete"
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) || ' ' || max(step) FROM training_steps WHERE run_id = 2") == "16 16" ]] ||
+  fail "extended run 2 logs $(sqlite3 "$work/t.db" "SELECT count(*) || ' steps up to ' || max(step) FROM training_steps WHERE run_id = 2")"
+kept=$(sqlite3 "$work/t.db" "SELECT group_concat(loss, ' ') FROM (SELECT loss FROM training_steps WHERE run_id = 2 AND step <= 12 ORDER BY step)")
+[[ "$kept" == "$straight" ]] || fail "the extension changed the first 12 losses"
+[[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM cases WHERE run_id = 2") -eq 1 ]] || fail "the extended run has $(sqlite3 "$work/t.db" "SELECT count(*) FROM cases WHERE run_id = 2") records"
+[[ $(final 2 final_train_loss) == 16\ * ]] || fail "the extended run's record counts $(final 2 final_train_loss | cut -d' ' -f1) steps"
+# Asking a finished run for no more steps than it has is not an extension: a new run.
+"$seqbench" train "${small[@]}" --steps 12 --resume "$work/ck12.pt" --db "$work/t.db" >"$work/out" 2>&1 || fail "$(cat "$work/out")"
+grep -q "a new run, since run 2 already finished this pipeline (16 steps" "$work/out" || fail "not-an-extension message: $(cat "$work/out")"
 
 # 3. Generate from the checkpoint: the prompt, then decoded text and latencies.
 "$seqbench" generate --checkpoint "$work/ck.pt" --prompt "<en> hi <ja>" -n 5 >"$work/gen" || fail "$(cat "$work/gen")"
