@@ -32,6 +32,8 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
     add("runtime_q1_s", summary.q1, "s");
     add("runtime_q3_s", summary.q3, "s");
     add("runtime_iqr_s", summary.iqr, "s");
+    add("runtime_relative_iqr", summary.RelativeIqr(), "ratio");
+    add("runtime_outliers", static_cast<double>(summary.outliers), "count");
     if (summary.median > 0)
       add("tokens_per_s", result.tokens_per_step / summary.median, "tokens/s");
     // Roofline: the step's work over the median step (the peaks are the run's).

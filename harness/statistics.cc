@@ -110,6 +110,13 @@ double Max(const std::vector<double>& values) {
   return *std::max_element(values.begin(), values.end());
 }
 
+namespace {
+size_t CountOutside(const std::vector<double>& values, double low, double high) {
+  return static_cast<size_t>(
+      std::count_if(values.begin(), values.end(), [&](double v) { return v < low || v > high; }));
+}
+}  // namespace
+
 Summary Summarize(const std::vector<double>& values) {
   RequireNonEmpty(values, "Summarize");
   Summary summary;
@@ -126,7 +133,15 @@ Summary Summarize(const std::vector<double>& values) {
   summary.q1 = QuantileInPlace(scratch, 0.25);
   summary.q3 = QuantileInPlace(scratch, 0.75);
   summary.iqr = summary.q3 - summary.q1;
+  summary.outliers =
+      CountOutside(values, summary.q1 - 1.5 * summary.iqr, summary.q3 + 1.5 * summary.iqr);
   return summary;
+}
+
+size_t TukeyOutliers(const std::vector<double>& values) {
+  RequireNonEmpty(values, "TukeyOutliers");
+  const double q1 = Quantile(values, 0.25), q3 = Quantile(values, 0.75);
+  return CountOutside(values, q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1));
 }
 
 MannWhitney MannWhitneyU(const std::vector<double>& first, const std::vector<double>& second) {

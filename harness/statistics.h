@@ -34,12 +34,23 @@ double InterquartileRange(const std::vector<double>& values);
 double Min(const std::vector<double>& values);
 double Max(const std::vector<double>& values);
 
+// Tukey's rule: the values below Q1 - 1.5 IQR or above Q3 + 1.5 IQR (Quantile's Q1, Q3).
+size_t TukeyOutliers(const std::vector<double>& values);
+
 struct Summary {
   size_t count = 0;
   double mean = 0, median = 0, stddev = 0, cv = 0, min = 0, max = 0, q1 = 0, q3 = 0, iqr = 0;
+  size_t outliers = 0;  // TukeyOutliers
+  // iqr / median (0 when the median is 0): the spread the noise levels below judge.
+  double RelativeIqr() const { return median == 0.0 ? 0.0 : iqr / median; }
 };
 // All of the above with one copy of the input; each field equals its function.
 Summary Summarize(const std::vector<double>& values);
+
+// How noisy a case's timings are, by torch.utils.benchmark's levels of IQR / median: above
+// 10% its median is not to be trusted to a few percent, above 25% not at all.
+inline constexpr double kNoisyRelativeIqr = 0.10;
+inline constexpr double kVeryNoisyRelativeIqr = 0.25;
 
 struct MannWhitney {
   double u = 0;        // U statistic of the first sample (scipy's U1 = rank sum of x - n1(n1+1)/2)

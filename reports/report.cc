@@ -17,12 +17,19 @@ namespace {
 using nlohmann::json;
 
 // Every metric a case may carry, in the order CSV columns list them.
-const std::vector<std::string> kMetricColumns = {
-    "runtime_mean_s", "runtime_median_s", "runtime_stddev_s", "runtime_cv",        "runtime_min_s",
-    "runtime_max_s",  "runtime_q1_s",     "runtime_q3_s",     "runtime_iqr_s",     "tokens_per_s",
-    "peak_bytes",     "activation_bytes", "max_rss_bytes",    "logits_max_abs",    "logits_max_rel",
-    "loss_max_abs",   "grad_max_abs",     "grad_max_rel",     "mismatched_tokens", "correct",
-    "step_flops",     "step_bytes",       "gflops_per_s",     "gbytes_per_s"};
+const std::vector<std::string> kMetricColumns = {"runtime_mean_s",    "runtime_median_s",
+                                                 "runtime_stddev_s",  "runtime_cv",
+                                                 "runtime_min_s",     "runtime_max_s",
+                                                 "runtime_q1_s",      "runtime_q3_s",
+                                                 "runtime_iqr_s",     "runtime_relative_iqr",
+                                                 "runtime_outliers",  "tokens_per_s",
+                                                 "peak_bytes",        "activation_bytes",
+                                                 "max_rss_bytes",     "logits_max_abs",
+                                                 "logits_max_rel",    "loss_max_abs",
+                                                 "grad_max_abs",      "grad_max_rel",
+                                                 "mismatched_tokens", "correct",
+                                                 "step_flops",        "step_bytes",
+                                                 "gflops_per_s",      "gbytes_per_s"};
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {
@@ -185,6 +192,41 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
     text += "\n";
   }
   return text;
+}
+
+std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  std::vector<std::string> warnings = run.warnings;
+  // A training pipeline's samples are steps of different batches, spread by design.
+  if (run.kind == kRunKindTraining) return warnings;
+  for (const CaseRecord& c : cases) {
+    if (c.samples_s.empty()) continue;  // failed or skipped: its status says so
+    const std::string name = c.name() + " " + ShapeCell(c) + " " + c.workload().mode;
+    const stats::Summary summary = stats::Summarize(c.samples_s);
+    if (summary.count < stats::kMinBootstrapSamples) {
+      warnings.push_back(
+          name + ": " + std::to_string(summary.count) + " sample(s), fewer than the " +
+          std::to_string(stats::kMinBootstrapSamples) + " a verdict needs: raise repetitions");
+      continue;
+    }
+    const double spread = summary.RelativeIqr();
+    if (spread <= stats::kNoisyRelativeIqr) continue;
+    const bool very = spread > stats::kVeryNoisyRelativeIqr;
+    warnings.push_back(
+        name + ": " + (very ? "very noisy" : "noisy") + ", IQR/median " +
+        FormatSignificant(100 * spread, 3) + "% (over " +
+        FormatSignificant(100 * (very ? stats::kVeryNoisyRelativeIqr : stats::kNoisyRelativeIqr),
+                          2) +
+        "%), " + std::to_string(summary.outliers) + " Tukey outlier(s) in " +
+        std::to_string(summary.count) + " samples");
+  }
+  return warnings;
+}
+
+std::string RenderWarnings(const std::vector<std::string>& warnings) {
+  if (warnings.empty()) return "";
+  std::string text = "**Warnings** (" + std::to_string(warnings.size()) + ")\n\n";
+  for (const std::string& warning : warnings) text += "- " + EscapeCell(warning) + "\n";
+  return text + "\n";
 }
 
 std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases) {

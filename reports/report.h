@@ -22,6 +22,16 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
 std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
+// What a reader of the run's numbers must know first: the run's own warnings (CPU frequency
+// governor, debug build, ...), then one line per timed case whose samples cannot carry a
+// verdict: IQR / median above stats::kNoisyRelativeIqr ("noisy") or
+// stats::kVeryNoisyRelativeIqr ("very noisy"), with its Tukey outliers, or fewer samples than
+// stats::kMinBootstrapSamples. From the stored samples, so older runs get them too. `show`,
+// `report` and `check` print them.
+std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases);
+// RunWarnings as a Markdown list under a bold title; "" when there is none.
+std::string RenderWarnings(const std::vector<std::string>& warnings);
+
 // The one definition of speedup in seqbench (README, report, check, compare, plot):
 //
 //   speedup = median throughput of `candidate` / median throughput of `reference`,

@@ -151,6 +151,41 @@ TEST_CASE("Markdown tables are rectangular, escaped, and carry the stored number
   CHECK(EvaluateExpectations(expectations, cases).at(0).held);
 }
 
+TEST_CASE("noise warnings: IQR/median over 10% and 25%, too few samples, the run's own",
+          "[reports][noise]") {
+  RunRecord run = Run();
+  run.warnings = {"CPU frequency governor is 'powersave'"};
+  // Medians 1.0; IQR/median 2% (quiet), 15% (noisy), 40% (very noisy, one far outlier);
+  // mean != median in each spread one, so a mean-based spread would judge them otherwise.
+  const std::vector<CaseRecord> cases = {Case("quiet", "train", 1, {0.99, 1.0, 1.0, 1.01, 1.03}),
+                                         Case("noisy", "train", 1, {0.9, 0.95, 1.0, 1.1, 1.12}),
+                                         Case("very_noisy", "train", 1, {0.8, 0.8, 1.0, 1.2, 3.0}),
+                                         Case("few", "train", 1, {1.0, 1.5}),
+                                         Case("failed", "train", 1, {}, "error")};
+  const std::vector<std::string> warnings = RunWarnings(run, cases);
+  REQUIRE(warnings.size() == 4);
+  CHECK(warnings[0] == run.warnings[0]);
+  CHECK_THAT(warnings[1], Catch::StartsWith("noisy ") &&
+                              Catch::Contains(": noisy, IQR/median 15%") &&
+                              Catch::Contains("0 Tukey outlier(s) in 5 samples"));
+  CHECK_THAT(warnings[2], Catch::StartsWith("very_noisy ") &&
+                              Catch::Contains(": very noisy, IQR/median 40% (over 25%)") &&
+                              Catch::Contains("1 Tukey outlier(s)"));
+  CHECK_THAT(warnings[3],
+             Catch::StartsWith("few ") && Catch::Contains("2 sample(s), fewer than the 3"));
+
+  // A Markdown list, one item per warning, escaped like table cells.
+  const std::string rendered = RenderWarnings(warnings);
+  CHECK_THAT(rendered, Catch::StartsWith("**Warnings** (4)"));
+  CHECK(std::count(rendered.begin(), rendered.end(), '\n') == 2 + 4 + 1);
+  CHECK(RenderWarnings({}).empty());
+  CHECK(RenderWarnings({"a <b> | c"}).find("<b>") == std::string::npos);
+
+  // A training run's step times spread by design: only the run's own warnings.
+  run.kind = kRunKindTraining;
+  CHECK(RunWarnings(run, cases).size() == 1);
+}
+
 TEST_CASE("one speedup definition: the ratio of median throughputs", "[reports]") {
   const auto cases = Cases();
   // Same workload: the ratio of median step times.

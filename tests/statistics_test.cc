@@ -82,7 +82,21 @@ TEST_CASE("statistics: one-sample statistics match NumPy", "[statistics]") {
     CHECK(summary.q1 == Quantile(values, 0.25));
     CHECK(summary.q3 == Quantile(values, 0.75));
     CHECK(summary.iqr == InterquartileRange(values));
+
+    // Tukey's fences from NumPy's quartiles, counted here: no code shared with ours.
+    const double q1 = reference.at("quantiles").at("0.25").get<double>();
+    const double q3 = reference.at("quantiles").at("0.75").get<double>();
+    const auto outside = std::count_if(values.begin(), values.end(), [&](double v) {
+      return v < q1 - 1.5 * (q3 - q1) || v > q3 + 1.5 * (q3 - q1);
+    });
+    CHECK(TukeyOutliers(values) == static_cast<size_t>(outside));
+    CHECK(summary.outliers == TukeyOutliers(values));
+    CHECK(summary.RelativeIqr() == summary.iqr / summary.median);
   }
+  // The fixture has outliers to count, and not everywhere.
+  CHECK(TukeyOutliers(Values("outlier_15")) >= 1);
+  CHECK(TukeyOutliers({1, 2, 3, 4, 100}) == 1);  // Q1 2, Q3 4: fences -1 and 7
+  CHECK(TukeyOutliers({1, 2, 3, 4, 5}) == 0);
 }
 
 TEST_CASE("statistics: Mann-Whitney U matches SciPy", "[statistics]") {

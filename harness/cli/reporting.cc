@@ -75,7 +75,7 @@ int RunReport(const std::vector<std::string>& args) {
     text = run.kind == kRunKindTraining
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
                      ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
-               : RenderMarkdown(run, cases);
+               : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
   }
   if (format == "csv") text = RenderCsv(run, cases);
   if (format == "json") text = RenderJson(run, cases);
@@ -264,6 +264,9 @@ int RunCheck(const std::vector<std::string>& args) {
   std::cout << "check of run " << run.run_id << " (suite " << run.suite_name << ")\n\n"
             << table.Render() << "\n";
   std::cout << (outcomes.size() - failed) << " held, " << failed << " fell short\n";
+  // After the verdicts, which stand on intervals; the noise says how wide those were.
+  const std::string warnings = RenderWarnings(RunWarnings(run, cases));
+  if (!warnings.empty()) std::cout << "\n" << warnings;
   return failed ? 1 : 0;
 }
 

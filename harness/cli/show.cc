@@ -5,6 +5,7 @@
 
 #include "harness/cli/command.h"
 #include "reports/format.h"
+#include "reports/report.h"
 #include "results/store.h"
 
 namespace po = boost::program_options;
@@ -52,14 +53,17 @@ int RunShow(const std::vector<std::string>& args) {
       run.expectations.size());
   for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", key.c_str(), value.c_str());
-  for (const auto& warning : run.warnings) std::printf("warning: %s\n", warning.c_str());
+  const std::vector<CaseRecord> cases = store->Cases(run_id);
+  for (const auto& warning : RunWarnings(run, cases)) {
+    std::printf("warning: %s\n", warning.c_str());
+  }
   std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status",
               "runtime (median, IQR)", "peak", "activation", "tokens/s",
               "max error (logits / grads)");
   // How much of the cases' wall time was the timed steps themselves (the rest: checks,
   // warmup, the memory pass, the float64 reference).
   double timed_s = 0, wall_s = 0;
-  for (const CaseRecord& c : store->Cases(run_id)) {
+  for (const CaseRecord& c : cases) {
     // A benchmark sample is the mean of `iterations` steps; a training sample is one step.
     const int64_t steps_per_sample = run.kind == kRunKindTraining ? 1 : c.iterations;
     for (const double seconds : c.samples_s) timed_s += seconds * steps_per_sample;
