@@ -577,6 +577,19 @@ int64_t Store::CreateRun(const RunRecord& run) {
 
 void Store::AddCase(int64_t run_id, const CaseRecord& record) {
   Transaction transaction(*this);
+  InsertCase(run_id, record);
+  transaction.Commit();
+}
+
+void Store::ReplaceCase(int64_t run_id, const CaseRecord& record) {
+  Transaction transaction(*this);
+  Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND case_key = ?2");
+  remove.Bind(1, run_id).Bind(2, record.identity.Key()).Run();
+  InsertCase(run_id, record);
+  transaction.Commit();
+}
+
+void Store::InsertCase(int64_t run_id, const CaseRecord& record) {
   const std::vector<WorkloadField>& fields = WorkloadFields();
   std::string sql =
       "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, options, "
@@ -612,7 +625,6 @@ void Store::AddCase(int64_t run_id, const CaseRecord& record) {
                    "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
   for (const Metric& m : record.metrics)
     metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
-  transaction.Commit();
 }
 
 void Store::SetRunStatus(int64_t run_id, const std::string& status,
@@ -632,15 +644,6 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
     remove.Bind(1, run_id).Bind(2, status).Run();
     removed += sqlite3_changes(db_);
   }
-  transaction.Commit();
-  return removed;
-}
-
-bool Store::RemoveCase(int64_t run_id, const std::string& case_key) {
-  Transaction transaction(*this);
-  Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND case_key = ?2");
-  remove.Bind(1, run_id).Bind(2, case_key).Run();
-  const bool removed = sqlite3_changes(db_) > 0;
   transaction.Commit();
   return removed;
 }

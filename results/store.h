@@ -185,10 +185,10 @@ class Store {
   // Removes the run's cases with these statuses (their samples and metrics too), so that a
   // resume can run them again (run --resume --retry-failed); returns how many.
   int64_t RemoveCases(int64_t run_id, const std::vector<std::string>& statuses);
-  // Removes one case (samples and metrics too; a training pipeline's steps stay): a
-  // training run extended to more steps writes its pipeline's record again. Returns
-  // whether it was there.
-  bool RemoveCase(int64_t run_id, const std::string& case_key);
+  // Stores `record` in place of the run's case with the same key (samples and metrics too;
+  // a training pipeline's steps stay), atomically: a training run extended to more steps
+  // writes its pipeline's record again, and keeps the old one if it does not finish.
+  void ReplaceCase(int64_t run_id, const CaseRecord& record);
 
   std::optional<RunRecord> FindRun(int64_t run_id) const;
   std::vector<RunRecord> Runs() const;  // oldest first, without environment and warnings
@@ -218,6 +218,8 @@ class Store {
   void CheckFileIsStillThere() const;
 
  private:
+  // AddCase's inserts, inside the caller's transaction.
+  void InsertCase(int64_t run_id, const CaseRecord& record);
   class Statement;
   class Transaction;
   void Execute(const std::string& sql) const;

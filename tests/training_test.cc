@@ -335,6 +335,8 @@ at_least = 1.0
   CHECK(suite.pipelines[0].config.batching.batch_size == 8);
   CHECK(suite.pipelines[1].config.batching.policy == BatchingPolicy::kTokenBudget);
   CHECK(suite.pipelines[1].config.schedule.cycle_steps == 36);  // steps - warmup
+  CHECK(suite.pipelines[1].cycle_follows_steps);  // so `train --steps` lengthens it too
+  CHECK(suite.pipelines[1].DefaultCycleSteps() == 36);
   CHECK(suite.pipelines[0].config.model.vocab_size == text::kVocabularySize);
   CHECK(IsTrainingSuiteText(good));
   CHECK_FALSE(IsTrainingSuiteText("name = \"x\"\n[grid]\nbatch = 1\n"));

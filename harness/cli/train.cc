@@ -61,6 +61,12 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
     std::string out = "\"";
     for (const char c : text) {
       if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        char escaped[8];
+        std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
+        out += escaped;  // a newline would end the TOML string; TOML wants them escaped
+        continue;
+      }
       out += c;
     }
     return out + "\"";
@@ -91,7 +97,9 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   number("width", "width");
   number("layers", "layers");
   number("heads", "heads");
-  section("[[pipelines]]\nname = " +
+  section("[[pipelines]]\n");
+  put("variant",
+      "name = " +
           quoted(values.count("variant") ? values["variant"].as<std::string>() : "batched") + "\n");
   text("variant", "variant");
   number("steps", "steps");
@@ -253,6 +261,7 @@ int RunTrain(const std::vector<std::string>& args) {
       }
       if (spec.steps < 1) throw UsageError("train: --steps must be a positive integer");
       spec.timing_warmup = std::min(spec.timing_warmup, spec.steps - 1);
+      if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
     }
     if (values->count("device")) {
       if (device != "cpu" && device != "cuda")
@@ -345,6 +354,7 @@ int RunTrain(const std::vector<std::string>& args) {
   // A resume continues the checkpoint's run where this database holds it, unfinished and
   // on the same suite and data: one run, one log, and final metrics over all of its steps.
   int64_t run_id = 0;
+  bool extending = false;  // a finished pipeline resumed for more steps
   std::string run_uuid = run.uuid;
   if (!origin.run_uuid.empty()) {
     const std::optional<RunRecord> stored = store.FindRunByUuid(origin.run_uuid);
@@ -358,18 +368,22 @@ int RunTrain(const std::vector<std::string>& args) {
       // the suite text is not compared, since from flags it holds the command line.
       why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
     } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
-      // Finished at fewer steps than asked for now: the run is extended. Its pipeline's
-      // record goes, to be written again over every step when the longer run ends.
+      // Finished at fewer steps than asked for now, from a checkpoint at its last step:
+      // the run is extended, and its pipeline's record replaced when the longer run ends.
       const auto logged = store.TrainingSteps(stored->run_id, key);
       const int64_t last_logged = logged.empty() ? 0 : logged.back().step;
-      if (pipelines.front().steps > last_logged) {
+      if (pipelines.front().steps > last_logged && origin.step == last_logged) {
         std::printf("train: extending run %lld from %lld to %lld steps\n",
                     (long long)stored->run_id, (long long)last_logged,
                     (long long)pipelines.front().steps);
-        store.RemoveCase(stored->run_id, key);
+        extending = true;
       } else {
-        why_not = "run " + std::to_string(stored->run_id) + " already finished this pipeline (" +
-                  std::to_string(last_logged) + " steps; ask for more with --steps to extend it)";
+        why_not =
+            "run " + std::to_string(stored->run_id) + " already finished this pipeline (" +
+            std::to_string(last_logged) + " steps" +
+            (origin.step == last_logged ? "; ask for more with --steps to extend it)"
+                                        : "; only a checkpoint of its last step, not of step " +
+                                              std::to_string(origin.step) + ", extends it)");
       }
     }
     if (stored && why_not.empty()) {
@@ -411,7 +425,11 @@ int RunTrain(const std::vector<std::string>& args) {
                               {checkpoint, save_every, resume, run_uuid}, hooks);
     interrupted = outcome.interrupted;
     if (interrupted) break;  // its steps are stored; its case is not: it did not finish
-    store.AddCase(run_id, outcome.record);
+    if (extending) {
+      store.ReplaceCase(run_id, outcome.record);
+    } else {
+      store.AddCase(run_id, outcome.record);
+    }
     failed = failed || outcome.record.status != kStatusOk;
     records.push_back(std::move(outcome.record));
   }

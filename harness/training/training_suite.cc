@@ -311,10 +311,8 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     bool cycle_set = default_cycle_set;
     ApplyTrainKeys(reader, table, spec, cycle_set);
     // The cosine decays over the whole run unless the suite says otherwise.
-    if (!cycle_set) {
-      spec.config.schedule.cycle_steps =
-          std::max<int64_t>(1, spec.steps - spec.config.schedule.warmup_steps);
-    }
+    spec.cycle_follows_steps = !cycle_set;
+    if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
     CheckPipeline(reader, table, spec, suite.data);
     suite.pipelines.push_back(std::move(spec));
   }

@@ -7,6 +7,7 @@
 // Thread-safety: immutable after parsing; safe to read from any thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ struct PipelineSpec {
   int64_t eval_every = 50;    // validation loss every this many steps, and at the end
   int64_t timing_warmup = 5;  // first steps left out of the throughput figures
   int64_t line = 0;
+  // The cosine schedule decays over the steps after warmup (the suite set no cycle_steps),
+  // so that a --steps override changes its length too.
+  bool cycle_follows_steps = true;
+  int64_t DefaultCycleSteps() const {
+    return std::max<int64_t>(1, steps - config.schedule.warmup_steps);
+  }
 
   // "variant=scan batching=token_budget budget=4096 workers=2 accumulation=1 amp=bf16":
   // the options that tell pipelines apart, for the reports' table.

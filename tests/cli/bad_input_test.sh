@@ -94,6 +94,8 @@ refused "--width" train --db "$missing" --width 0
 refused "heads (3)" train --db "$missing" --width 64 --heads 3
 refused "--variant" train --db "$missing" --variant nosuch
 refused "--data" train --db "$missing" --data nosuch
+refused "--data" train --db "$missing" --data "$(printf 'x\nseed = 3')"
+refused "--variant" train --db "$missing" --variant "a b"
 refused "--batch-size" train --db "$missing" --batch-size 0
 refused "--workers" train --db "$missing" --workers -1
 refused "--accumulation" train --db "$missing" --accumulation 0
