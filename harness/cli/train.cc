@@ -51,12 +51,15 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   std::ostringstream toml;
   std::map<int64_t, std::string> flags;
   int64_t line = 1;  // the line the next key goes on
-  const auto put = [&](const std::string& flag, const std::string& text) {
-    flags[line] = "--" + flag;
+  // Text no flag wrote (the header, section tables): its errors name no flag.
+  const auto section = [&](const std::string& text) {
     toml << text;
     line += std::count(text.begin(), text.end(), '\n');
   };
-  const auto section = [&](const std::string& text) { put("", text); };
+  const auto put = [&](const std::string& flag, const std::string& text) {
+    flags[line] = "--" + flag;
+    section(text);
+  };
   const auto quoted = [](const std::string& text) {
     std::string out = "\"";
     for (const char c : text) {
@@ -124,7 +127,7 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
 // line of a text the user never wrote.
 UsageError CommandLineError(const SuiteError& error, const CommandLineSuiteText& suite) {
   const auto flag = suite.flags.find(error.line());
-  if (flag == suite.flags.end() || flag->second == "--") {
+  if (flag == suite.flags.end()) {
     return UsageError("train: " + error.message());
   }
   return UsageError("train: " + flag->second + ": " + error.message());
