@@ -1,6 +1,7 @@
 #include "harness/benchmark_run.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <regex>
 
@@ -41,6 +42,15 @@ std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selec
   return Shard(cases, selection.shard.index, selection.shard.count);
 }
 
+namespace {
+// A minimum sample time as `run --min-time` takes it: "10ms".
+std::string FormatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%gms", seconds * 1e3);
+  return text;
+}
+}  // namespace
+
 std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested) {
   std::vector<std::string> conflicts;
   const auto differ = [&](const std::string& what, const std::string& theirs,
@@ -57,13 +67,43 @@ std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecor
   differ("repetitions", std::to_string(stored.repetitions), std::to_string(requested.repetitions),
          "pass --repetitions " + std::to_string(stored.repetitions));
   differ("warmup", std::to_string(stored.warmup), std::to_string(requested.warmup),
-         "the suite's [measure] warmup decides it");
-  differ("min time", std::to_string(stored.min_time_s), std::to_string(requested.min_time_s),
-         "the suite's [measure] min_time_ms decides it");
+         "pass --warmup " + std::to_string(stored.warmup));
+  differ("min time", FormatSeconds(stored.min_time_s), FormatSeconds(requested.min_time_s),
+         "pass --min-time " + FormatSeconds(stored.min_time_s));
+  const auto noise = [](const RunRecord& run) {
+    char text[64] = "off";
+    if (run.max_noise > 0)
+      std::snprintf(text, sizeof(text), "%g%% within %gs", run.max_noise * 100, run.max_time_s);
+    return std::string(text);
+  };
+  char noise_fix[96] = "drop --max-noise";
+  if (stored.max_noise > 0)
+    std::snprintf(noise_fix, sizeof(noise_fix), "pass --max-noise %g%% --max-time %gs",
+                  stored.max_noise * 100, stored.max_time_s);
+  differ("max noise", noise(stored), noise(requested), noise_fix);
   differ("check policy", stored.check_policy, requested.check_policy,
          "pass --check " + stored.check_policy);
   differ("threads", std::to_string(stored.threads), std::to_string(requested.threads),
          "run with the same thread count");
+  // Runs stored before these entries existed have none; they are not judged on them.
+  const auto differ_if_stored = [&](const std::string& what, const std::string& key,
+                                    const std::string& fix) {
+    if (!stored.Environment(key).empty())
+      differ(what, stored.Environment(key), requested.Environment(key), fix);
+  };
+  differ_if_stored("filter", "case_filter",
+                   stored.Environment("case_filter") == "none"
+                       ? "drop --filter"
+                       : "pass --filter '" + stored.Environment("case_filter") + "'");
+  const auto build = [](const RunRecord& run) {
+    return run.Environment("git_sha").substr(0, 12) +
+           (run.Environment("git_dirty") == "true" ? " (dirty)" : "") + " " +
+           run.Environment("build_type");
+  };
+  differ("build", build(stored), build(requested),
+         "resume with the binary that started the run, or start a new run");
+  differ("label", stored.label, requested.label,
+         stored.label.empty() ? "drop --label" : "pass --label '" + stored.label + "'");
   return conflicts;
 }
 

@@ -44,8 +44,9 @@ struct CaseSelection {
 std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selection);
 
 // The reasons a stored run cannot be continued by a command that would start `requested`
-// (same suite text, shard, and measurement facts: repetitions, warmup, min time, check
-// policy, threads), each naming the stored value and how to match it. Empty: it may.
+// (same suite text, shard, and measurement facts: repetitions, warmup, min time, noise
+// target, check policy, threads, filter, build, label), each naming the stored value and
+// how to match it. Empty: it may.
 std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested);
 
 // The cases of `cases` whose keys are not in `finished`, in order.

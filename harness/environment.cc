@@ -1,9 +1,15 @@
 #include "harness/environment.h"
 
+#include <benchmark/benchmark.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -76,7 +82,94 @@ std::string LoadedBlasLibrary() {
   return "none found";
 }
 
+// google/benchmark's view of the CPU (the one its own JSON reports): caches as the JSON
+// array it writes, so that an export can give them back as they were.
+std::string CachesJson(const benchmark::CPUInfo& info) {
+  std::string text = "[";
+  for (const auto& cache : info.caches) {
+    if (text.size() > 1) text += ",";
+    text += "{\"type\":\"" + cache.type + "\",\"level\":" + std::to_string(cache.level) +
+            ",\"size\":" + std::to_string(cache.size) +
+            ",\"num_sharing\":" + std::to_string(cache.num_sharing) + "}";
+  }
+  return text + "]";
+}
+
+struct ProcessTimes {
+  std::string name;
+  int64_t parent = 0;
+  int64_t ticks = 0;  // user + system CPU time, in clock ticks
+};
+
+// Every process's CPU time so far, from /proc/PID/stat. A process that exits while being
+// read is simply missing.
+std::map<int64_t, ProcessTimes> ReadProcessTimes() {
+  std::map<int64_t, ProcessTimes> processes;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string pid_text = entry.path().filename().string();
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream file(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(file, line)) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so the fields
+    // are counted from the last ')'.
+    const auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    std::istringstream fields(line.substr(close + 2));
+    std::string state;
+    ProcessTimes times;
+    times.name = line.substr(open + 1, close - open - 1);
+    fields >> state >> times.parent;
+    std::string skipped;
+    for (int i = 0; i < 9; ++i) fields >> skipped;  // pgrp .. cmajflt
+    int64_t user = 0, system = 0;
+    if (!(fields >> user >> system)) continue;
+    times.ticks = user + system;
+    processes[std::stoll(pid_text)] = times;
+  }
+  return processes;
+}
+
 }  // namespace
+
+Environment CaptureLoad(const std::string& when) {
+  Environment env;
+  double load[3] = {0, 0, 0};
+  const int samples = getloadavg(load, 3);
+  char text[64] = "unavailable";
+  if (samples == 3) std::snprintf(text, sizeof(text), "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  env.entries.emplace_back("load_avg_" + when, text);
+
+  constexpr double kWindowS = 0.25, kBusyShare = 0.10;
+  const auto before = ReadProcessTimes();
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(kWindowS));
+  const auto after = ReadProcessTimes();
+  const double window_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+  const int64_t self = getpid();
+  std::vector<std::pair<double, std::string>> busy;
+  for (const auto& [pid, times] : after) {
+    const auto earlier = before.find(pid);
+    if (pid == self || times.parent == self || earlier == before.end()) continue;
+    const double share = (times.ticks - earlier->second.ticks) / ticks_per_s / window_s;
+    if (share < kBusyShare) continue;
+    busy.emplace_back(share, times.name + " (pid " + std::to_string(pid) + ", " +
+                                 std::to_string(static_cast<int>(share * 100 + 0.5)) +
+                                 "% of a CPU)");
+  }
+  std::sort(busy.rbegin(), busy.rend());
+  std::string list;
+  for (const auto& [share, description] : busy) list += (list.empty() ? "" : ", ") + description;
+  env.entries.emplace_back("busy_processes_" + when, list.empty() ? "none" : list);
+  if (!busy.empty()) {
+    env.warnings.push_back("at the run's " + when + ", " + std::to_string(busy.size()) +
+                           " other process(es) used a CPU: " + list);
+  }
+  return env;
+}
 
 std::string Environment::Get(const std::string& key) const {
   for (const auto& [name, value] : entries) {
@@ -122,6 +215,10 @@ Environment CaptureEnvironment() {
   add("cpu_logical_cores", std::to_string(std::thread::hardware_concurrency()));
   const std::string governor = FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
   add("cpu_governor", governor.empty() ? "unavailable" : governor);
+  const benchmark::CPUInfo& cpu = benchmark::CPUInfo::Get();
+  add("cpu_mhz", std::to_string(static_cast<int64_t>(cpu.cycles_per_second / 1e6 + 0.5)));
+  add("cpu_caches", CachesJson(cpu));
+  add("gbench_version", SEQBENCH_GBENCH_VERSION);
   utsname names{};
   if (uname(&names) == 0) {
     add("kernel", std::string(names.sysname) + " " + names.release);

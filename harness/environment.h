@@ -21,6 +21,12 @@ struct Environment {
 
 Environment CaptureEnvironment();
 
+// The machine's load at one moment of a run ("start" or "end"): entries load_avg_<when>
+// (1, 5 and 15 minute load averages) and busy_processes_<when> (other processes that used
+// at least 10% of a CPU over a 0.25 s sample, this process and its children excluded), and
+// a warning naming those processes. Sleeps for the sample.
+Environment CaptureLoad(const std::string& when);
+
 // "seqbench 0.1.0, git 1b7f7f9 (dirty), LibTorch 1.13.0, Release build (GNU 12.2.0)": what
 // `seqbench --version` prints, from the same build facts a run records.
 std::string VersionLine();

@@ -29,13 +29,24 @@ RunRecord NewRunRecord(const RunDescription& description) {
   run.repetitions = description.repetitions;
   run.warmup = description.warmup;
   run.min_time_s = description.min_time_s;
+  run.max_noise = description.max_noise;
+  run.max_time_s = description.max_time_s;
   run.threads = at::get_num_threads();
   run.check_policy = description.check_policy;
+  run.label = description.label;
   run.expectations = description.expectations;
   run.environment = env.entries;
   for (const auto& entry : description.extra_environment) run.environment.push_back(entry);
   run.warnings = env.warnings;
+  const Environment load = CaptureLoad("start");
+  run.environment.insert(run.environment.end(), load.entries.begin(), load.entries.end());
+  run.warnings.insert(run.warnings.end(), load.warnings.begin(), load.warnings.end());
   return run;
+}
+
+void RecordRunEnd(Store& store, int64_t run_id) {
+  const Environment load = CaptureLoad("end");
+  store.AddRunEnvironment(run_id, load.entries, load.warnings);
 }
 
 std::string NewUuid() {

@@ -22,15 +22,21 @@ struct RunDescription {
   std::string baseline;
   int64_t repetitions = 0, warmup = 0;
   double min_time_s = 0;
+  double max_noise = 0, max_time_s = 0;
   std::string check_policy = "full";
+  std::string label;  // free text for selecting the run later (run --label)
   std::vector<Expectation> expectations;
   // Entries only this kind of run knows (the timer it uses, the data it trains on).
   std::vector<std::pair<std::string, std::string>> extra_environment;
 };
 
 // A "running" run with a new uuid, the start time, the captured environment and its
-// warnings, and the LibTorch intra-op threads in force.
+// warnings, the machine's load at the start, and the LibTorch intra-op threads in force.
 RunRecord NewRunRecord(const RunDescription& description);
+
+// Stores with the run what the machine was doing at its end (CaptureLoad("end"), with
+// any warning it raises), beside what NewRunRecord recorded at its start.
+void RecordRunEnd(Store& store, int64_t run_id);
 
 // A random 128-bit identifier as 32 hex digits: a run's identity across databases.
 std::string NewUuid();

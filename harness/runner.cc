@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "harness/cuda_probe.h"
+#include "harness/statistics.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
 #include "variants/core/trace.h"
@@ -229,8 +230,24 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
     }
     phase.emplace("timed");  // ends the warmup range first
-    result.timing = MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations,
-                                               suite_.measurement.repetitions);
+    const Measurement& measure = suite_.measurement;
+    const auto timing_started = std::chrono::steady_clock::now();
+    result.timing =
+        MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations, measure.repetitions);
+    // Adaptive stopping (run --max-noise): more repetitions, a batch at a time, until the
+    // median's interval is narrow enough or the case's timing budget is spent.
+    while (measure.max_noise > 0) {
+      const auto noise = stats::MedianRelativeHalfWidth(result.timing.samples_s);
+      const bool converged = noise && *noise <= measure.max_noise;
+      const bool spent =
+          Seconds(std::chrono::steady_clock::now() - timing_started) >= measure.max_time_s ||
+          static_cast<int64_t>(result.timing.samples_s.size()) >= kMaxAdaptiveRepetitions;
+      if (converged || spent) break;
+      const Timing more =
+          MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations, measure.repetitions);
+      result.timing.samples_s.insert(result.timing.samples_s.end(), more.samples_s.begin(),
+                                     more.samples_s.end());
+    }
     phase.reset();
 
     // 3. Memory of one more step.

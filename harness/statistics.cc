@@ -219,4 +219,40 @@ Interval BootstrapRatioOfMedians(const std::vector<double>& first,
   return interval;
 }
 
+std::optional<Interval> MedianInterval(const std::vector<double>& values, double confidence) {
+  if (values.empty()) throw std::invalid_argument("MedianInterval: no values");
+  if (!(confidence > 0 && confidence < 1))
+    throw std::invalid_argument("MedianInterval: confidence must lie in (0, 1)");
+  const size_t n = values.size();
+  // P(Bin(n, 1/2) <= k) for k = 0, 1, ...: the binomial terms in logs, so that large n
+  // does not overflow.
+  std::vector<double> below(n + 1);
+  double cumulative = 0;
+  for (size_t k = 0; k <= n; ++k) {
+    const double log_term =
+        std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) - n * std::log(2.0);
+    cumulative += std::exp(log_term);
+    below[k] = cumulative;
+  }
+  size_t best = 0;  // the largest j (1-based) that covers enough; 0: none does
+  for (size_t j = 1; 2 * j <= n + 1; ++j) {
+    if (1 - 2 * below[j - 1] >= confidence) best = j;
+  }
+  if (best == 0) return std::nullopt;
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  Interval interval;
+  interval.estimate = Median(values);
+  interval.low = sorted[best - 1];
+  interval.high = sorted[n - best];
+  return interval;
+}
+
+std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
+                                              double confidence) {
+  const std::optional<Interval> interval = MedianInterval(values, confidence);
+  if (!interval || !(interval->estimate > 0)) return std::nullopt;
+  return (interval->high - interval->low) / 2 / interval->estimate;
+}
+
 }  // namespace seqbench::stats

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace seqbench::stats {
@@ -84,5 +85,16 @@ struct Interval {
 Interval BootstrapRatioOfMedians(const std::vector<double>& first,
                                  const std::vector<double>& second, double confidence = 0.95,
                                  int resamples = 2000, uint64_t seed = 1);
+
+// The distribution-free interval of the median from order statistics: [x_(j), x_(n+1-j)]
+// (1-based, sorted) with the largest j whose binomial coverage 1 - 2 P(Bin(n, 1/2) <= j-1)
+// is at least `confidence`. Needs no assumption about the timing distribution, which is
+// skewed. nullopt when even [min, max] covers less (n < 6 at 95%). Throws
+// std::invalid_argument on an empty input or a confidence outside (0, 1).
+std::optional<Interval> MedianInterval(const std::vector<double>& values, double confidence = 0.95);
+// Half the width of MedianInterval over the median: the noise `run --max-noise` repeats a
+// case until it is under. nullopt where MedianInterval is, or the median is not positive.
+std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
+                                              double confidence = 0.95);
 
 }  // namespace seqbench::stats

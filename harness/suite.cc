@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -226,8 +227,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     if (!measure_node->is_table())
       reader.Fail(measure_node->source(), "'measure' must be a table ([measure])");
     const toml::table& measure = *measure_node->as_table();
-    reader.CheckKeys(measure, "[measure]",
-                     {"repetitions", "warmup", "min_time_ms", "case_timeout_s"});
+    reader.CheckKeys(
+        measure, "[measure]",
+        {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise", "max_time_s"});
     if (auto* n = measure.get("repetitions"))
       suite.measurement.repetitions = reader.Integer(*n, "repetitions", 1, 100000);
     if (auto* n = measure.get("warmup"))
@@ -238,6 +240,23 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       suite.measurement.case_timeout_s = reader.Number(*n, "case_timeout_s", 0);
       if (suite.measurement.case_timeout_s <= 0)
         reader.Fail(n->source(), "'case_timeout_s' must be above 0");
+    }
+    if (auto* n = measure.get("max_noise")) {
+      // "3%" or 0.03, as on the command line.
+      const std::optional<double> fraction =
+          n->is_string()   ? ParseFraction(n->value<std::string>().value_or(""))
+          : n->is_number() ? std::optional<double>(reader.Number(*n, "max_noise", 0))
+                           : std::nullopt;
+      if (!fraction || !(*fraction > 0 && *fraction < 1))
+        reader.Fail(n->source(),
+                    "'max_noise' must be a fraction in (0, 1) or a percentage, e.g. 0.03 or "
+                    "\"3%\"");
+      suite.measurement.max_noise = *fraction;
+    }
+    if (auto* n = measure.get("max_time_s")) {
+      suite.measurement.max_time_s = reader.Number(*n, "max_time_s", 0);
+      if (!(suite.measurement.max_time_s > 0))
+        reader.Fail(n->source(), "'max_time_s' must be above 0");
     }
   }
 
@@ -380,5 +399,13 @@ std::string ReadSuiteText(const std::string& path) {
 }
 
 Suite LoadSuiteFile(const std::string& path) { return ParseSuite(ReadSuiteText(path), path); }
+
+std::optional<double> ParseFraction(const std::string& text) {
+  static const std::regex number("([0-9]*\\.?[0-9]+)(%?)");
+  std::smatch match;
+  if (!std::regex_match(text, match, number)) return std::nullopt;
+  const double value = std::stod(match[1]);
+  return match[2].length() > 0 ? value / 100 : value;
+}
 
 }  // namespace seqbench

@@ -50,7 +50,16 @@ struct Measurement {
   double min_time_s = 0;  // each repetition repeats the step until this much time
   // run --isolate: seconds before a case is killed as `timeout`; 0: DefaultCaseTimeout()
   double case_timeout_s = 0;
+  // Adaptive stopping: repeat until the median's 95% interval (stats::MedianInterval) is
+  // within ±max_noise of it (a fraction; 0: off, exactly `repetitions`), or until the
+  // case has spent max_time_s timing. `repetitions` is then the first batch and each
+  // further batch.
+  double max_noise = 0;
+  double max_time_s = 30;
 };
+
+// Adaptive stopping never takes more samples than this, whatever the budget.
+inline constexpr int64_t kMaxAdaptiveRepetitions = 1000;
 
 struct Suite {
   std::string path;
@@ -91,5 +100,9 @@ std::vector<CaseSpec> Shard(const std::vector<CaseSpec>& cases, int64_t index, i
 
 // A 64-bit FNV-1a hash as 16 hex digits: identifies a suite text across runs.
 std::string ContentHash(const std::string& text);
+
+// A fraction as users write it, on the command line and in suites: "5%" or "0.05" (0.05
+// either way). nullopt for anything else; callers judge the range.
+std::optional<double> ParseFraction(const std::string& text);
 
 }  // namespace seqbench

@@ -208,6 +208,16 @@ std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<Cas
           std::to_string(stats::kMinBootstrapSamples) + " a verdict needs: raise repetitions");
       continue;
     }
+    if (run.max_noise > 0) {
+      const auto noise = stats::MedianRelativeHalfWidth(c.samples_s);
+      if (!noise || *noise > run.max_noise) {
+        warnings.push_back(name + ": did not reach --max-noise " +
+                           FormatSignificant(100 * run.max_noise, 3) + "% within " +
+                           FormatSignificant(run.max_time_s, 3) + " s: the median's interval is ±" +
+                           (noise ? FormatSignificant(100 * *noise, 3) + "%" : "unknown") +
+                           " after " + std::to_string(summary.count) + " samples");
+      }
+    }
     const double spread = summary.RelativeIqr();
     if (spread <= stats::kNoisyRelativeIqr) continue;
     const bool very = spread > stats::kVeryNoisyRelativeIqr;
@@ -327,79 +337,145 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
   return document.dump(2) + "\n";
 }
 
+namespace {
+
+// The unit google/benchmark would print this case's times in: the largest of ns, us, ms and
+// s in which its median step is at least 1, so that tools/compare.py shows digits that move
+// (a fixed ms printed "3 -> 3" for a 13% change).
+std::pair<const char*, double> TimeUnitFor(double median_s) {
+  if (median_s >= 1) return {"s", 1};
+  if (median_s >= 1e-3) return {"ms", 1e3};
+  if (median_s >= 1e-6) return {"us", 1e6};
+  return {"ns", 1e9};
+}
+
+// "0.52 0.31 0.20" (the run's start) as google/benchmark's load_avg array.
+json LoadAverages(const std::string& text) {
+  json values = json::array();
+  std::istringstream stream(text);
+  double value = 0;
+  while (stream >> value) values.push_back(value);
+  return values.size() == 3 ? values : json::array();
+}
+
+}  // namespace
+
 std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases) {
-  // Google Benchmark's JSONReporter layout (v1.7): a context object and one entry per
-  // repetition ("iteration") plus one per aggregate. Times are per step, in ms; seqbench
-  // times wall clock only, so cpu_time repeats real_time.
-  json context = {
-      {"date", run.started_at},
-      {"host_name", run.Environment("hostname")},
-      {"executable", "seqbench run " + run.suite_path},
-      {"num_cpus", std::atoi(run.Environment("cpu_logical_cores").c_str())},
-      {"mhz_per_cpu", 0},
-      {"cpu_scaling_enabled", run.Environment("cpu_governor") != "performance"},
-      {"caches", json::array()},
-      {"load_avg", json::array()},
-      {"library_build_type", run.Environment("build_type") == "Debug" ? "debug" : "release"},
-      {"seqbench_run_id", run.run_id},
-      {"seqbench_suite", run.suite_name}};
+  // Google Benchmark's JSONReporter layout (json_schema_version 1): a context object and
+  // one entry per repetition ("iteration") plus one per aggregate. seqbench times wall
+  // clock only, so cpu_time repeats real_time. Context facts come from what the run
+  // recorded through google/benchmark's own CPUInfo; facts an older run did not record are
+  // left out rather than invented.
+  json context = {{"date", run.started_at},
+                  {"host_name", run.Environment("hostname")},
+                  {"executable", "seqbench run " + run.suite_path},
+                  {"num_cpus", std::atoi(run.Environment("cpu_logical_cores").c_str())}};
+  if (const std::string mhz = run.Environment("cpu_mhz"); !mhz.empty())
+    context["mhz_per_cpu"] = std::atoll(mhz.c_str());
+  // Known only where the kernel exposes a governor; google/benchmark leaves it out too.
+  if (const std::string governor = run.Environment("cpu_governor");
+      !governor.empty() && governor != "unavailable")
+    context["cpu_scaling_enabled"] = governor != "performance";
+  const std::string caches = run.Environment("cpu_caches");
+  context["caches"] = caches.empty() ? json::array() : json::parse(caches, nullptr, false);
+  if (context["caches"].is_discarded()) context["caches"] = json::array();
+  context["load_avg"] = LoadAverages(run.Environment("load_avg_start"));
+  if (const std::string version = run.Environment("gbench_version"); !version.empty())
+    context["library_version"] = version;
+  context["library_build_type"] = run.Environment("build_type") == "Debug" ? "debug" : "release";
+  context["json_schema_version"] = 1;
+  // Custom context, as google/benchmark writes AddCustomContext: strings.
+  context["seqbench_run_id"] = std::to_string(run.run_id);
+  context["seqbench_suite"] = run.suite_name;
+  if (!run.label.empty()) context["seqbench_label"] = run.label;
+
   json benchmarks = json::array();
   int64_t family_index = 0;
   for (const CaseRecord& c : cases) {
-    if (c.samples_s.empty()) continue;  // errors and skips have no timings
     std::string name = c.key();
     for (char& ch : name) {
       if (ch == ' ') ch = '/';
     }
-    const int64_t repetitions = static_cast<int64_t>(c.samples_s.size());
-    const auto entry = [&](const std::string& run_type, int64_t repetition_index, double seconds) {
-      return json{{"name", name},
-                  {"family_index", family_index},
-                  {"per_family_instance_index", 0},
-                  {"run_name", name},
-                  {"run_type", run_type},
-                  {"repetitions", repetitions},
-                  {"repetition_index", repetition_index},
-                  {"threads", 1},
-                  {"iterations", c.iterations},
-                  {"real_time", seconds * 1e3},
-                  {"cpu_time", seconds * 1e3},
-                  {"time_unit", "ms"}};
+    const int64_t repetitions = std::max<int64_t>(1, static_cast<int64_t>(c.samples_s.size()));
+    const auto [unit, per_second] =
+        TimeUnitFor(c.samples_s.empty() ? 1 : stats::Median(c.samples_s));
+    json base = {{"name", name},
+                 {"family_index", family_index},
+                 {"per_family_instance_index", 0},
+                 {"run_name", name},
+                 {"run_type", "iteration"},
+                 {"repetitions", repetitions},
+                 {"repetition_index", 0},
+                 {"threads", 1}};
+    // A case that did not finish ok says so as google/benchmark says it: a skip
+    // (SkipWithMessage) for `skipped`, an error (SkipWithError) for the rest, with the
+    // stored message. Mismatched cases keep their (wrong-answer) times.
+    if (c.status == kStatusSkipped) {
+      base["skipped"] = true;
+      base["skip_message"] = c.message;
+    } else if (c.status != kStatusOk) {
+      base["error_occurred"] = true;
+      base["error_message"] = c.status + (c.message.empty() ? "" : ": " + c.message);
+    }
+    if (c.samples_s.empty()) {  // nothing timed: zero times, as google/benchmark writes them
+      base["iterations"] = 0;
+      base["real_time"] = base["cpu_time"] = 0.0;
+      base["time_unit"] = unit;
+      benchmarks.push_back(base);
+      ++family_index;
+      continue;
+    }
+    const auto entry = [&, unit = unit, per_second = per_second](int64_t repetition_index,
+                                                                 double seconds) {
+      json item = base;
+      item["repetition_index"] = repetition_index;
+      item["iterations"] = c.iterations;
+      item["real_time"] = seconds * per_second;
+      item["cpu_time"] = seconds * per_second;
+      item["time_unit"] = unit;
+      return item;
     };
-    // User counters, as google/benchmark writes them beside the times: rates per second of
-    // this repetition's step.
-    // this repetition's step; aggregates carry the same statistic of them.
+    // User counters, as google/benchmark writes them beside the times: rates per second
+    // of this repetition's step (items_per_second is its name for tokens/s), and the
+    // case's memory in bytes; aggregates carry the same statistic of them.
     std::map<std::string, std::vector<double>> counters;
-    const auto add_rate = [&](const char* name, std::optional<double> per_step) {
+    const auto add_rate = [&](const char* counter, std::optional<double> per_step) {
       if (!per_step || *per_step <= 0) return;
-      std::vector<double>& rates = counters[name];
+      std::vector<double>& rates = counters[counter];
       for (const double seconds : c.samples_s) rates.push_back(*per_step / seconds);
     };
     const bool all_positive = std::all_of(c.samples_s.begin(), c.samples_s.end(),
                                           [](double seconds) { return seconds > 0; });
     if (all_positive) {
-      add_rate("tokens_per_second", static_cast<double>(c.tokens_per_step));
+      add_rate("items_per_second", static_cast<double>(c.tokens_per_step));
       add_rate("FLOPS", c.MetricValue("step_flops"));
       add_rate("bytes_per_second", c.MetricValue("step_bytes"));
     }
-    for (int64_t i = 0; i < repetitions; ++i) {
-      json item = entry("iteration", i, c.samples_s[i]);
-      for (const auto& [counter, rates] : counters) item[counter] = rates[i];
+    for (const char* memory : {"peak_bytes", "activation_bytes"}) {
+      if (const auto bytes = c.MetricValue(memory))
+        counters[memory] = std::vector<double>(c.samples_s.size(), *bytes);
+    }
+    for (int64_t i = 0; i < static_cast<int64_t>(c.samples_s.size()); ++i) {
+      json item = entry(i, c.samples_s[i]);
+      for (const auto& [counter, values] : counters) item[counter] = values[i];
       benchmarks.push_back(item);
     }
+    const stats::Summary times = stats::Summarize(c.samples_s);
+    const std::map<std::string, double> time_statistic = {
+        {"mean", times.mean}, {"median", times.median}, {"stddev", times.stddev},
+        {"cv", times.cv},     {"min", times.min},       {"max", times.max}};
     for (const char* aggregate : {"mean", "median", "stddev", "cv", "min", "max"}) {
       const bool is_cv = std::string(aggregate) == "cv";
-      const auto value = c.MetricValue(std::string("runtime_") + aggregate + (is_cv ? "" : "_s"));
-      if (!value) continue;
-      json item = entry("aggregate", 0, *value);
+      json item = entry(0, time_statistic.at(aggregate));
       item.erase("repetition_index");
       item["name"] = name + "_" + aggregate;
+      item["run_type"] = "aggregate";
       item["aggregate_name"] = aggregate;
       item["aggregate_unit"] = is_cv ? "percentage" : "time";
       item["iterations"] = repetitions;
-      if (is_cv) item["real_time"] = item["cpu_time"] = *value;
-      for (const auto& [counter, rates] : counters) {
-        const stats::Summary summary = stats::Summarize(rates);
+      if (is_cv) item["real_time"] = item["cpu_time"] = times.cv;
+      for (const auto& [counter, values] : counters) {
+        const stats::Summary summary = stats::Summarize(values);
         const std::map<std::string, double> statistic = {
             {"mean", summary.mean}, {"median", summary.median}, {"stddev", summary.stddev},
             {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max}};

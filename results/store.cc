@@ -208,6 +208,12 @@ constexpr Migration kMigrations[] = {
      "  loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
      "DROP TABLE training_steps;"
      "ALTER TABLE training_steps_v6 RENAME TO training_steps;"},
+    // A free label given at `run --label`, so that a CI can pick its base run by name;
+    // adaptive stopping's target and budget (run --max-noise, --max-time).
+    {7,
+     "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE runs ADD COLUMN max_noise REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN max_time_s REAL NOT NULL DEFAULT 0;"},
 };
 
 // `where` filters as stored: "field=value" pairs separated by spaces. Workload values are
@@ -555,15 +561,16 @@ int64_t Store::CreateRun(const RunRecord& run) {
   Statement insert(*this,
                    "INSERT INTO runs (uuid, suite_name, suite_path, suite_text, suite_hash, "
                    "command_line, shard, seed, status, started_at, finished_at, kind, baseline, "
-                   "repetitions, warmup, min_time_s, threads, check_policy) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                   "?16, ?17, ?18)");
+                   "repetitions, warmup, min_time_s, threads, check_policy, label, max_noise, "
+                   "max_time_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                   "?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
   insert.Bind(1, run.uuid).Bind(2, run.suite_name).Bind(3, run.suite_path).Bind(4, run.suite_text);
   insert.Bind(5, run.suite_hash).Bind(6, run.command_line).Bind(7, run.shard);
   insert.Bind(8, static_cast<int64_t>(run.seed)).Bind(9, run.status).Bind(10, run.started_at);
   insert.BindNullIfEmpty(11, run.finished_at).Bind(12, run.kind).Bind(13, run.baseline);
   insert.Bind(14, run.repetitions).Bind(15, run.warmup).Bind(16, run.min_time_s);
-  insert.Bind(17, run.threads).Bind(18, run.check_policy).Run();
+  insert.Bind(17, run.threads).Bind(18, run.check_policy).Bind(19, run.label);
+  insert.Bind(20, run.max_noise).Bind(21, run.max_time_s).Run();
   const int64_t run_id = sqlite3_last_insert_rowid(db_);
   AddExpectations(run_id, run.expectations);
   Statement environment(*this, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3)");
@@ -636,6 +643,24 @@ void Store::SetRunStatus(int64_t run_id, const std::string& status,
   transaction.Commit();
 }
 
+void Store::AddRunEnvironment(int64_t run_id,
+                              const std::vector<std::pair<std::string, std::string>>& entries,
+                              const std::vector<std::string>& warnings) {
+  Transaction transaction(*this);
+  // A stored entry of the same key is replaced: a resumed run's end is its last part's.
+  Statement remove(*this, "DELETE FROM environment WHERE run_id = ?1 AND key = ?2");
+  Statement environment(*this, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3)");
+  for (const auto& [key, value] : entries) {
+    remove.Bind(1, run_id).Bind(2, key).Run();
+    environment.Bind(1, run_id).Bind(2, key).Bind(3, value).Run();
+  }
+  Statement warning(*this,
+                    "INSERT INTO warnings (run_id, message) SELECT ?1, ?2 WHERE NOT EXISTS "
+                    "(SELECT 1 FROM warnings WHERE run_id = ?1 AND message = ?2)");
+  for (const auto& message : warnings) warning.Bind(1, run_id).Bind(2, message).Run();
+  transaction.Commit();
+}
+
 int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statuses) {
   Transaction transaction(*this);
   Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND status = ?2");
@@ -652,7 +677,7 @@ namespace {
 constexpr const char* kRunColumns =
     "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "
     "seed, status, started_at, finished_at, kind, baseline, repetitions, warmup, min_time_s, "
-    "threads, check_policy FROM runs";
+    "threads, check_policy, label, max_noise, max_time_s FROM runs";
 }
 
 RunRecord Store::ReadRunRow(const Statement& row) {
@@ -676,6 +701,9 @@ RunRecord Store::ReadRunRow(const Statement& row) {
   run.min_time_s = row.Real(16);
   run.threads = row.Integer(17);
   run.check_policy = row.Text(18);
+  run.label = row.Text(19);
+  run.max_noise = row.Real(20);
+  run.max_time_s = row.Real(21);
   return run;
 }
 
@@ -876,6 +904,13 @@ MergeCounts Store::MergeFrom(const Store& other) {
     // A run finished in the source (e.g. resumed there) is finished here too.
     const RunRecord target = *FindRun(target_id);
     if (target.status != "complete" && summary.status == "complete") {
+      // With what was measured at its end (load, busy processes) and the warnings then.
+      const RunRecord source = *other.FindRun(summary.run_id);
+      std::vector<std::pair<std::string, std::string>> missing;
+      for (const auto& entry : source.environment) {
+        if (target.Environment(entry.first).empty()) missing.push_back(entry);
+      }
+      AddRunEnvironment(target_id, missing, source.warnings);
       SetRunStatus(target_id, summary.status, summary.finished_at);
     }
   }
@@ -895,8 +930,26 @@ void Store::AddExpectations(int64_t run_id, const std::vector<Expectation>& expe
 }
 
 void Store::BackfillV5() {
-  for (RunRecord run : Runs()) {
-    run.environment = FindRun(run.run_id)->environment;
+  // Only the columns v5 has: later migrations add more, which Runs() would read.
+  std::vector<RunRecord> runs;
+  {
+    Statement select(*this, "SELECT run_id, suite_text FROM runs ORDER BY run_id");
+    while (select.Step()) {
+      RunRecord run;
+      run.run_id = select.Integer(0);
+      run.suite_text = select.Text(1);
+      runs.push_back(std::move(run));
+    }
+  }
+  Statement environment(*this,
+                        "SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY rowid");
+  for (RunRecord& run : runs) {
+    environment.Bind(1, run.run_id);
+    while (environment.Step())
+      run.environment.emplace_back(environment.Text(0), environment.Text(1));
+    environment.Run();
+  }
+  for (const RunRecord& run : runs) {
     const legacy::LegacyFacts facts = legacy::ReadLegacyFacts(run.suite_text, run.environment);
     int64_t threads = 0;
     if (const std::string value = run.Environment("torch_threads"); !value.empty()) {

@@ -39,7 +39,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -75,11 +75,15 @@ struct RunRecord {
   // Typed facts of how the run measured (schema v5).
   std::string baseline;               // the correctness and speedup reference (training: the
                                       // reference pipeline)
-  int64_t repetitions = 0;            // timed samples per case (training: 0, one per step)
+  int64_t repetitions = 0;            // timed samples per case (training: 0, one per step); with
+                                      // max_noise, the first batch and each further one
   int64_t warmup = 0;                 // untimed steps before them
   double min_time_s = 0;              // each sample repeats the step until this long
   int64_t threads = 0;                // the most threads any case runs with (training: LibTorch's)
   std::string check_policy = "full";  // which cases were checked against the baseline
+  std::string label;                  // free text from `run --label` (v7), for selecting runs
+  double max_noise = 0;   // adaptive stopping's target (v7): a fraction; 0: fixed repetitions
+  double max_time_s = 0;  // its timing budget per case (v7)
   std::vector<Expectation> expectations;
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<std::string> warnings;
@@ -182,6 +186,12 @@ class Store {
   // already has a case with this key.
   void AddCase(int64_t run_id, const CaseRecord& record);
   void SetRunStatus(int64_t run_id, const std::string& status, const std::string& finished_at);
+  // Stores environment entries measured after the run's start (its end: load, busy
+  // processes) and the warnings they raise; an entry of the same key is replaced, so that
+  // a resumed run records the end of its last part.
+  void AddRunEnvironment(int64_t run_id,
+                         const std::vector<std::pair<std::string, std::string>>& entries,
+                         const std::vector<std::string>& warnings);
   // Removes the run's cases with these statuses (their samples and metrics too), so that a
   // resume can run them again (run --resume --retry-failed); returns how many.
   int64_t RemoveCases(int64_t run_id, const std::vector<std::string>& statuses);

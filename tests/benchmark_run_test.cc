@@ -4,6 +4,7 @@
 #include "harness/benchmark_run.h"
 
 #include <catch2/catch.hpp>
+#include <functional>
 
 namespace seqbench {
 namespace {
@@ -17,6 +18,10 @@ RunRecord Measured(int64_t repetitions) {
   run.min_time_s = 0;
   run.threads = 1;
   run.check_policy = "full";
+  run.environment = {{"git_sha", "0123456789abcdef0123"},
+                     {"git_dirty", "false"},
+                     {"build_type", "Release"},
+                     {"case_filter", "none"}};
   return run;
 }
 
@@ -56,6 +61,30 @@ TEST_CASE("resume: the same measurement continues, any difference is refused", "
   changed.min_time_s = 0.5;
   changed.check_policy = "sample";
   CHECK(ResumeConflicts(stored, changed).size() == 5);
+
+  // Each further fact alone, with the flag that would match.
+  const auto one = [&](const std::function<void(RunRecord&)>& change) {
+    RunRecord requested = Measured(10);
+    change(requested);
+    const auto conflicts = ResumeConflicts(stored, requested);
+    CHECK(conflicts.size() == 1);
+    return conflicts.empty() ? std::string() : conflicts.front();
+  };
+  CHECK_THAT(one([](RunRecord& r) { r.warmup = 5; }), Catch::Contains("--warmup 2"));
+  CHECK_THAT(one([](RunRecord& r) { r.min_time_s = 0.01; }), Catch::Contains("--min-time 0ms"));
+  CHECK_THAT(one([](RunRecord& r) { r.max_noise = 0.02, r.max_time_s = 30; }),
+             Catch::Contains("drop --max-noise"));
+  CHECK_THAT(one([](RunRecord& r) { r.environment[3].second = "^fused"; }),
+             Catch::Contains("drop --filter"));
+  CHECK_THAT(one([](RunRecord& r) { r.environment[0].second = "fedcba"; }),
+             Catch::Contains("build"));
+  CHECK_THAT(one([](RunRecord& r) { r.label = "nightly"; }), Catch::Contains("drop --label"));
+  // A run stored before the filter was recorded is not judged on it.
+  RunRecord old = Measured(10);
+  old.environment.pop_back();
+  RunRecord filtered = Measured(10);
+  filtered.environment[3].second = "^fused";
+  CHECK(ResumeConflicts(old, filtered).empty());
 }
 
 TEST_CASE("pending cases: those whose key the run has not stored", "[run]") {

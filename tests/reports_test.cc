@@ -254,7 +254,7 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   const json& first = gbench.at("benchmarks").at(0);
   CHECK(first.at("run_type") == "iteration");
   CHECK(first.at("FLOPS") == Approx(1e9 / 0.04));
-  CHECK(first.at("tokens_per_second") == Approx(8 * 64 / 0.04));
+  CHECK(first.at("items_per_second") == Approx(8 * 64 / 0.04));
 }
 
 TEST_CASE("Markdown cells escape pipes, backticks, line breaks and HTML", "[reports]") {
@@ -433,22 +433,144 @@ std::map<std::string, std::string> Schema(const json& document, const std::strin
   return schema;
 }
 
+// The problems of a document against google/benchmark's documented JSON format
+// (json_schema_version 1: docs/user_guide.md and src/json_reporter.cc): the context's
+// fields and types; per entry the identity fields, the repetition or aggregate fields,
+// times with a known unit, error and skip flags each with its message, and every other
+// field a number (a user counter). Empty: the document is in the format.
+std::vector<std::string> GbenchFormatProblems(const json& document) {
+  std::vector<std::string> problems;
+  const auto need = [&](const json& object, const std::string& where, const std::string& key,
+                        bool (json::*is)() const) {
+    if (!object.contains(key)) {
+      problems.push_back(where + ": no " + key);
+    } else if (!(object.at(key).*is)()) {
+      problems.push_back(where + ": " + key + " has the wrong type");
+    }
+  };
+  const json& context = document.at("context");
+  for (const char* key :
+       {"date", "host_name", "executable", "library_build_type", "library_version"})
+    need(context, "context", key, &json::is_string);
+  for (const char* key : {"num_cpus", "mhz_per_cpu", "json_schema_version"})
+    need(context, "context", key, &json::is_number_integer);
+  need(context, "context", "caches", &json::is_array);
+  need(context, "context", "load_avg", &json::is_array);
+  if (context.value("json_schema_version", 0) != 1) problems.push_back("json_schema_version != 1");
+  if (context.contains("cpu_scaling_enabled") && !context.at("cpu_scaling_enabled").is_boolean())
+    problems.push_back("cpu_scaling_enabled is not a boolean");
+  for (const auto& cache : context.value("caches", json::array())) {
+    need(cache, "cache", "type", &json::is_string);
+    for (const char* key : {"level", "size", "num_sharing"})
+      need(cache, "cache", key, &json::is_number_integer);
+  }
+  for (const auto& load : context.value("load_avg", json::array()))
+    if (!load.is_number()) problems.push_back("load_avg holds a non-number");
+  const std::set<std::string> context_keys = {
+      "date",        "host_name",           "executable",         "num_cpus",
+      "mhz_per_cpu", "cpu_scaling_enabled", "aslr_enabled",       "caches",
+      "load_avg",    "library_version",     "library_build_type", "json_schema_version"};
+  for (const auto& [key, value] : context.items()) {
+    if (!context_keys.count(key) && !value.is_string())
+      problems.push_back("custom context " + key + " is not a string");
+  }
+  const std::set<std::string> known = {"name",
+                                       "family_index",
+                                       "per_family_instance_index",
+                                       "run_name",
+                                       "run_type",
+                                       "repetitions",
+                                       "repetition_index",
+                                       "threads",
+                                       "aggregate_name",
+                                       "aggregate_unit",
+                                       "iterations",
+                                       "real_time",
+                                       "cpu_time",
+                                       "time_unit",
+                                       "error_occurred",
+                                       "error_message",
+                                       "skipped",
+                                       "skip_message"};
+  for (const auto& entry : document.at("benchmarks")) {
+    const std::string where = entry.value("name", "(unnamed)");
+    for (const char* key : {"name", "run_name", "run_type", "time_unit"})
+      need(entry, where, key, &json::is_string);
+    for (const char* key :
+         {"family_index", "per_family_instance_index", "repetitions", "threads", "iterations"})
+      need(entry, where, key, &json::is_number_integer);
+    need(entry, where, "real_time", &json::is_number);
+    need(entry, where, "cpu_time", &json::is_number);
+    const std::string unit = entry.value("time_unit", "");
+    if (unit != "ns" && unit != "us" && unit != "ms" && unit != "s")
+      problems.push_back(where + ": time_unit " + unit);
+    const std::string run_type = entry.value("run_type", "");
+    if (run_type == "iteration") {
+      need(entry, where, "repetition_index", &json::is_number_integer);
+    } else if (run_type == "aggregate") {
+      need(entry, where, "aggregate_name", &json::is_string);
+      const std::string aggregate_unit = entry.value("aggregate_unit", "");
+      if (aggregate_unit != "time" && aggregate_unit != "percentage")
+        problems.push_back(where + ": aggregate_unit " + aggregate_unit);
+    } else {
+      problems.push_back(where + ": run_type " + run_type);
+    }
+    if (entry.contains("error_occurred")) {
+      need(entry, where, "error_occurred", &json::is_boolean);
+      need(entry, where, "error_message", &json::is_string);
+    }
+    if (entry.contains("skipped")) {
+      need(entry, where, "skipped", &json::is_boolean);
+      need(entry, where, "skip_message", &json::is_string);
+    }
+    for (const auto& [key, value] : entry.items()) {
+      if (!known.count(key) && !value.is_number())
+        problems.push_back(where + ": counter " + key + " is not a number");
+    }
+  }
+  return problems;
+}
+
+// A run as a benchmark run records it (harness/environment.cc), for the export's context.
+RunRecord RunWithMachineFacts() {
+  RunRecord run = Run();
+  run.environment.insert(
+      run.environment.end(),
+      {{"cpu_mhz", "2450"},
+       {"cpu_governor", "unavailable"},
+       {"cpu_caches", R"([{"type":"Data","level":1,"size":32768,"num_sharing":1}])"},
+       {"load_avg_start", "0.50 0.25 0.10"},
+       {"gbench_version", "v1.7.1"},
+       {"build_type", "Release"}});
+  return run;
+}
+
 TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][gbench]") {
-  // What Google Benchmark itself writes for a manual-time benchmark with repetitions.
+  // What Google Benchmark itself writes for a manual-time benchmark with repetitions, and
+  // for one that failed (SkipWithError).
   benchmark::ClearRegisteredBenchmarks();
   benchmark::RegisterBenchmark(
       "reference",
       [](benchmark::State& state) {
         for (auto _ : state) state.SetIterationTime(0.001);
-        // The rates seqbench exports as user counters.
-        for (const char* name : {"tokens_per_second", "FLOPS", "bytes_per_second"}) {
+        // The rates and sizes seqbench exports as user counters.
+        for (const char* name : {"items_per_second", "FLOPS", "bytes_per_second"}) {
           state.counters[name] = benchmark::Counter(1, benchmark::Counter::kIsRate);
         }
+        for (const char* name : {"peak_bytes", "activation_bytes"}) state.counters[name] = 1;
       })
       ->UseManualTime()
       ->Iterations(2)
       ->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("failing",
+                               [](benchmark::State& state) {
+                                 state.SkipWithError("out of memory");
+                                 for (auto _ : state) {
+                                 }
+                               })
+      ->Iterations(1)
+      ->Repetitions(1);
   std::ostringstream output, errors;
   benchmark::JSONReporter reporter;
   reporter.SetOutputStream(&output);
@@ -457,27 +579,88 @@ TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][
   benchmark::ClearRegisteredBenchmarks();
   const json theirs = json::parse(output.str());
 
-  const json ours = json::parse(RenderGbenchJson(Run(), Cases()));
+  std::vector<CaseRecord> cases = Cases();
+  cases.push_back(Case("lstm", "train", 1, {}, "skipped"));
+  cases.back().message = "needs CUDA";
+  const json ours = json::parse(RenderGbenchJson(RunWithMachineFacts(), cases));
+  // Field for field as the library writes them (1.7.1 has no skip-with-message: the
+  // documented "skipped"/"skip_message" are checked by the format check below).
+  json without_skips = ours;
+  auto& entries = without_skips.at("benchmarks");
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [](const json& entry) { return entry.contains("skipped"); }),
+                entries.end());
   for (const char* run_type : {"iteration", "aggregate"}) {
     INFO(run_type);
     const auto expected = Schema(theirs, run_type);
     REQUIRE_FALSE(expected.empty());
-    CHECK(Schema(ours, run_type) == expected);
+    CHECK(Schema(without_skips, run_type) == expected);
   }
-  // What tools/compare.py reads: names, run types, times and units.
+  const auto problems = GbenchFormatProblems(ours);
+  for (const auto& problem : problems) UNSCOPED_INFO(problem);
+  CHECK(problems.empty());
+  // The check can fail: it knows the format.
+  json broken = ours;
+  broken["context"].erase("json_schema_version");
+  broken["benchmarks"][0]["time_unit"] = "fortnight";
+  broken["benchmarks"][1]["error_occurred"] = true;  // without its message
+  // Missing and not 1; an unknown unit; an error without its message.
+  CHECK(GbenchFormatProblems(broken).size() == 4);
+
+  // Every case is there: 5 timed with 3 repetitions; the error and the skip as one row each,
+  // flagged as google/benchmark flags them.
+  std::map<std::string, int> iterations;
+  for (const auto& entry : ours.at("benchmarks"))
+    iterations[entry.at("run_name")] += entry.at("run_type") == "iteration";
+  CHECK(iterations.size() == cases.size());
+  bool error_seen = false, skip_seen = false;
   for (const auto& entry : ours.at("benchmarks")) {
-    CHECK(entry.at("name").is_string());
-    CHECK(entry.at("real_time").is_number());
-    CHECK(entry.at("cpu_time").is_number());
-    CHECK(entry.at("time_unit") == "ms");
+    if (entry.value("error_occurred", false)) {
+      error_seen = true;
+      CHECK_THAT(entry.at("error_message").get<std::string>(), Catch::StartsWith("error: "));
+    }
+    if (entry.value("skipped", false)) {
+      skip_seen = true;
+      CHECK(entry.at("skip_message") == "needs CUDA");
+    }
   }
-  CHECK(ours.at("context").contains("date"));
-  CHECK(ours.at("context").contains("num_cpus"));
-  // Repetitions are the stored samples (3 for each of 5 timed cases); the error case has
-  // none and is left out.
-  int iterations = 0;
-  for (const auto& entry : ours.at("benchmarks")) iterations += entry.at("run_type") == "iteration";
-  CHECK(iterations == 15);
+  CHECK(error_seen);
+  CHECK(skip_seen);
+  // The context from what the run recorded, not placeholders.
+  const json& context = ours.at("context");
+  CHECK(context.at("mhz_per_cpu") == 2450);
+  CHECK(context.at("caches").at(0).at("size") == 32768);
+  CHECK(context.at("load_avg") == json::array({0.5, 0.25, 0.1}));
+  CHECK(context.at("library_version") == "v1.7.1");
+  CHECK_FALSE(context.contains("cpu_scaling_enabled"));  // no governor: unknown
+}
+
+TEST_CASE("gbench-json: a time unit per case, counters that round-trip", "[reports][gbench]") {
+  std::vector<CaseRecord> cases = {Case("slow", "train", 2, {1.5, 2.0, 2.5}),
+                                   Case("milli", "train", 2, {0.004, 0.005, 0.009}),
+                                   Case("micro", "train", 2, {4e-6, 5e-6, 6e-6})};
+  const json ours = json::parse(RenderGbenchJson(RunWithMachineFacts(), cases));
+  const std::map<std::string, double> per_second = {
+      {"s", 1}, {"ms", 1e3}, {"us", 1e6}, {"ns", 1e9}};
+  std::map<std::string, std::string> units;
+  for (const auto& entry : ours.at("benchmarks")) {
+    const std::string name = entry.at("run_name");
+    units[name] = entry.at("time_unit");
+    if (entry.at("run_type") != "iteration") continue;
+    const CaseRecord& c = *std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& x) {
+      return name.rfind(x.name() + "/", 0) == 0;
+    });
+    const double seconds = entry.at("real_time").get<double>() / per_second.at(units[name]);
+    CHECK(seconds == Approx(c.samples_s.at(entry.at("repetition_index"))));
+    // A rate times the step's time gives back what one step does.
+    CHECK(entry.at("items_per_second").get<double>() * seconds == Approx(c.tokens_per_step));
+    CHECK(entry.at("FLOPS").get<double>() * seconds == Approx(*c.MetricValue("step_flops")));
+    CHECK(entry.at("peak_bytes") == Approx(*c.MetricValue("peak_bytes")));
+    CHECK(entry.at("activation_bytes") == Approx(*c.MetricValue("activation_bytes")));
+  }
+  std::set<std::string> seen;
+  for (const auto& [name, unit] : units) seen.insert(unit);
+  CHECK(seen == std::set<std::string>{"s", "ms", "us"});
 }
 
 TEST_CASE("csv and json carry every case with its metrics", "[reports]") {

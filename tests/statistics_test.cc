@@ -264,4 +264,39 @@ TEST_CASE("statistics: the bootstrap interval is reproducible and refuses what i
 }
 
 }  // namespace
+
+TEST_CASE("statistics: the median's order-statistic interval", "[statistics][median_interval]") {
+  // n = 10 at 95%: P(Bin(10, 1/2) <= 1) = 11/1024, coverage 0.979 for [x(2), x(9)]; j = 3
+  // would cover only 1 - 2 * 56/1024 = 0.891. Unsorted input, mean != median.
+  const std::vector<double> ten = {9, 1, 8, 2, 7, 3, 6, 4, 5, 100};
+  const auto interval = MedianInterval(ten, 0.95);
+  REQUIRE(interval);
+  CHECK(interval->low == 2);
+  CHECK(interval->high == 9);
+  CHECK(interval->estimate == 5.5);
+  // At 80% the same ten give j = 3: coverage 0.891 >= 0.8, j = 4 gives 0.656.
+  CHECK(MedianInterval(ten, 0.80)->low == 3);
+  CHECK(MedianInterval(ten, 0.80)->high == 8);
+  // Five samples: even [min, max] covers only 1 - 2/32 = 0.9375 < 0.95.
+  CHECK_FALSE(MedianInterval({1, 2, 3, 4, 5}, 0.95));
+  CHECK(MedianInterval({1, 2, 3, 4, 5, 6}, 0.95)->low == 1);  // 1 - 2/64 = 0.969
+  CHECK(*MedianRelativeHalfWidth(ten, 0.95) == Approx((9 - 2) / 2.0 / 5.5));
+  CHECK_THROWS_AS(MedianInterval({}, 0.95), std::invalid_argument);
+  CHECK_THROWS_AS(MedianInterval(ten, 1.0), std::invalid_argument);
+
+  // Coverage, seeded: 200 draws of 20 lognormal step times whose true median is 1.
+  std::mt19937_64 generator(11);
+  std::lognormal_distribution<double> step(0.0, 0.2);
+  int covered = 0;
+  for (int draw = 0; draw < 200; ++draw) {
+    std::vector<double> samples(20);
+    for (double& value : samples) value = step(generator);
+    const auto found = MedianInterval(samples, 0.95);
+    REQUIRE(found);
+    covered += found->low <= 1 && 1 <= found->high;
+  }
+  INFO(covered << " of 200 intervals cover the true median");
+  CHECK(covered >= 180);
+}
+
 }  // namespace seqbench::stats

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +37,9 @@ RunRecord SampleRun(const std::string& uuid) {
   run.min_time_s = 0.25;
   run.threads = 2;
   run.check_policy = "full";
+  run.label = "nightly";
+  run.max_noise = 0.02;
+  run.max_time_s = 12.5;
   Expectation speedup{"speedup", "fused", "baseline", 1.5, std::nullopt, {{"batch", "4"}}, 31};
   Expectation correct{"all_correct", "", "", std::nullopt, std::nullopt, {}, 40};
   run.expectations = {speedup, correct};
@@ -94,6 +98,10 @@ void CheckRoundTrip(Store& store) {
   CHECK(run->warmup == 3);
   CHECK(run->min_time_s == 0.25);
   CHECK(run->threads == 2);
+  CHECK(run->label == "nightly");
+  CHECK(run->max_noise == 0.02);
+  CHECK(run->max_time_s == 12.5);
+  CHECK(store.Runs().front().label == "nightly");  // the list has it too (run selection)
   REQUIRE(run->expectations.size() == 2);
   CHECK(run->expectations[0].what == "speedup");
   CHECK(run->expectations[0].at_least == 1.5);
@@ -121,6 +129,19 @@ void CheckRoundTrip(Store& store) {
   CHECK(store.CaseKeys(run_id) ==
         std::set<std::string>{SampleCase("a", 0).key(), SampleCase("b", 1).key()});
   CHECK_FALSE(store.FindRun(run_id + 1));
+}
+
+TEST_CASE("facts measured at a run's end join its environment; a resume replaces them", "[store]") {
+  Store store(":memory:");
+  const int64_t run_id = store.CreateRun(SampleRun("uuid-end"));
+  store.AddRunEnvironment(run_id, {{"load_avg_end", "1.00 0.50 0.25"}}, {"busy: make"});
+  store.AddRunEnvironment(run_id, {{"load_avg_end", "2.00 1.00 0.50"}}, {"busy: make"});
+  const RunRecord run = *store.FindRun(run_id);
+  CHECK(run.Environment("load_avg_end") == "2.00 1.00 0.50");
+  CHECK(run.Environment("torch_version") == "1.13.0");  // the start's stay
+  CHECK(std::count(run.environment.begin(), run.environment.end(),
+                   std::pair<std::string, std::string>{"load_avg_end", "2.00 1.00 0.50"}) == 1);
+  CHECK(run.warnings == std::vector<std::string>{"debug build", "busy: make"});
 }
 
 TEST_CASE("store round trip in memory", "[store]") {
@@ -229,6 +250,13 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
+  // v7's run facts (label, adaptive stopping) first: every older schema lacks them.
+  ExecuteAll(path, {"ALTER TABLE runs DROP COLUMN label", "ALTER TABLE runs DROP COLUMN max_noise",
+                    "ALTER TABLE runs DROP COLUMN max_time_s"});
+  if (version == 6) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 6"});
+    return;
+  }
   std::vector<std::string> statements = {
       "CREATE TABLE metrics_v5 (case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE "
       "CASCADE, name TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY "
@@ -270,6 +298,24 @@ void Downgrade(const std::string& path, int version) {
   }
   statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
   ExecuteAll(path, statements);
+}
+
+TEST_CASE("a version-6 database gains v7's run facts: no label, fixed repetitions", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v6.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    store.CreateRun(SampleRun("uuid-v6"));
+  }
+  Downgrade(path, 6);
+  Store migrated(path);
+  const RunRecord run = *migrated.FindRun(1);
+  CHECK(run.label.empty());
+  CHECK(run.max_noise == 0);
+  CHECK(run.repetitions == 7);  // what v6 stored stays
+  RunRecord labelled = SampleRun("uuid-v7");
+  CHECK(migrated.FindRun(migrated.CreateRun(labelled))->label == "nightly");
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a version-1 database is migrated in place, its run facts read back once", "[store]") {

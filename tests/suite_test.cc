@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -66,6 +67,16 @@ TEST_CASE("a good suite parses with every field", "[suite]") {
   CHECK(suite.model.num_heads == 2);
   CHECK(suite.measurement.repetitions == 3);
   CHECK(suite.measurement.min_time_s == Approx(0.0005));
+  CHECK(suite.measurement.max_noise == 0);  // off unless asked for
+  // A noise target as a percentage or a fraction, as on the command line.
+  for (const char* spelling : {"\"3%\"", "0.03"}) {
+    const std::string text = std::regex_replace(
+        kGoodSuite, std::regex("repetitions = 3"),
+        std::string("repetitions = 3\nmax_noise = ") + spelling + "\nmax_time_s = 7");
+    const Suite noisy = ParseSuite(text, "noisy.toml");
+    CHECK(noisy.measurement.max_noise == Approx(0.03));
+    CHECK(noisy.measurement.max_time_s == 7);
+  }
   REQUIRE(suite.variants.size() == 2);
   CHECK(suite.variants[1].name == "checkpointed_k4");
   CHECK(suite.variants[1].options.at("checkpoint_every") == 4);
@@ -114,10 +125,14 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"TOML syntax", WithLine(9, "width = = 16"), 9, "invalid TOML"},
       {"unknown top-level key", WithLine(5, "sed = 3"), 5, "unknown key 'sed' in the suite"},
       {"unknown [measure] key", WithLine(14, "repetition = 3"), 14,
-       "expected one of: case_timeout_s, min_time_ms, repetitions, warmup"},
+       "expected one of: case_timeout_s, max_noise, max_time_s, min_time_ms, repetitions, warmup"},
       {"wrong type", WithLine(14, "repetitions = \"three\""), 14,
        "'repetitions' must be an integer, got a string"},
       {"out of range", WithLine(14, "repetitions = 0"), 14, "'repetitions' must be between 1 and"},
+      {"noise of 200%", WithLine(14, "max_noise = 2"), 14,
+       "'max_noise' must be a fraction in (0, 1)"},
+      {"noise in words", WithLine(14, "max_noise = \"low\""), 14, "or a percentage, e.g. 0.03"},
+      {"no time budget", WithLine(14, "max_time_s = 0"), 14, "'max_time_s' must be above 0"},
       {"unknown variant", WithLine(19, "key = \"basline\""), 19,
        "unknown variant 'basline'; known variants: baseline, batched"},
       {"unknown option", WithLine(23, "options = { chunk = 4 }"), 23,

@@ -63,28 +63,56 @@ std::optional<boost::program_options::variables_map> ParseArguments(
 // naming `command`, rather than a new empty database. For the commands that only read.
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);
 
-// The run a command works on: `run_id`, or with `latest` the newest run (only complete
-// ones when `complete_only`, and only of `suite` if given). A missing run is a UsageError
-// naming `command`.
-RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
-                     const std::string& command, bool complete_only = true);
+// Which stored runs a command may pick, as the user names them; every given field must
+// match. One meaning in every command (show, report, check, plot, compare).
+struct RunFilter {
+  std::string suite;  // the suite's name
+  std::string git;    // a commit: a SHA prefix, or a branch or tag that `git rev-parse` knows
+  std::string label;  // the run's --label, exactly
+
+  bool empty() const { return suite.empty() && git.empty() && label.empty(); }
+  // "suite ci, label nightly": for messages.
+  std::string Describe() const;
+};
+
+// The newest complete run of `store` that matches `filter` and is not `excluded`. A
+// missing one is a UsageError naming `command` and the filter.
+RunRecord LatestRun(const Store& store, const RunFilter& filter, const std::string& command,
+                    int64_t excluded = 0);
+// Run `run_id` of `store`, whatever its status; a missing one is a UsageError.
+RunRecord FindRunOrFail(const Store& store, int64_t run_id, const std::string& command);
+// The newest complete run of `suite` whose --label is `ref`, or else whose commit is on
+// branch (or tag, or commit) `ref`'s history: the base a CI compares a new run with.
+RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::string& suite,
+                      int64_t excluded, const std::string& command);
 
 // The options of every command that works on one stored run: --db, a positional RUN_ID,
-// --latest and --suite, declared once so that they mean the same everywhere.
+// or --latest, --suite, --git and --label (the newest complete run that matches), declared
+// once so that they mean the same everywhere.
 struct RunSelection {
   std::string db_path;
   int64_t run_id = 0;
-  std::string suite;
+  RunFilter filter;
 
-  // Adds --db, --latest and --suite to `options`, and RUN_ID as the first positional.
+  // Adds --db, --latest, --suite, --git and --label to `options`, RUN_ID as the first
+  // positional.
   void Declare(boost::program_options::options_description& options,
                boost::program_options::options_description& hidden,
                boost::program_options::positional_options_description& positional);
+  // Whether a run is named at all (RUN_ID, --latest or a filter).
+  bool Given(const boost::program_options::variables_map& values) const;
   // Opens the database (which must exist) and resolves the run.
   RunRecord Resolve(const boost::program_options::variables_map& values,
-                    std::unique_ptr<Store>& store, const std::string& command,
-                    bool complete_only = true) const;
+                    std::unique_ptr<Store>& store, const std::string& command) const;
+  // The run in an open `store`.
+  RunRecord ResolveIn(const boost::program_options::variables_map& values, const Store& store,
+                      const std::string& command) const;
 };
+
+// A duration as users write it: a number with a unit, ns, us, ms, s or min ("10ms",
+// "0.5s"). A bare number is refused, since suite keys carry their unit in the name
+// (min_time_ms) and a flag that guessed would be off by 1000. `what` leads the message.
+double ParseDuration(const std::string& text, const std::string& what);
 
 // Where results go when no --db is given.
 inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";

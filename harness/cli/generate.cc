@@ -39,16 +39,22 @@ int RunGenerate(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")(
       "checkpoint", po::value(&checkpoint), "a checkpoint written by seqbench train --checkpoint")(
       "prompt", po::value(&prompt), "the text to continue")(
-      "tokens,n", po::value(&num_tokens)->default_value(20), "tokens to generate at most")(
+      "generate-tokens,n", po::value(&num_tokens)->default_value(20),
+      "tokens to generate at most (a suite's generate_tokens)")(
       "variant", po::value(&variant_key)->default_value("stepwise"),
       "an incremental-decoding variant of the checkpoint's family")(
       "device", po::value(&device_name)->default_value("cpu"), "cpu or cuda");
-  const auto values = ParseArguments(args, options, {}, {}, "generate");
+  po::options_description hidden;
+  // The old spelling of --generate-tokens, kept for one release.
+  int64_t old_tokens = 0;  // written before the default is: applied below
+  hidden.add_options()("tokens", po::value(&old_tokens));
+  const auto values = ParseArguments(args, options, hidden, {}, "generate");
   if (!values) return 0;
+  if (values->count("tokens")) num_tokens = old_tokens;
   if (checkpoint.empty())
     throw UsageError("generate: give --checkpoint FILE (from seqbench train --checkpoint)");
   if (prompt.empty()) throw UsageError("generate: give --prompt TEXT");
-  if (num_tokens < 1) throw UsageError("generate: -n must be at least 1");
+  if (num_tokens < 1) throw UsageError("generate: --generate-tokens (-n) must be at least 1");
   if (device_name != "cpu" && device_name != "cuda")
     throw UsageError("generate: --device must be cpu or cuda");
 

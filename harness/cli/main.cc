@@ -3,6 +3,8 @@
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <regex>
 #include <sstream>
 
 #include "harness/cli/command.h"
@@ -80,50 +82,20 @@ std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::str
   return std::make_unique<Store>(path, StoreAccess::kReadOnly);
 }
 
-RunRecord ResolveRun(const Store& store, int64_t run_id, bool latest, const std::string& suite,
-                     const std::string& command, bool complete_only) {
-  if (!latest && run_id <= 0) throw UsageError(command + ": give a RUN_ID or --latest");
-  if (latest) {
-    const auto runs = store.Runs();
-    for (auto it = runs.rbegin(); it != runs.rend() && run_id <= 0; ++it) {
-      if ((!complete_only || it->status == "complete") &&
-          (suite.empty() || it->suite_name == suite)) {
-        run_id = it->run_id;
-      }
-    }
-    if (run_id <= 0) {
-      throw UsageError(command + ": no " + (complete_only ? "complete " : "") + "run" +
-                       (suite.empty() ? "" : " of suite '" + suite + "'") + " in " + store.path());
-    }
+double ParseDuration(const std::string& text, const std::string& what) {
+  static const std::regex pattern("([0-9]*\\.?[0-9]+)(ns|us|ms|s|min)");
+  std::smatch match;
+  if (!std::regex_match(text, match, pattern)) {
+    throw UsageError(what + " takes a duration with its unit, e.g. 10ms or 0.5s; got '" + text +
+                     "'");
   }
-  const auto run = store.FindRun(run_id);
-  if (!run) {
-    throw UsageError(command + ": no run " + std::to_string(run_id) + " in " + store.path() +
-                     " (seqbench show --db " + store.path() + " lists them)");
-  }
-  return *run;
+  static const std::map<std::string, double> seconds_per = {
+      {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"min", 60}};
+  return std::stod(match[1]) * seconds_per.at(match[2]);
 }
 
 void DeclareDatabase(po::options_description& options, std::string* db_path, const char* meaning) {
   options.add_options()("db", po::value(db_path)->default_value(kDefaultDatabasePath), meaning);
-}
-
-void RunSelection::Declare(po::options_description& options, po::options_description& hidden,
-                           po::positional_options_description& positional) {
-  DeclareDatabase(options, &db_path);
-  options.add_options()("latest", "the newest run (complete, except for show)")(
-      "suite", po::value(&suite), "with --latest: the newest run of this suite");
-  hidden.add_options()("run", po::value(&run_id));
-  positional.add("run", 1);
-}
-
-RunRecord RunSelection::Resolve(const po::variables_map& values, std::unique_ptr<Store>& store,
-                                const std::string& command, bool complete_only) const {
-  if (values.count("suite") && !values.count("latest")) {
-    throw UsageError(command + ": --suite selects with --latest; give both, or a RUN_ID");
-  }
-  store = OpenExistingStore(db_path, command);
-  return ResolveRun(*store, run_id, values.count("latest") > 0, suite, command, complete_only);
 }
 
 namespace {

@@ -1,15 +1,19 @@
 // The report commands: `report`, `readme`, `compare`, `check` and `plot`. They read the
 // results store's typed run facts and never run a model or parse a stored suite.
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <vector>
 
 #include "harness/cli/command.h"
+#include "harness/suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/format.h"
@@ -21,6 +25,7 @@
 #include "reports/training.h"
 
 namespace po = boost::program_options;
+using json = nlohmann::json;
 
 namespace seqbench::cli {
 namespace {
@@ -48,9 +53,8 @@ int RunReport(const std::vector<std::string>& args) {
   RunSelection selection;
   std::string format, out;
   po::options_description options(
-      "Usage: seqbench report [RUN_ID | --latest [--suite NAME]] [--format "
-      "md|csv|json|gbench-json]\n"
-      "                       [--out FILE] [--db FILE]\n\n"
+      "Usage: seqbench report [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "                       [--format md|csv|json|gbench-json] [--out FILE] [--db FILE]\n\n"
       "Renders a stored run: Markdown tables (one per mode, dtype and device), CSV or JSON\n"
       "with every field, or Google Benchmark's JSON for its tools/compare.py. Speedup is the\n"
       "ratio of median throughputs (tokens per step / median seconds per step), the one\n"
@@ -147,66 +151,189 @@ int RunReadme(const std::vector<std::string>& args) {
 // A threshold as a user writes it: "5%" or the fraction "0.05". A bare number of 1 or
 // more is refused rather than guessed at (5 would be 500%).
 double ParseThreshold(const std::string& text, const std::string& command) {
-  const std::regex number("([0-9]*\\.?[0-9]+)(%?)");
-  std::smatch match;
-  if (std::regex_match(text, match, number)) {
-    const double value = std::stod(match[1]);
-    if (match[2].length() > 0) return value / 100;
-    if (value < 1) return value;
-    throw UsageError(command + ": --threshold " + text + " would be " +
-                     FormatSignificant(value * 100) + "%; write " + text + "% or " +
-                     FormatSignificant(value / 100) + " for " + text + " percent");
+  const std::optional<double> fraction = ParseFraction(text);
+  if (!fraction) {
+    throw UsageError(command + ": --threshold must be a percentage like 5% or a fraction like " +
+                     "0.05, got '" + text + "'");
   }
-  throw UsageError(command + ": --threshold must be a percentage like 5% or a fraction like " +
-                   "0.05, got '" + text + "'");
+  if (text.back() != '%' && *fraction >= 1) {
+    throw UsageError(command + ": --threshold " + text + " would be " +
+                     FormatSignificant(*fraction * 100) + "%; write " + text + "% or " +
+                     FormatSignificant(*fraction / 100) + " for " + text + " percent");
+  }
+  return *fraction;
 }
 
+namespace {
+
+json RunSummaryJson(const RunRecord& run) {
+  return {{"run_id", run.run_id},
+          {"uuid", run.uuid},
+          {"suite", run.suite_name},
+          {"git_sha", run.Environment("git_sha")},
+          {"label", run.label},
+          {"started_at", run.started_at},
+          {"cpu_model", run.Environment("cpu_model")}};
+}
+
+// Machine facts that make two runs' times incomparable (hostnames differ between CI VMs of
+// one type; these do not).
+std::vector<std::string> MachineDifferences(const RunRecord& base, const RunRecord& next) {
+  std::vector<std::string> differences;
+  for (const char* key : {"cpu_model", "cpu_logical_cores", "gpu_name"}) {
+    const std::string a = base.Environment(key), b = next.Environment(key);
+    if (a != b) differences.push_back(std::string(key) + " " + a + " -> " + b);
+  }
+  return differences;
+}
+
+}  // namespace
+
 int RunCompare(const std::vector<std::string>& args) {
-  std::string db_path, base_db, threshold_text;
-  int64_t base_id = 0, new_id = 0;
+  std::string base_db, threshold_text, format, base_latest_on;
+  int64_t base_id = 0;
+  RunSelection selection;  // the new run
   CompareSettings settings;
   po::options_description options(
-      "Usage: seqbench compare BASE_RUN NEW_RUN [--threshold 5%] [--confidence 0.95]\n"
-      "                        [--db FILE] [--base-db FILE]\n\n"
-      "Matches the two runs' cases by their identity and judges each on the ratio of median\n"
-      "runtimes (new / base, the inverse of the speedup) and its bootstrap confidence\n"
-      "interval from the repetition samples (at least 3 a side). Verdicts: slower (the\n"
-      "whole interval above 1 + threshold), faster (below 1 - threshold), same (inside\n"
-      "both), ambiguous (it reaches across a limit, or too few samples). Peak memory is\n"
-      "judged against the same threshold. Exits 1 when any case is slower or larger.\n\n"
-      "Options");
+      "Usage: seqbench compare BASE_RUN NEW_RUN [OPTIONS]\n"
+      "       seqbench compare BASE_RUN (--latest | --suite NAME | --git REV | --label TEXT)\n"
+      "       seqbench compare --base-latest-on BRANCH-or-LABEL [NEW_RUN | --latest ...]\n\n"
+      "Matches the two runs' cases by their identity (variant, options and every workload\n"
+      "field, model sizes included; cases on one side only are listed) and judges each on\n"
+      "the ratio of median runtimes (new / base, the inverse of the speedup, which is the\n"
+      "ratio of median throughputs) and its bootstrap confidence interval from the\n"
+      "repetition samples (at least 3 a side). Verdicts: slower (the whole interval above\n"
+      "1 + threshold), faster (below 1 - threshold), same (inside both), ambiguous (it\n"
+      "reaches across a limit, or too few samples). Peak memory is judged against the same\n"
+      "threshold. Runs of different suites or machines are refused unless allowed. Exits 1\n"
+      "when any case is slower or larger, 2 on bad input.\n\nOptions");
   options.add_options()("help,h", "show this help");
-  DeclareDatabase(options, &db_path, "database of NEW_RUN (and BASE_RUN)");
-  options.add_options()("base-db", po::value(&base_db), "database of BASE_RUN, if another")(
+  po::options_description hidden;
+  po::positional_options_description positional;
+  hidden.add_options()("base", po::value(&base_id));
+  positional.add("base", 1);
+  selection.Declare(options, hidden, positional);  // NEW_RUN: the second positional
+  options.add_options()("base-db", po::value(&base_db), "database of the base run, if another")(
+      "base-latest-on", po::value(&base_latest_on),
+      "base: the newest complete run of the new run's suite with this --label, or else from a "
+      "commit on this branch's history (CI: --base-latest-on main)")(
       "threshold", po::value(&threshold_text)->default_value("5%"),
       "smallest change that counts: 5% or 0.05")(
       "confidence", po::value(&settings.confidence)->default_value(0.95, "0.95"),
-      "of the ratio's bootstrap interval, in (0, 1)");
-  po::options_description hidden;
-  hidden.add_options()("base", po::value(&base_id))("new", po::value(&new_id));
-  po::positional_options_description positional;
-  positional.add("base", 1).add("new", 1);
+      "of the ratio's bootstrap interval, in (0, 1)")(
+      "format", po::value(&format)->default_value("md"),
+      "md (a table) or json (for machines: per-case intervals, a geometric-mean summary)")(
+      "allow-different-suites", "judge runs of different suites on the cases they share")(
+      "allow-different-machines", "judge runs from different CPUs or GPUs");
   const auto values = ParseArguments(args, options, hidden, positional, "compare");
   if (!values) return 0;
-  if (base_id <= 0 || new_id <= 0) throw UsageError("compare: give BASE_RUN and NEW_RUN ids");
+  if (format != "md" && format != "json")
+    throw UsageError("compare: --format must be md or json, got '" + format + "'");
   settings.threshold = ParseThreshold(threshold_text, "compare");
   if (!(settings.confidence > 0 && settings.confidence < 1))
     throw UsageError("compare: --confidence must lie in (0, 1), e.g. 0.95");
+  // With --base-latest-on, the one run id given is the new run.
+  if (values->count("base-latest-on") && values->count("base")) {
+    if (values->count("run"))
+      throw UsageError("compare: --base-latest-on picks the base; give only NEW_RUN");
+    selection.run_id = base_id;
+    base_id = 0;
+  }
+  const bool new_given = values->count("run") ||
+                         (values->count("base-latest-on") && selection.run_id > 0) ||
+                         values->count("latest") || !selection.filter.empty();
+  if (!new_given || (base_id <= 0 && !values->count("base-latest-on")))
+    throw UsageError(
+        "compare: give BASE_RUN and NEW_RUN ids (or BASE_RUN --latest, or --base-latest-on "
+        "BRANCH)");
+  if (values->count("run") && (values->count("latest") || !selection.filter.empty()))
+    throw UsageError("compare: give NEW_RUN or --latest/--suite/--git/--label, not both");
 
-  const auto new_store = OpenExistingStore(db_path, "compare");
+  const auto new_store = OpenExistingStore(selection.db_path, "compare");
   const auto base_store = base_db.empty() ? nullptr : OpenExistingStore(base_db, "compare");
   const Store& base_source = base_store ? *base_store : *new_store;
-  const RunRecord base = ResolveRun(base_source, base_id, false, "", "compare");
-  const RunRecord next = ResolveRun(*new_store, new_id, false, "", "compare");
-  for (const auto& difference : EnvironmentDifferences(base, next)) {
-    std::cerr << "seqbench: warning: environments differ: " << difference << "\n";
+  const RunRecord next = selection.run_id > 0
+                             ? FindRunOrFail(*new_store, selection.run_id, "compare")
+                             : LatestRun(*new_store, selection.filter, "compare");
+  const RunRecord base = base_id > 0 ? FindRunOrFail(base_source, base_id, "compare")
+                                     : LatestRunOn(base_source, base_latest_on, next.suite_name,
+                                                   base_store ? 0 : next.run_id, "compare");
+  for (const RunRecord* run : {&base, &next}) {
+    if (run->status != "complete") {
+      std::cerr << "seqbench: warning: run " << run->run_id << " is " << run->status
+                << ": only its stored cases are compared\n";
+    }
   }
+  if (base.suite_name != next.suite_name && !values->count("allow-different-suites")) {
+    throw UsageError("compare: run " + std::to_string(base.run_id) + " is of suite '" +
+                     base.suite_name + "' and run " + std::to_string(next.run_id) + " of '" +
+                     next.suite_name +
+                     "'; pass --allow-different-suites to judge the cases they share");
+  }
+  if (const auto machines = MachineDifferences(base, next);
+      !machines.empty() && !values->count("allow-different-machines")) {
+    std::string message = "compare: the runs were measured on different machines:";
+    for (const auto& difference : machines) message += "\n  " + difference;
+    throw UsageError(message + "\npass --allow-different-machines to judge them anyway");
+  }
+  std::vector<std::string> notes;
+  if (base.suite_name != next.suite_name)
+    notes.push_back("different suites: " + base.suite_name + " and " + next.suite_name);
+  else if (base.suite_hash != next.suite_hash)
+    notes.push_back("suite '" + next.suite_name + "' was edited between the runs");
+  for (const auto& difference : EnvironmentDifferences(base, next))
+    notes.push_back("environments differ: " + difference);
+
   const auto comparisons =
       CompareCases(base_source.Cases(base.run_id), new_store->Cases(next.run_id), settings);
-  MarkdownTable table(
-      {"case", "base median", "new median", "ratio", "interval", "verdict", "memory", "note"});
   bool regression = false;
   std::map<std::string, int> verdicts;
+  double log_sum = 0;
+  int timed = 0;
+  for (const CaseComparison& c : comparisons) {
+    regression = regression || IsRegression(c);
+    ++verdicts[c.verdict];
+    if (c.ratio > 0) {
+      log_sum += std::log(c.ratio);
+      ++timed;
+    }
+  }
+  const std::optional<double> geometric_mean =
+      timed > 0 ? std::optional<double>(std::exp(log_sum / timed)) : std::nullopt;
+
+  if (format == "json") {
+    json cases = json::array();
+    for (const CaseComparison& c : comparisons) {
+      json entry = {{"case", c.case_key}, {"verdict", c.verdict}, {"note", c.note}};
+      entry["base_median_s"] = c.base_median_s > 0 ? json(c.base_median_s) : json(nullptr);
+      entry["new_median_s"] = c.new_median_s > 0 ? json(c.new_median_s) : json(nullptr);
+      entry["ratio"] = c.ratio > 0 ? json(c.ratio) : json(nullptr);
+      entry["interval"] =
+          c.interval ? json{{"low", c.interval->low}, {"high", c.interval->high}} : json(nullptr);
+      entry["memory_ratio"] = c.memory_ratio ? json(*c.memory_ratio) : json(nullptr);
+      entry["memory_verdict"] = c.memory_verdict;
+      entry["regression"] = IsRegression(c);
+      cases.push_back(std::move(entry));
+    }
+    const json document = {
+        {"base", RunSummaryJson(base)},
+        {"new", RunSummaryJson(next)},
+        {"threshold", settings.threshold},
+        {"confidence", settings.confidence},
+        {"notes", notes},
+        {"cases", cases},
+        {"summary",
+         {{"verdicts", verdicts},
+          {"timed_cases", timed},
+          {"geometric_mean_ratio", geometric_mean ? json(*geometric_mean) : json(nullptr)},
+          {"regression", regression}}}};
+    std::cout << document.dump(2) << "\n";
+    return regression ? 1 : 0;
+  }
+
+  for (const auto& note : notes) std::cerr << "seqbench: warning: " << note << "\n";
+  MarkdownTable table(
+      {"case", "base median", "new median", "ratio", "interval", "verdict", "memory", "note"});
   for (const CaseComparison& c : comparisons) {
     char ratio[32] = "—", interval[48] = "—", memory[48] = "—";
     if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
@@ -217,11 +344,15 @@ int RunCompare(const std::vector<std::string>& args) {
     table.AddRow({c.case_key, c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
                   c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—", ratio, interval,
                   c.verdict, memory, c.note});
-    regression = regression || IsRegression(c);
-    ++verdicts[c.verdict];
   }
-  std::cout << table.Render() << "\n";
+  std::cout << "compare run " << base.run_id << " (base) with run " << next.run_id
+            << " (new), suite " << next.suite_name << "\n\n"
+            << table.Render() << "\n";
   for (const auto& [verdict, count] : verdicts) std::cout << verdict << ": " << count << "  ";
+  if (geometric_mean) {
+    std::cout << "\ngeometric mean of the ratios: " << FormatSignificant(*geometric_mean, 4)
+              << " over " << timed << " timed case(s)";
+  }
   std::cout << "\n" << (regression ? "REGRESSION beyond the threshold\n" : "no regression\n");
   return regression ? 1 : 0;
 }
@@ -229,7 +360,8 @@ int RunCompare(const std::vector<std::string>& args) {
 int RunCheck(const std::vector<std::string>& args) {
   RunSelection selection;
   po::options_description options(
-      "Usage: seqbench check [RUN_ID | --latest [--suite NAME]] [--db FILE]\n\n"
+      "Usage: seqbench check [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "                      [--db FILE]\n\n"
       "Evaluates the expectations stored with the run (its suite's [[expect]] entries:\n"
       "ratios measured side by side in that run; speedup is the ratio of median\n"
       "throughputs), prints what held, and exits 1 when anything fell short. Works on any\n"
@@ -274,8 +406,8 @@ int RunPlot(const std::vector<std::string>& args) {
   RunSelection selection;
   PlotRequest request;
   po::options_description options(
-      "Usage: seqbench plot [RUN_ID | --latest [--suite NAME]] --x seq_len|batch|layers --y "
-      "runtime|memory|tokens_per_s|speedup\n"
+      "Usage: seqbench plot [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "                     --x seq_len|batch|layers --y runtime|memory|tokens_per_s|speedup\n"
       "                     [--over VARIANT] [--out FILE.svg] [--db FILE]\n\n"
       "Plots one line per variant through gnuplot (SVG), log axes where the data spans a\n"
       "decade or more. runtime is the median step time; memory the activation memory.\n"

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
@@ -18,6 +19,7 @@
 #include "harness/roofline.h"
 #include "harness/run_header.h"
 #include "harness/runner.h"
+#include "harness/suite.h"
 #include "reports/format.h"
 #include "results/store.h"
 #include "variants/core/trace.h"
@@ -75,7 +77,8 @@ int RunRun(const std::vector<std::string>& args) {
   std::string suite_path, db_path, device, filter, shard_text, check_text;
   int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
   double case_timeout_s = 0;
-  std::string run_case, run_uuid;
+  std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
+  int64_t warmup = 0;
   po::options_description options(
       "Usage: seqbench run SUITE.toml [OPTIONS]\n\n"
       "Runs every case of a suite: checks it against the suite's baseline, times it with\n"
@@ -89,8 +92,21 @@ int RunRun(const std::vector<std::string>& args) {
       "run every case with N LibTorch and OpenBLAS threads (default: the suite's `threads`, "
       "else this machine's physical cores)")("filter", po::value(&filter),
                                              "only cases whose key matches this regex")(
-      "repetitions", po::value(&repetitions), "override the suite's repetitions")(
-      "resume", po::value(&resume), "complete run RUN_ID: skip its finished cases")(
+      "repetitions", po::value(&repetitions),
+      "timed samples per case (the suite's [measure] repetitions; with --max-noise, the "
+      "first batch and each further one)")("warmup", po::value(&warmup),
+                                           "untimed steps before them ([measure] warmup)")(
+      "min-time", po::value(&min_time_text),
+      "each sample repeats the step until this long, e.g. 10ms ([measure] min_time_ms)")(
+      "max-noise", po::value(&max_noise_text),
+      "adaptive stopping: repeat until the median's 95% interval is within this, e.g. 2% "
+      "([measure] max_noise)")(
+      "max-time", po::value(&max_time_text),
+      "with --max-noise: timing budget per case, e.g. 30s ([measure] max_time_s; default 30s)")(
+      "label", po::value(&label),
+      "a free label stored with the run, for selecting it later (--label on show, report, "
+      "check, plot, compare)")("resume", po::value(&resume),
+                               "complete run RUN_ID: skip its finished cases")(
       "shard", po::value(&shard_text), "run shard i of n (i/n, 1-based): a deterministic subset")(
       "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
       "check", po::value(&check_text)->default_value("full"),
@@ -140,6 +156,24 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("repetitions") && repetitions < 1) {
     throw UsageError("run: --repetitions must be at least 1");
   }
+  if (values->count("warmup") && warmup < 0) throw UsageError("run: --warmup must be 0 or more");
+  std::optional<double> min_time_s, max_noise, max_time_s;
+  if (values->count("min-time")) min_time_s = ParseDuration(min_time_text, "run: --min-time");
+  if (values->count("max-time")) {
+    max_time_s = ParseDuration(max_time_text, "run: --max-time");
+    if (!(*max_time_s > 0)) throw UsageError("run: --max-time must be above 0, e.g. 30s");
+    if (!values->count("max-noise"))
+      throw UsageError("run: --max-time is the budget of --max-noise; give both");
+  }
+  if (values->count("max-noise")) {
+    max_noise = ParseFraction(max_noise_text);
+    if (!max_noise || !(*max_noise > 0 && *max_noise < 1))
+      throw UsageError(
+          "run: --max-noise must be a percentage like 2% or a fraction like 0.02, got '" +
+          max_noise_text + "'");
+  }
+  if (label.find_first_of("\n\r") != std::string::npos)
+    throw UsageError("run: --label must be one line");
   if (values->count("resume") && resume < 1) {
     throw UsageError("run: --resume takes the id of a stored run (1 or more), got " +
                      std::to_string(resume) + " (seqbench show --db " + db_path + " lists them)");
@@ -176,6 +210,10 @@ int RunRun(const std::vector<std::string>& args) {
     throw UsageError(error.what());
   }
   if (values->count("repetitions")) suite.measurement.repetitions = repetitions;
+  if (values->count("warmup")) suite.measurement.warmup = warmup;
+  if (min_time_s) suite.measurement.min_time_s = *min_time_s;
+  if (max_noise) suite.measurement.max_noise = *max_noise;
+  if (max_time_s) suite.measurement.max_time_s = *max_time_s;
   std::vector<CaseSpec> cases;
   try {
     cases = SelectCases(suite, selection);
@@ -209,7 +247,11 @@ int RunRun(const std::vector<std::string>& args) {
   description.repetitions = suite.measurement.repetitions;
   description.warmup = suite.measurement.warmup;
   description.min_time_s = suite.measurement.min_time_s;
+  description.max_noise = suite.measurement.max_noise;
+  description.max_time_s = suite.measurement.max_noise > 0 ? suite.measurement.max_time_s : 0;
   description.check_policy = CheckPolicyName(*check);
+  description.label = label;
+  description.extra_environment.emplace_back("case_filter", filter.empty() ? "none" : filter);
   description.expectations = suite.expectations;
   description.extra_environment.emplace_back(
       "timer", cuda_probe::Compiled()
@@ -295,8 +337,17 @@ int RunRun(const std::vector<std::string>& args) {
       // The same selection as this process, so that the child finds the same case.
       if (values->count("device")) argv.insert(argv.end(), {"--device", device});
       if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
-      if (values->count("repetitions"))
-        argv.insert(argv.end(), {"--repetitions", std::to_string(repetitions)});
+      // And the same measurement: the child times the case.
+      for (const char* flag : {"repetitions", "warmup", "min-time", "max-noise", "max-time"}) {
+        if (values->count(flag)) {
+          const std::string text = std::string(flag) == "repetitions" ? std::to_string(repetitions)
+                                   : std::string(flag) == "warmup"    ? std::to_string(warmup)
+                                   : std::string(flag) == "min-time"  ? min_time_text
+                                   : std::string(flag) == "max-noise" ? max_noise_text
+                                                                      : max_time_text;
+          argv.insert(argv.end(), {std::string("--") + flag, text});
+        }
+      }
       if (TracingEnabled()) argv.push_back("--nvtx");
       return argv;
     };
@@ -327,6 +378,7 @@ int RunRun(const std::vector<std::string>& args) {
     const auto found = summary.status_counts.find(status);
     return found == summary.status_counts.end() ? int64_t{0} : found->second;
   };
+  RecordRunEnd(store, run_id);
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
   std::printf("run %lld %s: %lld ok, %lld mismatch, %lld error, %lld timeout, %lld skipped\n",
               (long long)run_id, interrupted ? "interrupted (finish it with --resume)" : "complete",

@@ -15,36 +15,45 @@ namespace seqbench::cli {
 int RunShow(const std::vector<std::string>& args) {
   RunSelection selection;
   po::options_description options(
-      "Usage: seqbench show [RUN_ID | --latest] [--db FILE]\n\n"
+      "Usage: seqbench show [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "                     [--db FILE]\n\n"
       "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
-      "with status, runtime, memory and correctness. Without RUN_ID, lists the runs.\n\nOptions");
+      "with status, runtime, memory and correctness. Without a run, lists the runs (an\n"
+      "interrupted or running one is shown by its RUN_ID; --latest and the filters pick the\n"
+      "newest complete run, as in every command).\n\nOptions");
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
   selection.Declare(options, hidden, positional);
   const auto values = ParseArguments(args, options, hidden, positional, "show");
   if (!values) return 0;
-  if (!values->count("run") && !values->count("latest")) {
+  if (!selection.Given(*values)) {
     const auto store = OpenExistingStore(selection.db_path, "show");
-    std::printf("%-6s %-10s %-12s %-7s %-21s %s\n", "run", "status", "suite", "shard", "started",
-                "command");
+    std::printf("%-6s %-11s %-12s %-7s %-21s %-12s %s\n", "run", "status", "suite", "shard",
+                "started", "label", "command");
     for (const RunRecord& run : store->Runs()) {
-      std::printf("%-6lld %-10s %-12s %-7s %-21s %s\n", (long long)run.run_id, run.status.c_str(),
-                  run.suite_name.c_str(), run.shard.empty() ? "-" : run.shard.c_str(),
-                  run.started_at.c_str(), run.command_line.c_str());
+      std::printf("%-6lld %-11s %-12s %-7s %-21s %-12s %s\n", (long long)run.run_id,
+                  run.status.c_str(), run.suite_name.c_str(),
+                  run.shard.empty() ? "-" : run.shard.c_str(), run.started_at.c_str(),
+                  run.label.empty() ? "-" : run.label.c_str(), run.command_line.c_str());
     }
     return 0;
   }
-  // --latest here is the newest run whatever its status: an interrupted one is worth seeing.
   std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "show", /*complete_only=*/false);
+  const RunRecord run = selection.Resolve(*values, store, "show");
   const int64_t run_id = run.run_id;
   std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id, run.status.c_str(),
               run.suite_name.c_str(), run.suite_path.c_str(), run.suite_hash.c_str(),
               run.shard.empty() ? "" : ("  shard " + run.shard).c_str());
-  std::printf("started %s  finished %s  seed %llu\ncommand: %s\n", run.started_at.c_str(),
+  std::printf("started %s  finished %s  seed %llu%s\ncommand: %s\n", run.started_at.c_str(),
               run.finished_at.empty() ? "-" : run.finished_at.c_str(), (unsigned long long)run.seed,
-              run.command_line.c_str());
+              run.label.empty() ? "" : ("  label " + run.label).c_str(), run.command_line.c_str());
+  if (run.max_noise > 0) {
+    std::printf(
+        "adaptive stopping: until the median's 95%% interval is within ±%g%%, at most "
+        "%g s a case\n",
+        run.max_noise * 100, run.max_time_s);
+  }
   std::printf(
       "%s run: baseline %s, %lld repetitions after %lld warmup, min time %s, %lld "
       "thread(s), check %s, %zu expectation(s)\n\nEnvironment:\n",

@@ -91,7 +91,8 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
     }
   };
   section("name = \"train\"\ndescription = " + quoted(CommandLine()) + "\n[data]\n");
-  text("data", "corpus");
+  text("corpus", "corpus");
+  text("data", "corpus");  // the old spelling
   text("data-path", "path");
   number("max-length", "max_length");
   number("validation-samples", "validation_samples");
@@ -167,7 +168,7 @@ class ProgressPrinter {
 }  // namespace
 
 int RunTrain(const std::vector<std::string>& args) {
-  std::string suite_path, db_path, checkpoint, resume, device;
+  std::string suite_path, db_path, checkpoint, resume, device, label;
   std::vector<std::string> only;
   int64_t save_every = 0;
   po::options_description options(
@@ -188,10 +189,11 @@ int RunTrain(const std::vector<std::string>& args) {
       "checkpoint", po::value(&checkpoint), "save the (single) pipeline's state here at the end")(
       "save-every", po::value(&save_every), "also save the checkpoint every N steps")(
       "resume", po::value(&resume), "load this checkpoint first and continue to --steps")(
-      "data", po::value<std::string>(),
-      "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic")(
+      "label", po::value(&label), "a free label stored with the run, for selecting it later")(
+      "corpus", po::value<std::string>(),
+      "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic ([data] corpus)")(
       "data-path", po::value<std::string>(),
-      "corpus location (default: the Debian package's); also with a suite")(
+      "corpus location ([data] path; default: the Debian package's); also with a suite")(
       "max-length", po::value<std::string>(), "longest sample in tokens (longer text is split)")(
       "validation-samples", po::value<std::string>(), "held-out samples")(
       "max-samples", po::value<std::string>(), "use at most this many samples")(
@@ -214,19 +216,23 @@ int RunTrain(const std::vector<std::string>& args) {
       "seed", po::value<std::string>(), "weights and batch order");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))("stop-after-steps",
-                                                        po::value(&stop_after_steps));
+                                                        po::value(&stop_after_steps))(
+      // The old spelling of --corpus, kept for one release.
+      "data", po::value<std::string>());
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "train");
   if (!values) return 0;
 
-  static const char* kPipelineFlags[] = {"data",          "max-length",   "validation-samples",
-                                         "max-samples",   "variant",      "width",
-                                         "layers",        "heads",        "batching",
-                                         "batch-size",    "token-budget", "workers",
-                                         "accumulation",  "amp",          "loss-scaling",
-                                         "learning-rate", "warmup-steps", "restarts",
-                                         "clip-norm",     "eval-every",   "seed"};
+  if (values->count("data") && values->count("corpus"))
+    throw UsageError("train: --data is the old spelling of --corpus; give one");
+  static const char* kPipelineFlags[] = {
+      "corpus",        "data",         "max-length", "validation-samples",
+      "max-samples",   "variant",      "width",      "layers",
+      "heads",         "batching",     "batch-size", "token-budget",
+      "workers",       "accumulation", "amp",        "loss-scaling",
+      "learning-rate", "warmup-steps", "restarts",   "clip-norm",
+      "eval-every",    "seed"};
   TrainingSuite suite;
   try {
     if (!suite_path.empty()) {
@@ -345,6 +351,7 @@ int RunTrain(const std::vector<std::string>& args) {
   description.seed = suite.data_seed;
   description.baseline = suite.reference;
   description.expectations = suite.expectations;
+  description.label = label;
   description.extra_environment = {{"timer",
                                     "steady_clock around each optimizer step, loader waits "
                                     "included (the loss is read back every step)"},
@@ -436,6 +443,7 @@ int RunTrain(const std::vector<std::string>& args) {
     failed = failed || outcome.record.status != kStatusOk;
     records.push_back(std::move(outcome.record));
   }
+  RecordRunEnd(store, run_id);
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
   if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
   std::printf("run %lld %s\n", (long long)run_id,

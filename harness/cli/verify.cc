@@ -40,7 +40,7 @@ int RunVerify(const std::vector<std::string>& args) {
       "baseline", po::value(&baseline_key)->default_value("baseline"), "reference variant")(
       "filter", po::value(&filter)->default_value(".*"), "regex on variant keys")(
       "dtype", po::value(&dtype_name)->default_value("float32"), "float32 or float64")(
-      "vocab", po::value(&config.vocab_size)->default_value(256), "vocabulary size V")(
+      "vocab-size", po::value(&config.vocab_size)->default_value(256), "vocabulary size V")(
       "width", po::value(&config.width)->default_value(64), "width D")(
       "layers", po::value(&config.num_layers)->default_value(2), "layers L")(
       "heads", po::value(&config.num_heads)->default_value(4), "heads H")(
@@ -48,10 +48,16 @@ int RunVerify(const std::vector<std::string>& args) {
       "seq-len", po::value(&shape.max_length)->default_value(64), "padded length T")(
       "min-len", po::value(&shape.min_length)->default_value(8),
       "shortest sequence (0: no padding)")(
-      "generate", po::value(&generate_tokens)->default_value(16), "tokens to generate")(
+      "generate-tokens", po::value(&generate_tokens)->default_value(16), "tokens to generate")(
       "seed", po::value(&seed)->default_value(1), "seed of weights and data");
-  const auto values = ParseArguments(args, options, {}, {}, "verify");
+  po::options_description hidden;
+  // The old spellings, kept for one release.
+  int64_t old_vocab = 0, old_generate = 0;  // written before the defaults are: applied below
+  hidden.add_options()("vocab", po::value(&old_vocab))("generate", po::value(&old_generate));
+  const auto values = ParseArguments(args, options, hidden, {}, "verify");
   if (!values) return 0;
+  if (values->count("vocab")) config.vocab_size = old_vocab;
+  if (values->count("generate")) generate_tokens = old_generate;
   const torch::ScalarType dtype = DtypeOption(dtype_name);
   std::regex pattern;
   try {
@@ -83,8 +89,8 @@ int RunVerify(const std::vector<std::string>& args) {
   check_field("batch", "--batch", shape.batch_size);
   check_field("seq_len", "--seq-len", shape.max_length);
   check_field("min_len", "--min-len", shape.min_length);
-  check_field("generate_tokens", "--generate", generate_tokens);
-  check_field("vocab_size", "--vocab", config.vocab_size);
+  check_field("generate_tokens", "--generate-tokens", generate_tokens);
+  check_field("vocab_size", "--vocab-size", config.vocab_size);
   check_field("width", "--width", config.width);
   check_field("layers", "--layers", config.num_layers);
   check_field("heads", "--heads", config.num_heads);

@@ -58,6 +58,14 @@ refused "nonexistent.toml" run "$work/nonexistent.toml" --db "$missing"
 refused "--repetitions" run "$suite" --db "$missing" --repetitions 0
 refused "--repetitions" run "$suite" --db "$missing" --repetitions -3
 refused "--repetitions" run "$suite" --db "$missing" --repetitions three
+refused "--warmup" run "$suite" --db "$missing" --warmup -1
+refused "--min-time" run "$suite" --db "$missing" --min-time 10
+refused "--min-time" run "$suite" --db "$missing" --min-time 10parsecs
+refused "--max-noise" run "$suite" --db "$missing" --max-noise 2
+refused "--max-noise" run "$suite" --db "$missing" --max-noise 150%
+refused "--max-time" run "$suite" --db "$missing" --max-time 5s
+refused "--max-time" run "$suite" --db "$missing" --max-noise 2% --max-time 0s
+refused "--label" run "$suite" --db "$missing" --label "$(printf 'a\nb')"
 refused "--repetitions" run "$suite" --db "$missing" --repetitions 99999999999999999999
 refused "--threads" run "$suite" --db "$missing" --threads 0
 refused "--threads" run "$suite" --db "$missing" --threads many
@@ -93,8 +101,10 @@ refused "--amp" train --db "$missing" --amp fp8
 refused "--width" train --db "$missing" --width 0
 refused "heads (3)" train --db "$missing" --width 64 --heads 3
 refused "--variant" train --db "$missing" --variant nosuch
-refused "--data" train --db "$missing" --data nosuch
-refused "--data" train --db "$missing" --data "$(printf 'x\nseed = 3')"
+refused "--corpus" train --db "$missing" --corpus nosuch
+refused "--data" train --db "$missing" --data nosuch  # the old spelling, a hidden alias
+refused "--data is the old spelling" train --db "$missing" --data fortunes --corpus edict
+refused "--corpus" train --db "$missing" --corpus "$(printf 'x\nseed = 3')"
 refused "--variant" train --db "$missing" --variant "a b"
 refused "--batch-size" train --db "$missing" --batch-size 0
 refused "--workers" train --db "$missing" --workers -1
@@ -143,8 +153,10 @@ refused "model family 'nosuch'" verify --family nosuch
 refused "baseline 'nosuch'" verify --baseline nosuch
 refused "--filter" verify --filter "(unclosed"
 refused "heads (3)" verify --width 64 --heads 3
-refused "--vocab" verify --vocab 0
-refused "--generate" verify --generate -1
+refused "--vocab-size" verify --vocab-size 0
+refused "--vocab-size" verify --vocab 0  # the old spelling
+refused "--generate-tokens" verify --generate-tokens -1
+refused "--generate-tokens" generate --checkpoint x.pt --prompt a -n 0
 
 # generate
 refused "--checkpoint" generate --prompt hi

@@ -65,7 +65,7 @@ set -e
 [[ $(status_of batched) == ok && $(status_of baseline) == ok ]] || fail "healthy cases: $(cat "$work/out")"
 grep -q "isolation|a child process per case, killed after 8 s" <(sqlite3 "$work/i.db" "SELECT key, value FROM environment") ||
   fail "isolation not recorded"
-"$seqbench" show 1 --db "$work/i.db" | grep -q "timeout" || fail "show does not say timeout"
+grep -q "timeout" <("$seqbench" show 1 --db "$work/i.db") || fail "show does not say timeout"
 
 # 2. SIGINT to the whole process group (as a terminal's Ctrl-C) while the hanging case
 #    runs: the run stops within a few seconds, marked interrupted, the case unstored (not a

@@ -40,7 +40,7 @@ done
 
 # 1c. verify checks its flags as a suite checks its fields: exit 2, the flag named, no
 #     c10 stack trace.
-for flags in "--batch 0" "--seq-len -3" "--min-len 99" "--heads 5" "--vocab 1"; do
+for flags in "--batch 0" "--seq-len -3" "--min-len 99" "--heads 5" "--vocab-size 1" "--vocab 1"; do
   set +e
   # shellcheck disable=SC2086  # the flag and its value, split on purpose
   "$seqbench" verify $flags >/dev/null 2>"$work/err"
@@ -219,4 +219,55 @@ for command in "show 1" "report 1" "check 1" "run $suites/ci.toml"; do
 done
 [[ $(md5sum <"$work/newer.db") == "$sum_before" ]] || fail "a refused newer database was modified"
 [[ $(count "$work/newer.db" "PRAGMA journal_mode") == delete ]] || fail "converted to WAL"
+# 9. Selecting runs as a user names them: --label, --git, --suite, --latest mean the same
+#    in every command; compare takes its base by label or branch, refuses runs of another
+#    suite unless allowed, and writes JSON for machines.
+one_case="^$first_case "
+"$seqbench" run "$suites/ci.toml" --db "$work/sel.db" --filter "$one_case" --repetitions 3 --label base >/dev/null
+"$seqbench" run "$suites/ci.toml" --db "$work/sel.db" --filter "$one_case" --repetitions 3 --label pr \
+  --warmup 2 --min-time 1ms >/dev/null
+[[ $(count "$work/sel.db" "SELECT label || ' ' || warmup || ' ' || min_time_s FROM runs WHERE run_id = 2") == "pr 2 0.001" ]] ||
+  fail "run --label/--warmup/--min-time not stored: $(count "$work/sel.db" "SELECT * FROM runs")"
+[[ $(count "$work/sel.db" "SELECT count(*) FROM environment WHERE run_id = 2 AND key IN ('load_avg_start', 'load_avg_end', 'busy_processes_start', 'busy_processes_end', 'case_filter')") -eq 5 ]] ||
+  fail "the run's load at start and end, and its filter, are not recorded"
+grep -q "^run 1 " <("$seqbench" show --label base --db "$work/sel.db") || fail "show --label base is not run 1"
+grep -q "^run 2 .*label pr\|^run 2 " <("$seqbench" show --latest --db "$work/sel.db") || fail "show --latest is not run 2"
+sha=$(count "$work/sel.db" "SELECT substr(value, 1, 8) FROM environment WHERE run_id = 2 AND key = 'git_sha'")
+grep -q "run 2" <("$seqbench" report --git "$sha" --suite ci --db "$work/sel.db") || fail "report --git $sha is not run 2"
+set +e
+"$seqbench" report --label nosuch --db "$work/sel.db" 2>"$work/err"
+rc=$?
+"$seqbench" report 1 --label base --db "$work/sel.db" 2>"$work/err2"
+rc2=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "no complete run with label 'nosuch'" "$work/err" || fail "report --label nosuch: rc $rc, $(cat "$work/err")"
+[[ $rc2 -eq 2 ]] && grep -q "not both" "$work/err2" || fail "RUN_ID with --label: rc $rc2, $(cat "$work/err2")"
+"$seqbench" compare --base-latest-on base --latest --db "$work/sel.db" --format json >"$work/cmp.json" ||
+  [[ $? -eq 1 ]] || fail "compare --base-latest-on base --format json failed"
+tr -d ' \n' <"$work/cmp.json" | grep -q '"base":{[^}]*"label":"base"' &&
+  tr -d ' \n' <"$work/cmp.json" | grep -q '"new":{[^}]*"label":"pr"' &&
+  grep -q '"geometric_mean_ratio"' "$work/cmp.json" && grep -q '"interval"' "$work/cmp.json" ||
+  fail "compare JSON: $(cat "$work/cmp.json")"
+if git -C "$2" rev-parse --verify -q HEAD >/dev/null && [[ $(count "$work/sel.db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'git_sha'") == $(git -C "$2" rev-parse HEAD) ]]; then
+  # A branch: the newest complete run of the suite from a commit on its history, not
+  # the new run itself.
+  (cd "$2" && "$seqbench" compare --base-latest-on HEAD 2 --db "$work/sel.db") >"$work/cmp" ||
+    [[ $? -eq 1 ]] || fail "compare --base-latest-on HEAD"
+  grep -q "compare run 1 (base) with run 2 (new)" "$work/cmp" || fail "--base-latest-on HEAD: $(head -2 "$work/cmp")"
+fi
+set +e
+"$seqbench" compare 1 2 --base-db "$work/other.db" --db "$work/sel.db" >/dev/null 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q -- "--allow-different-suites" "$work/err" || fail "compare across suites: rc $rc, $(cat "$work/err")"
+"$seqbench" compare 1 2 --base-db "$work/other.db" --db "$work/sel.db" --allow-different-suites >"$work/cmp" 2>"$work/err" ||
+  [[ $? -eq 1 ]] || fail "compare --allow-different-suites: $(cat "$work/err")"
+grep -q "different suites: other and ci" "$work/err" || fail "compare across suites does not say so: $(cat "$work/err")"
+# Resuming with other options is refused, naming the flag that would match.
+set +e
+"$seqbench" run "$suites/ci.toml" --db "$work/sel.db" --filter "$one_case" --repetitions 3 --resume 2 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q -- "--label 'pr'" "$work/err" && grep -q -- "--min-time 1ms" "$work/err" && grep -q -- "--warmup 2" "$work/err" ||
+  fail "resume with other options: rc $rc, $(cat "$work/err")"
 echo "run/store/report CLI checks passed"

@@ -9,7 +9,7 @@ seqbench=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-small=(--data synthetic --max-samples 400 --validation-samples 32 --max-length 32
+small=(--corpus synthetic --max-samples 400 --validation-samples 32 --max-length 32
        --width 16 --layers 1 --heads 2 --batch-size 8 --eval-every 4 --variant fused)
 
 # 1. Bad input: exit 2, a message that names the problem, no database.
@@ -48,7 +48,7 @@ set -e
 [[ $(sqlite3 "$work/nan.db" "SELECT status FROM runs") == complete ]] || fail "diverged run not complete"
 [[ $(sqlite3 "$work/nan.db" "SELECT status FROM cases") == diverged ]] || fail "case not diverged: $(cat "$work/out")"
 [[ $(sqlite3 "$work/nan.db" "SELECT count(*) FROM training_steps WHERE loss IS NULL") -ge 1 ]] || fail "no NaN loss stored"
-"$seqbench" show --latest --db "$work/nan.db" | grep -q diverged || fail "show does not say diverged"
+grep -q diverged <("$seqbench" show --latest --db "$work/nan.db") || fail "show does not say diverged"
 
 # 2. 12 straight steps; then a run stopped after 6 and resumed from its checkpoint: the
 #    same losses for steps 7..12.

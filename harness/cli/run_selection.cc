@@ -1,0 +1,198 @@
+// Selecting stored runs as users think of them: by id, or the newest complete run of a
+// suite, a commit or branch, or a label. Branches are resolved by running git (argv, no
+// shell: a branch name is user input).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/cli/command.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+// The output lines of `git ARGS...` run in the current directory, or nullopt when git is
+// missing or fails (not a repository, an unknown revision).
+std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return std::nullopt;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::freopen("/dev/null", "w", stderr);
+    std::vector<char*> argv;
+    static char git[] = "git";
+    argv.push_back(git);
+    std::vector<std::string> copies = args;
+    for (std::string& arg : copies) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execvp("git", argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  std::string output;
+  char buffer[4096];
+  ssize_t got = 0;
+  while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) output.append(buffer, got);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    const size_t end = output.find('\n', start);
+    lines.push_back(output.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+bool IsHex(const std::string& text) {
+  return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// Whether a run's commit is `git`: a SHA prefix of at least 4 digits, or what git resolves
+// the name to (a branch, a tag, HEAD~2).
+class CommitMatcher {
+ public:
+  explicit CommitMatcher(const std::string& git) {
+    if (git.empty()) return;
+    // "--" ends git's options: a name starting with '-' is a revision, not a flag.
+    const auto resolved =
+        GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", git + "^{commit}"});
+    if (resolved && resolved->size() == 1) {
+      sha_ = resolved->front();
+    } else if (IsHex(git) && git.size() >= 4) {
+      sha_ = git;  // not in this repository's history, perhaps in the runs'
+    } else {
+      throw UsageError("--git " + git +
+                       ": neither a commit SHA (4 or more hex digits) nor a branch or tag that "
+                       "git knows here");
+    }
+  }
+  bool Matches(const RunRecord& run) const {
+    return sha_.empty() || run.Environment("git_sha").rfind(sha_, 0) == 0;
+  }
+
+ private:
+  std::string sha_;
+};
+
+}  // namespace
+
+std::string RunFilter::Describe() const {
+  std::string text;
+  const auto add = [&](const std::string& name, const std::string& value) {
+    if (!value.empty()) text += (text.empty() ? "" : ", ") + name + " '" + value + "'";
+  };
+  add("suite", suite);
+  add("git", git);
+  add("label", label);
+  return text;
+}
+
+RunRecord FindRunOrFail(const Store& store, int64_t run_id, const std::string& command) {
+  const auto run = store.FindRun(run_id);
+  if (!run) {
+    throw UsageError(command + ": no run " + std::to_string(run_id) + " in " + store.path() +
+                     " (seqbench show --db " + store.path() + " lists them)");
+  }
+  return *run;
+}
+
+RunRecord LatestRun(const Store& store, const RunFilter& filter, const std::string& command,
+                    int64_t excluded) {
+  std::optional<CommitMatcher> commit;
+  try {
+    commit.emplace(filter.git);
+  } catch (const UsageError& error) {
+    throw UsageError(command + ": " + error.what());
+  }
+  const auto runs = store.Runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->status != "complete" || it->run_id == excluded) continue;
+    if (!filter.suite.empty() && it->suite_name != filter.suite) continue;
+    if (!filter.label.empty() && it->label != filter.label) continue;
+    const RunRecord run = *store.FindRun(it->run_id);  // with its environment: the commit
+    if (commit->Matches(run)) return run;
+  }
+  throw UsageError(command + ": no complete run" +
+                   (filter.empty() ? "" : " with " + filter.Describe()) + " in " + store.path() +
+                   " (seqbench show --db " + store.path() + " lists them)");
+}
+
+RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::string& suite,
+                      int64_t excluded, const std::string& command) {
+  RunFilter by_label;
+  by_label.suite = suite;
+  by_label.label = ref;
+  try {
+    return LatestRun(store, by_label, command, excluded);
+  } catch (const UsageError&) {
+  }
+  // Not a label: the runs of commits in the branch's history, newest run first.
+  const auto history = GitLines({"rev-list", "--max-count=100000", "--end-of-options", ref});
+  if (!history) {
+    throw UsageError(command + ": --base-latest-on " + ref + ": no run of suite '" + suite +
+                     "' has that label, and git knows no branch, tag or commit of that name here");
+  }
+  const std::set<std::string> commits(history->begin(), history->end());
+  const auto runs = store.Runs();
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+    if (it->status != "complete" || it->run_id == excluded || it->suite_name != suite) continue;
+    const RunRecord run = *store.FindRun(it->run_id);
+    if (commits.count(run.Environment("git_sha"))) return run;
+  }
+  throw UsageError(command + ": --base-latest-on " + ref + ": no complete run of suite '" + suite +
+                   "' with that label or from a commit on its history in " + store.path());
+}
+
+void RunSelection::Declare(po::options_description& options, po::options_description& hidden,
+                           po::positional_options_description& positional) {
+  DeclareDatabase(options, &db_path);
+  options.add_options()("latest",
+                        "the newest complete run (of those --suite, --git, --label pick)")(
+      "suite", po::value(&filter.suite), "the newest complete run of this suite")(
+      "git", po::value(&filter.git),
+      "the newest complete run of this commit (SHA prefix, branch or tag)")(
+      "label", po::value(&filter.label), "the newest complete run with this run --label");
+  hidden.add_options()("run", po::value(&run_id));
+  positional.add("run", 1);
+}
+
+bool RunSelection::Given(const po::variables_map& values) const {
+  return values.count("run") || values.count("latest") || !filter.empty();
+}
+
+RunRecord RunSelection::Resolve(const po::variables_map& values, std::unique_ptr<Store>& store,
+                                const std::string& command) const {
+  if (!Given(values)) throw UsageError(command + ": give a RUN_ID or --latest");
+  if (values.count("run") && (values.count("latest") || !filter.empty())) {
+    throw UsageError(command + ": give RUN_ID or --latest/--suite/--git/--label, not both");
+  }
+  store = OpenExistingStore(db_path, command);
+  return ResolveIn(values, *store, command);
+}
+
+RunRecord RunSelection::ResolveIn(const po::variables_map& values, const Store& store,
+                                  const std::string& command) const {
+  if (values.count("run")) return FindRunOrFail(store, run_id, command);
+  return LatestRun(store, filter, command);
+}
+
+}  // namespace seqbench::cli
