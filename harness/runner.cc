@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <regex>
 
 #include "harness/cuda_probe.h"
 #include "harness/statistics.h"
@@ -214,11 +215,27 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
           break;
       }
     };
+    // Test-only slowdown: extra whole steps, in thousandths of a step carried over, so
+    // that 10 consecutive timed steps do exactly 13 steps' work at 1.3.
+    const Measurement& measure = suite_.measurement;
+    const bool slowed = measure.test_slowdown > 0 &&
+                        std::regex_search(spec.Key(), std::regex(measure.test_slowdown_filter));
+    const int64_t extra_per_mille =
+        slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
+    int64_t carried_per_mille = 0;
+    const std::function<void()> measured_step = [&]() {
+      step();
+      for (carried_per_mille += extra_per_mille; carried_per_mille >= 1000;
+           carried_per_mille -= 1000) {
+        step();
+      }
+    };
     const TimedStep timed_step = [&]() {
-      if (device.is_cuda() && cuda_probe::Compiled()) return cuda_probe::TimeStep(step, device);
+      if (device.is_cuda() && cuda_probe::Compiled())
+        return cuda_probe::TimeStep(measured_step, device);
       Synchronize(device);
       const auto begin = std::chrono::steady_clock::now();
-      step();
+      measured_step();
       Synchronize(device);
       return Seconds(std::chrono::steady_clock::now() - begin);
     };
@@ -229,8 +246,9 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       const double one_step = timed_step();
       iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
     }
+    if (measure.test_slowdown > 0) iterations = (iterations + 9) / 10 * 10;
+    carried_per_mille = 0;
     phase.emplace("timed");  // ends the warmup range first
-    const Measurement& measure = suite_.measurement;
     const auto timing_started = std::chrono::steady_clock::now();
     result.timing =
         MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations, measure.repetitions);

@@ -56,6 +56,14 @@ struct Measurement {
   // further batch.
   double max_noise = 0;
   double max_time_s = 30;
+  // Test-only (run --test-slowdown): each timed step of the cases whose key matches
+  // `test_slowdown_filter` does test_slowdown times its work, by running whole extra
+  // steps (never a sleep), so that the gate's power can be measured against a known
+  // factor. 0: off. When on, every case times 10 steps a sample (a multiple of 10 with
+  // --min-time), so that factors in tenths are exact per sample and the cases it does not
+  // slow are measured alike.
+  double test_slowdown = 0;
+  std::string test_slowdown_filter;
 };
 
 // Adaptive stopping never takes more samples than this, whatever the budget.

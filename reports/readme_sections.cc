@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "reports/gate.h"
 #include "reports/plot.h"
 #include "reports/report.h"
 #include "reports/training.h"
@@ -36,7 +37,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
-         name == "pipelines";
+         name == "pipelines" || name == "gate";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -99,6 +100,16 @@ std::string ResolvePlotFile(const std::string& readme_dir, const std::string& fi
 
 std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
                                 const std::string& readme_dir) {
+  if (const std::string prefix = Attribute(section, "gate"); !prefix.empty()) {
+    const std::string suite = Attribute(section, "suite");
+    if (suite.empty()) throw ReadmeError("a gate section needs suite=NAME");
+    const CompareSettings settings;  // compare's defaults: 5%, 95%
+    try {
+      return RenderGateTable(MeasureGate(store, suite, prefix, settings), settings);
+    } catch (const std::invalid_argument& error) {
+      throw NoMatchingRun(error.what());
+    }
+  }
   const SelectedRun selected = SelectRunForSection(store, section);
   const RunRecord& run = selected.run;
   const std::vector<CaseRecord>& cases = selected.cases;

@@ -339,13 +339,13 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
 
 namespace {
 
-// The unit google/benchmark would print this case's times in: the largest of ns, us, ms and
-// s in which its median step is at least 1, so that tools/compare.py shows digits that move
-// (a fixed ms printed "3 -> 3" for a 13% change).
+// The unit this case's times are written in: the largest of s, ms, us and ns in which its
+// median step is at least 100, so that tools/compare.py, which prints whole numbers, shows
+// three digits or more (a fixed ms printed "3 -> 3" for a 13% change).
 std::pair<const char*, double> TimeUnitFor(double median_s) {
-  if (median_s >= 1) return {"s", 1};
-  if (median_s >= 1e-3) return {"ms", 1e3};
-  if (median_s >= 1e-6) return {"us", 1e6};
+  if (median_s >= 100) return {"s", 1};
+  if (median_s >= 100e-3) return {"ms", 1e3};
+  if (median_s >= 100e-6) return {"us", 1e6};
   return {"ns", 1e9};
 }
 

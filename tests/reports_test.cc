@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/format.h"
+#include "reports/gate.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
 #include "reports/readme.h"
@@ -660,7 +662,8 @@ TEST_CASE("gbench-json: a time unit per case, counters that round-trip", "[repor
   }
   std::set<std::string> seen;
   for (const auto& [name, unit] : units) seen.insert(unit);
-  CHECK(seen == std::set<std::string>{"s", "ms", "us"});
+  // Medians 2 s, 5 ms and 5 us: each in the unit that shows it with three digits or more.
+  CHECK(seen == std::set<std::string>{"ms", "us", "ns"});
 }
 
 TEST_CASE("csv and json carry every case with its metrics", "[reports]") {
@@ -993,6 +996,56 @@ TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the re
   CHECK_THAT(gap, Catch::Contains("set logscale y") && !Catch::Contains("title 'plain'"));
   request.y = "accuracy";
   CHECK_THROWS(BuildLossPlotScript(cases, curves, request));
+}
+
+TEST_CASE("the gate's power: false alarms between unchanged runs, a known slowdown caught",
+          "[reports][gate]") {
+  // Three base runs and two slowed by 1.3x, each case 10 samples with 2% noise (seeded):
+  // the unchanged pairs are not flagged, every slowed pair is, and a label that is not
+  // "<prefix> x<number>" is ignored.
+  Store store(":memory:");
+  std::mt19937_64 generator(5);
+  std::normal_distribution<double> noise(0.0, 0.02);
+  const auto add_run = [&](const std::string& label, double factor) {
+    RunRecord run = Run();
+    run.uuid = label + std::to_string(store.Runs().size());
+    run.label = label;
+    const int64_t run_id = store.CreateRun(run);
+    int64_t position = 0;
+    for (const char* variant : {"baseline", "fused"}) {
+      std::vector<double> samples(10);
+      for (double& value : samples) value = factor * 0.01 * std::exp(noise(generator));
+      CaseRecord c = Case(variant, "train", 1, samples);
+      c.position = position++;
+      store.AddCase(run_id, c);
+    }
+    store.SetRunStatus(run_id, "complete", "2026-11-23T00:00:00Z");
+  };
+  for (int i = 0; i < 3; ++i) add_run("gate base", 1.0);
+  for (int i = 0; i < 2; ++i) add_run("gate x1.3", 1.3);
+  add_run("gate xfast", 1.3);  // not a factor: not a series
+  add_run("other base", 1.3);  // another prefix
+  const CompareSettings settings;
+  const std::vector<GateRow> rows = MeasureGate(store, "demo", "gate", settings);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].compares == 2);
+  CHECK(rows[0].flagged == 0);
+  CHECK(rows[0].cases == 4);
+  CHECK(rows[0].slower == 0);
+  CHECK(rows[1].compares == 2);
+  CHECK(rows[1].flagged == 2);
+  CHECK(rows[1].slower == 4);
+  CHECK_THAT(rows[1].what, Catch::StartsWith("1.3x slower"));
+  const std::string table = RenderGateTable(rows, settings);
+  CHECK_THAT(table, Catch::Contains("--threshold 5%"));
+  std::istringstream lines(table.substr(table.find("| compared")));
+  std::string line;
+  std::set<size_t> widths;
+  while (std::getline(lines, line)) {
+    if (!line.empty()) widths.insert(Cells(line).size());
+  }
+  CHECK(widths.size() == 1);  // rectangular
+  CHECK_THROWS_AS(MeasureGate(store, "demo", "nosuch", settings), std::invalid_argument);
 }
 
 }  // namespace

@@ -102,7 +102,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "Training runs (seqbench train) render their pipeline table, or with\n"
       "plot=loss|validation_loss|loss_difference (with over=PIPELINE) and x=step|time their\n"
       "loss curves; pipelines=A,B,... picks\n"
-      "and orders the pipelines shown.\n"
+      "and orders the pipelines shown. gate=PREFIX renders the gate's measured power from\n"
+      "runs labelled 'PREFIX base' and 'PREFIX xFACTOR' (ci/measure_gate).\n"
       "With several --db (e.g. results/published/cpu.db and gpu.db), each section comes\n"
       "from the first database that has a matching run.\n\n"
       "Options");

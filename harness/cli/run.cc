@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <regex>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
@@ -79,6 +80,8 @@ int RunRun(const std::vector<std::string>& args) {
   double case_timeout_s = 0;
   std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
   int64_t warmup = 0;
+  double test_slowdown = 0;
+  std::string test_slowdown_filter = ".*";
   po::options_description options(
       "Usage: seqbench run SUITE.toml [OPTIONS]\n\n"
       "Runs every case of a suite: checks it against the suite's baseline, times it with\n"
@@ -126,7 +129,12 @@ int RunRun(const std::vector<std::string>& args) {
       // The child of --isolate: run the case with this key, store it into run --into-run
       // at --position, print nothing, exit 0 (a failing case is a stored status).
       "run-case", po::value(&run_case))("into-run", po::value(&into_run))(
-      "run-uuid", po::value(&run_uuid))("position", po::value(&position));
+      "run-uuid", po::value(&run_uuid))("position", po::value(&position))(
+      // Test-only: inflate the matching cases' step times by a known factor with whole
+      // extra steps, to measure what the gate catches (reports/README.md). Recorded with
+      // the run, and a warning wherever it is shown.
+      "test-slowdown", po::value(&test_slowdown))("test-slowdown-filter",
+                                                  po::value(&test_slowdown_filter));
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "run");
@@ -172,6 +180,16 @@ int RunRun(const std::vector<std::string>& args) {
           "run: --max-noise must be a percentage like 2% or a fraction like 0.02, got '" +
           max_noise_text + "'");
   }
+  if (values->count("test-slowdown") && !(test_slowdown >= 1 && test_slowdown <= 10))
+    throw UsageError("run: --test-slowdown must be a factor between 1 and 10, e.g. 1.3");
+  if (values->count("test-slowdown-filter")) {
+    try {
+      std::regex{test_slowdown_filter};
+    } catch (const std::regex_error& error) {
+      throw UsageError("run: --test-slowdown-filter is not a valid regex: " +
+                       std::string(error.what()));
+    }
+  }
   if (label.find_first_of("\n\r") != std::string::npos)
     throw UsageError("run: --label must be one line");
   if (values->count("resume") && resume < 1) {
@@ -214,6 +232,10 @@ int RunRun(const std::vector<std::string>& args) {
   if (min_time_s) suite.measurement.min_time_s = *min_time_s;
   if (max_noise) suite.measurement.max_noise = *max_noise;
   if (max_time_s) suite.measurement.max_time_s = *max_time_s;
+  if (values->count("test-slowdown")) {
+    suite.measurement.test_slowdown = test_slowdown;
+    suite.measurement.test_slowdown_filter = test_slowdown_filter;
+  }
   std::vector<CaseSpec> cases;
   try {
     cases = SelectCases(suite, selection);
@@ -252,6 +274,11 @@ int RunRun(const std::vector<std::string>& args) {
   description.check_policy = CheckPolicyName(*check);
   description.label = label;
   description.extra_environment.emplace_back("case_filter", filter.empty() ? "none" : filter);
+  if (values->count("test-slowdown")) {
+    const std::string slowdown =
+        FormatSignificant(test_slowdown, 4) + "x on cases matching " + test_slowdown_filter;
+    description.extra_environment.emplace_back("test_slowdown", slowdown);
+  }
   description.expectations = suite.expectations;
   description.extra_environment.emplace_back(
       "timer", cuda_probe::Compiled()
@@ -277,6 +304,12 @@ int RunRun(const std::vector<std::string>& args) {
           ? "a child process per case, killed after " + FormatSignificant(case_timeout_s, 6) + " s"
           : "a child process per case, killed after max(600 s, 20 x the longest case)");
   RunRecord requested = NewRunRecord(description);
+  if (test_slowdown > 1) {
+    requested.warnings.push_back("test-only --test-slowdown: the step times of cases matching " +
+                                 test_slowdown_filter + " are inflated " +
+                                 FormatSignificant(test_slowdown, 4) +
+                                 "x on purpose (whole extra steps); not a measurement of the code");
+  }
   // From the cases, not from what the process happens to be set to when the record is made
   // (after the roofline's measurements in a new run, LibTorch's default in a resumed one).
   // The whole suite's, so that resuming with another --filter does not change it.
@@ -338,6 +371,10 @@ int RunRun(const std::vector<std::string>& args) {
       if (values->count("device")) argv.insert(argv.end(), {"--device", device});
       if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
       // And the same measurement: the child times the case.
+      if (values->count("test-slowdown")) {
+        argv.insert(argv.end(), {"--test-slowdown", FormatSignificant(test_slowdown, 17),
+                                 "--test-slowdown-filter", test_slowdown_filter});
+      }
       for (const char* flag : {"repetitions", "warmup", "min-time", "max-noise", "max-time"}) {
         if (values->count(flag)) {
           const std::string text = std::string(flag) == "repetitions" ? std::to_string(repetitions)

@@ -1,0 +1,36 @@
+// The gate's measured power: how often `compare` raises a false alarm between runs of one
+// unchanged binary, and how often it catches a known slowdown (run --test-slowdown), from
+// runs stored with labels "<prefix> base" and "<prefix> x<factor>" (ci/measure_gate). A
+// README section `gate=<prefix> suite=<suite>` renders it, so that the figures in
+// reports/README.md come from stored runs, not from typing.
+//
+// Thread-safety: reads the store; one thread at a time per Store.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "reports/compare.h"
+#include "results/store.h"
+
+namespace seqbench {
+
+// The compares of one kind (base against base, or base against a slowed run).
+struct GateRow {
+  std::string what;  // "no change (base i against base i+1)", "1.3x slower"
+  int compares = 0;  // pairs of runs compared
+  int flagged = 0;   // compares that fail (exit 1: a case slower or larger)
+  int cases = 0;     // case comparisons over all compares
+  int slower = 0, faster = 0, same = 0, ambiguous = 0;
+};
+
+// Base runs in run order, compared with the next base run; each slowed series' i-th run
+// with the i-th base run. Throws std::invalid_argument when there are fewer than 2 base
+// runs.
+std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
+                                 const std::string& prefix, const CompareSettings& settings);
+
+// A Markdown table of the rows, with the threshold and confidence they were judged at.
+std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings);
+
+}  // namespace seqbench
