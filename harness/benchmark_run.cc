@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <random>
 #include <regex>
 
 #include "harness/child_process.h"
@@ -102,6 +103,15 @@ std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecor
   };
   differ("build", build(stored), build(requested),
          "resume with the binary that started the run, or start a new run");
+  differ("test slowdown",
+         stored.Environment("test_slowdown").empty() ? "off" : stored.Environment("test_slowdown"),
+         requested.Environment("test_slowdown").empty() ? "off"
+                                                        : requested.Environment("test_slowdown"),
+         "pass the run's --test-slowdown and --test-slowdown-filter, or none");
+  differ_if_stored("repetition order", "repetition_order",
+                   stored.Environment("repetition_order") == "case after case"
+                       ? "drop --interleave"
+                       : "pass --interleave");
   differ("label", stored.label, requested.label,
          stored.label.empty() ? "drop --label" : "pass --label '" + stored.label + "'");
   return conflicts;
@@ -181,6 +191,55 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
     // A timed-out case says nothing about how long a healthy one takes.
     if (record.status != kStatusTimeout) longest_s = std::max(longest_s, record.wall_s);
     if (on_case) on_case(CaseProgress{done, total, &record, elapsed_s / done * (total - done)});
+  }
+  return summary;
+}
+
+std::vector<size_t> InterleavedOrder(size_t cases, int64_t repetitions, uint64_t seed) {
+  std::vector<size_t> order;
+  for (int64_t r = 0; r < repetitions; ++r) {
+    for (size_t c = 0; c < cases; ++c) order.push_back(c);
+  }
+  std::mt19937_64 generator(seed);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[generator() % i]);
+  return order;
+}
+
+RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases,
+                          const std::set<std::string>& finished, CheckPolicy check, Store& store,
+                          int64_t run_id, uint64_t seed,
+                          const std::function<bool(int64_t cases_run)>& should_stop,
+                          const std::function<void(const CaseProgress&)>& on_case) {
+  RunSummary summary;
+  CaseRunner runner(suite, check);
+  std::vector<size_t> positions;
+  std::vector<std::unique_ptr<PreparedCase>> prepared;
+  for (size_t position = 0; position < cases.size(); ++position) {
+    if (finished.count(cases[position].Key())) continue;
+    if (should_stop && should_stop(0)) {
+      summary.interrupted = true;
+      return summary;
+    }
+    positions.push_back(position);
+    prepared.push_back(runner.Prepare(cases[position]));
+  }
+  for (const size_t index :
+       InterleavedOrder(prepared.size(), suite.measurement.repetitions, seed)) {
+    if (should_stop && should_stop(0)) {
+      summary.interrupted = true;
+      return summary;
+    }
+    runner.TimeSamples(*prepared[index], 1, 1);
+  }
+  const int64_t total = static_cast<int64_t>(prepared.size());
+  int64_t done = 0;
+  for (size_t i = 0; i < prepared.size(); ++i) {
+    const CaseRecord record =
+        ToRecord(runner.Finish(std::move(prepared[i])), static_cast<int64_t>(positions[i]));
+    store.AddCase(run_id, record);
+    ++summary.status_counts[record.status];
+    ++done;
+    if (on_case) on_case(CaseProgress{done, total, &record, 0});
   }
   return summary;
 }

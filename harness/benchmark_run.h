@@ -91,4 +91,22 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
                     const std::function<void(const CaseProgress&)>& on_case,
                     const std::optional<Isolation>& isolation = std::nullopt);
 
+// The order in which RunInterleaved takes the samples: each of `cases` indices `repetitions`
+// times, shuffled by std::mt19937_64(seed) (Fisher–Yates, indices by modulo: the same order
+// on every machine).
+std::vector<size_t> InterleavedOrder(size_t cases, int64_t repetitions, uint64_t seed);
+
+// RunCases in one process with the repetitions of the pending cases interleaved (run
+// --interleave, google/benchmark's random interleaving): every case is prepared (set up,
+// checked, warmed up) first, then its samples are taken one at a time in InterleavedOrder,
+// each after one untimed step, so that a slow drift of the machine reaches every case
+// alike; then each is finished and stored. All pending cases are alive at once (memory),
+// and an interruption stores none of them (--resume runs them again). Adaptive stopping
+// does not apply.
+RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases,
+                          const std::set<std::string>& finished, CheckPolicy check, Store& store,
+                          int64_t run_id, uint64_t seed,
+                          const std::function<bool(int64_t cases_run)>& should_stop,
+                          const std::function<void(const CaseProgress&)>& on_case);
+
 }  // namespace seqbench

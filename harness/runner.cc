@@ -133,16 +133,38 @@ const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::Sca
   return references_[key] = RunStep(*variant, ModeOf(workload), batch, workload.generate_tokens);
 }
 
-CaseResult CaseRunner::Run(const CaseSpec& spec) {
-  const auto started = std::chrono::steady_clock::now();
-  CaseResult result;
+namespace {
+
+// Adds the wall time of its scope to a case's own time.
+class OwnTime {
+ public:
+  explicit OwnTime(PreparedCase& prepared)
+      : prepared_(prepared), started_(std::chrono::steady_clock::now()) {}
+  ~OwnTime() { prepared_.own_s += Seconds(std::chrono::steady_clock::now() - started_); }
+
+ private:
+  PreparedCase& prepared_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace
+
+CaseRunner::~CaseRunner() = default;
+
+std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
+  auto prepared = std::make_unique<PreparedCase>();
+  PreparedCase& p = *prepared;
+  OwnTime own(p);
+  CaseResult& result = p.result;
   result.spec = spec;
   const Workload& workload = spec.workload;
-  const Mode mode = ModeOf(workload);
+  p.mode = ModeOf(workload);
+  const Mode mode = p.mode;
   TraceRange case_range("case " + spec.Key());
   try {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
-    const torch::Device device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
+    p.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
+    const torch::Device device = p.device;
     result.threads = SetThreads(workload.threads);
     const VariantEntry& entry = GlobalVariants().Get(spec.variant.key);
     const Capabilities& caps = entry.capabilities;
@@ -151,8 +173,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     const auto skip = [&](const std::string& why) {
       result.status = kStatusSkipped;
       result.message = why;
-      result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
-      return result;
+      return std::move(prepared);
     };
     if (device.is_cuda() && !torch::cuda::is_available()) {
       return skip("CUDA is not available to this build or machine");
@@ -164,8 +185,9 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     if (!caps.Supports(dtype)) return skip("variant does not support dtype " + workload.dtype);
 
     // The same tokens for every variant at this batch shape.
-    const Batch batch = MakeBatch({workload.batch, workload.seq_len, workload.min_len},
-                                  suite_.model.vocab_size, suite_.seed + 1, device);
+    p.batch.emplace(MakeBatch({workload.batch, workload.seq_len, workload.min_len},
+                              suite_.model.vocab_size, suite_.seed + 1, device));
+    const Batch& batch = *p.batch;
     result.tokens_per_step =
         mode == Mode::kGenerate ? workload.batch * workload.generate_tokens : batch.NumTokens();
 
@@ -179,7 +201,8 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     const torch::ScalarType reference_dtype =
         (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
     std::optional<TraceRange> phase;  // one NVTX range per harness phase
-    auto variant = entry.factory();
+    p.variant = entry.factory();
+    Variant* variant = p.variant.get();
     variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
                    spec.variant.options);
     const FamilyEntry& family = GlobalFamilies().Get(caps.family);
@@ -187,13 +210,13 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
       result.cost = family.step_cost(suite_.ModelFor(workload),
                                      variant->Work(mode, batch, workload.generate_tokens));
     }
-    const Tolerance tolerance = caps.ToleranceFor(dtype);
+    p.tolerance = caps.ToleranceFor(dtype);
     if (ShouldCheck(spec)) {
       phase.emplace("check");
       const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
       result.reference = baseline.name + " " + DtypeName(reference_dtype);
       result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
-                                           reference, mode, batch, tolerance);
+                                           reference, mode, batch, p.tolerance);
       result.checked = true;
       phase.reset();
     } else {
@@ -201,8 +224,9 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
           std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";
     }
 
-    // 2. Warmup, then timing.
-    const std::function<void()> step = [&, mode]() {
+    // 2. Warmup, and the steps the timer runs.
+    const int64_t generate_tokens = workload.generate_tokens;
+    p.step = [variant, mode, &batch, generate_tokens]() {
       switch (mode) {
         case Mode::kTrain:
           variant->TrainStep(batch);
@@ -211,7 +235,7 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
           variant->InferStep(batch);
           break;
         case Mode::kGenerate:
-          variant->Generate(batch.tokens, workload.generate_tokens);
+          variant->Generate(batch.tokens, generate_tokens);
           break;
       }
     };
@@ -220,91 +244,139 @@ CaseResult CaseRunner::Run(const CaseSpec& spec) {
     const Measurement& measure = suite_.measurement;
     const bool slowed = measure.test_slowdown > 0 &&
                         std::regex_search(spec.Key(), std::regex(measure.test_slowdown_filter));
-    const int64_t extra_per_mille =
-        slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
-    int64_t carried_per_mille = 0;
-    const std::function<void()> measured_step = [&]() {
-      step();
-      for (carried_per_mille += extra_per_mille; carried_per_mille >= 1000;
-           carried_per_mille -= 1000) {
-        step();
+    p.extra_per_mille = slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
+    PreparedCase* self = &p;
+    const std::function<void()> measured_step = [self]() {
+      self->step();
+      for (self->carried_per_mille += self->extra_per_mille; self->carried_per_mille >= 1000;
+           self->carried_per_mille -= 1000) {
+        self->step();
       }
     };
-    const TimedStep timed_step = [&]() {
-      if (device.is_cuda() && cuda_probe::Compiled())
-        return cuda_probe::TimeStep(measured_step, device);
-      Synchronize(device);
+    p.timed_step = [self, measured_step]() {
+      if (self->device.is_cuda() && cuda_probe::Compiled())
+        return cuda_probe::TimeStep(measured_step, self->device);
+      Synchronize(self->device);
       const auto begin = std::chrono::steady_clock::now();
       measured_step();
-      Synchronize(device);
+      Synchronize(self->device);
       return Seconds(std::chrono::steady_clock::now() - begin);
     };
     phase.emplace("warmup");
-    for (int64_t i = 0; i < suite_.measurement.warmup; ++i) step();
-    int64_t iterations = 1;
-    if (suite_.measurement.min_time_s > 0) {
-      const double one_step = timed_step();
-      iterations = std::max<int64_t>(1, std::ceil(suite_.measurement.min_time_s / one_step));
+    for (int64_t i = 0; i < measure.warmup; ++i) p.step();
+    if (measure.min_time_s > 0) {
+      // The plain step: slowed and plain runs then time the same number of steps.
+      Synchronize(device);
+      const auto begin = std::chrono::steady_clock::now();
+      p.step();
+      Synchronize(device);
+      const double one_step = Seconds(std::chrono::steady_clock::now() - begin);
+      p.iterations = std::max<int64_t>(1, std::ceil(measure.min_time_s / one_step));
     }
-    if (measure.test_slowdown > 0) iterations = (iterations + 9) / 10 * 10;
-    carried_per_mille = 0;
-    phase.emplace("timed");  // ends the warmup range first
-    const auto timing_started = std::chrono::steady_clock::now();
-    result.timing =
-        MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations, measure.repetitions);
-    // Adaptive stopping (run --max-noise): more repetitions, a batch at a time, until the
-    // median's interval is narrow enough or the case's timing budget is spent.
-    while (measure.max_noise > 0) {
-      const auto noise = stats::MedianRelativeHalfWidth(result.timing.samples_s);
-      const bool converged = noise && *noise <= measure.max_noise;
-      const bool spent =
-          Seconds(std::chrono::steady_clock::now() - timing_started) >= measure.max_time_s ||
-          static_cast<int64_t>(result.timing.samples_s.size()) >= kMaxAdaptiveRepetitions;
-      if (converged || spent) break;
-      const Timing more =
-          MeasureWithGoogleBenchmark(spec.Key(), timed_step, iterations, measure.repetitions);
-      result.timing.samples_s.insert(result.timing.samples_s.end(), more.samples_s.begin(),
-                                     more.samples_s.end());
-    }
-    phase.reset();
-
-    // 3. Memory of one more step.
-    phase.emplace("memory");
-    MemoryProbe probe(device);
-    probe.Begin();
-    step();
-    Synchronize(device);
-    result.memory = probe.End();
-    phase.reset();
-
-    if (!result.checked || result.correctness.passed()) {
-      result.status = kStatusOk;
-    } else {
-      result.status = kStatusMismatch;
-      char bounds[64];
-      std::snprintf(bounds, sizeof(bounds), "rtol %g, atol %g", tolerance.rtol, tolerance.atol);
-      result.message =
-          result.correctness.finite()
-              ? std::string("outside tolerance (") + bounds + ") against " + result.reference
-              : "not finite (NaN or infinity) where " + result.reference + " is";
-    }
+    if (measure.test_slowdown > 0) p.iterations = (p.iterations + 9) / 10 * 10;
+    p.carried_per_mille = 0;
+    p.ready = true;
   } catch (const std::exception& error) {
     result.status = kStatusError;
     result.message = DescribeError(error);
   }
-  // The case's tensors are gone (they lived in the try block); the next case should not
-  // inherit its cached blocks, least of all after an out-of-memory failure.
-  if (workload.device == "cuda" && torch::cuda::is_available()) {
-    try {
-      cuda_probe::ReleaseCachedMemory();
-    } catch (const std::exception& error) {  // a broken CUDA context: keep the case's result
-      if (result.status == kStatusOk) result.status = kStatusError;
-      result.message += std::string(result.message.empty() ? "" : "; ") +
-                        "freeing the CUDA cache after the case failed: " + DescribeError(error);
+  return prepared;
+}
+
+void CaseRunner::TimeSamples(PreparedCase& prepared, int64_t repetitions, int64_t warmup) {
+  if (!prepared.ready) return;
+  OwnTime own(prepared);
+  TraceRange case_range("case " + prepared.result.spec.Key());
+  try {
+    SetThreads(prepared.result.spec.workload.threads);
+    for (int64_t i = 0; i < warmup; ++i) prepared.step();
+    TraceRange phase("timed");
+    const Timing more = MeasureWithGoogleBenchmark(prepared.result.spec.Key(), prepared.timed_step,
+                                                   prepared.iterations, repetitions);
+    prepared.result.timing.iterations = more.iterations;
+    prepared.result.timing.samples_s.insert(prepared.result.timing.samples_s.end(),
+                                            more.samples_s.begin(), more.samples_s.end());
+  } catch (const std::exception& error) {
+    prepared.ready = false;
+    prepared.result.status = kStatusError;
+    prepared.result.message = DescribeError(error);
+  }
+}
+
+CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
+  PreparedCase& p = *prepared;
+  CaseResult& result = p.result;
+  {
+    OwnTime own(p);
+    TraceRange case_range("case " + result.spec.Key());
+    if (p.ready) {
+      try {
+        SetThreads(result.spec.workload.threads);
+        // 3. Memory of one more step.
+        TraceRange phase("memory");
+        MemoryProbe probe(p.device);
+        probe.Begin();
+        p.step();
+        Synchronize(p.device);
+        result.memory = probe.End();
+        if (!result.checked || result.correctness.passed()) {
+          result.status = kStatusOk;
+        } else {
+          result.status = kStatusMismatch;
+          char bounds[64];
+          std::snprintf(bounds, sizeof(bounds), "rtol %g, atol %g", p.tolerance.rtol,
+                        p.tolerance.atol);
+          result.message =
+              result.correctness.finite()
+                  ? std::string("outside tolerance (") + bounds + ") against " + result.reference
+                  : "not finite (NaN or infinity) where " + result.reference + " is";
+        }
+      } catch (const std::exception& error) {
+        result.status = kStatusError;
+        result.message = DescribeError(error);
+      }
+    }
+    // The case's tensors go now; the next case should not inherit its cached blocks,
+    // least of all after an out-of-memory failure.
+    p.step = nullptr;
+    p.timed_step = nullptr;
+    p.variant.reset();
+    p.batch.reset();
+    if (result.spec.workload.device == "cuda" && torch::cuda::is_available()) {
+      try {
+        cuda_probe::ReleaseCachedMemory();
+      } catch (const std::exception& error) {  // a broken CUDA context: keep the case's result
+        if (result.status == kStatusOk) result.status = kStatusError;
+        result.message += std::string(result.message.empty() ? "" : "; ") +
+                          "freeing the CUDA cache after the case failed: " + DescribeError(error);
+      }
     }
   }
-  result.wall_s = Seconds(std::chrono::steady_clock::now() - started);
-  return result;
+  result.wall_s = p.own_s;
+  return std::move(result);
+}
+
+CaseResult CaseRunner::Run(const CaseSpec& spec) {
+  std::unique_ptr<PreparedCase> prepared = Prepare(spec);
+  const Measurement& measure = suite_.measurement;
+  const auto timing_started = std::chrono::steady_clock::now();
+  TimeSamples(*prepared, measure.repetitions, 0);
+  // Adaptive stopping (run --max-noise): more repetitions, a batch at a time, until the
+  // median's interval is narrow enough or the case's timing budget is spent.
+  while (prepared->ready && measure.max_noise > 0) {
+    const std::vector<double>& samples = prepared->result.timing.samples_s;
+    const auto noise = stats::MedianRelativeHalfWidth(samples);
+    const bool converged = noise && *noise <= measure.max_noise;
+    const bool spent =
+        Seconds(std::chrono::steady_clock::now() - timing_started) >= measure.max_time_s ||
+        static_cast<int64_t>(samples.size()) >= kMaxAdaptiveRepetitions;
+    if (converged || spent) break;
+    TimeSamples(*prepared,
+                std::min<int64_t>(measure.repetitions,
+                                  kMaxAdaptiveRepetitions - static_cast<int64_t>(samples.size())),
+                0);
+  }
+  return Finish(std::move(prepared));
 }
 
 }  // namespace seqbench

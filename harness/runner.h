@@ -70,10 +70,42 @@ void Synchronize(const torch::Device& device);
 Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step,
                                   int64_t iterations, int64_t repetitions);
 
+// A case between CaseRunner::Prepare and Finish: the variant alive, its batch, and the
+// step the timer runs. Heap-allocated: the step's closures point into it, so it is never
+// moved or copied.
+struct PreparedCase {
+  CaseResult result;
+  bool ready = false;  // set up, checked, warmed up: may be timed; false: result is final
+  std::unique_ptr<Variant> variant;
+  std::optional<Batch> batch;
+  Mode mode = Mode::kTrain;
+  torch::Device device = torch::kCPU;
+  Tolerance tolerance;
+  int64_t iterations = 1;
+  std::function<void()> step;   // one step, untimed
+  TimedStep timed_step;         // one timed step (test slowdown included)
+  int64_t extra_per_mille = 0;  // test slowdown: extra steps, in thousandths
+  int64_t carried_per_mille = 0;
+  double own_s = 0;  // the case's own wall time, however it is interleaved
+};
+
 class CaseRunner {
  public:
   explicit CaseRunner(const Suite& suite, CheckPolicy check = CheckPolicy::kFull);
+  ~CaseRunner();
+  // The whole case: Prepare, TimeSamples (the suite's repetitions, and more under
+  // max_noise), Finish.
   CaseResult Run(const CaseSpec& spec);
+
+  // The three phases, for a scheduler that interleaves the cases' repetitions
+  // (run --interleave): Prepare sets the case up, checks it and warms it up (a skip or a
+  // failure leaves it not ready, its result final); TimeSamples takes `repetitions` more
+  // samples after `warmup` untimed steps, with the case's threads in force; Finish
+  // measures its memory, decides its status, frees it, and gives its result, whose wall_s
+  // is the case's own time only.
+  std::unique_ptr<PreparedCase> Prepare(const CaseSpec& spec);
+  void TimeSamples(PreparedCase& prepared, int64_t repetitions, int64_t warmup);
+  CaseResult Finish(std::unique_ptr<PreparedCase> prepared);
 
  private:
   // The baseline's outcome for this workload in `dtype`, computed once per workload.

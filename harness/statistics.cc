@@ -252,7 +252,7 @@ std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
                                               double confidence) {
   const std::optional<Interval> interval = MedianInterval(values, confidence);
   if (!interval || !(interval->estimate > 0)) return std::nullopt;
-  return (interval->high - interval->low) / 2 / interval->estimate;
+  return std::max(interval->high / interval->estimate - 1, 1 - interval->low / interval->estimate);
 }
 
 }  // namespace seqbench::stats

@@ -92,8 +92,10 @@ Interval BootstrapRatioOfMedians(const std::vector<double>& first,
 // skewed. nullopt when even [min, max] covers less (n < 6 at 95%). Throws
 // std::invalid_argument on an empty input or a confidence outside (0, 1).
 std::optional<Interval> MedianInterval(const std::vector<double>& values, double confidence = 0.95);
-// Half the width of MedianInterval over the median: the noise `run --max-noise` repeats a
-// case until it is under. nullopt where MedianInterval is, or the median is not positive.
+// How far MedianInterval reaches from the median, as a fraction of it, on its wider side
+// (the interval of skewed timings is lopsided): the noise `run --max-noise` repeats a case
+// until it is under, so that both ends lie within ±target. nullopt where MedianInterval
+// is, or the median is not positive.
 std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
                                               double confidence = 0.95);
 

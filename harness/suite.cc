@@ -404,7 +404,12 @@ std::optional<double> ParseFraction(const std::string& text) {
   static const std::regex number("([0-9]*\\.?[0-9]+)(%?)");
   std::smatch match;
   if (!std::regex_match(text, match, number)) return std::nullopt;
-  const double value = std::stod(match[1]);
+  double value = 0;
+  try {
+    value = std::stod(match[1]);
+  } catch (const std::out_of_range&) {
+    return std::nullopt;
+  }
   return match[2].length() > 0 ? value / 100 : value;
 }
 

@@ -1,8 +1,10 @@
 #include "reports/gate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "reports/format.h"
@@ -31,18 +33,26 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
                                  const std::string& prefix, const CompareSettings& settings) {
   const std::string base_label = prefix + " base";
   const std::string slowed_prefix = prefix + " x";
-  std::vector<int64_t> base;
-  std::map<double, std::vector<int64_t>> slowed;  // factor -> runs, in run order
-  for (const RunRecord& run : store.Runs()) {
-    if (run.status != "complete" || run.suite_name != suite) continue;
+  struct Labelled {
+    int64_t run_id;
+    std::string commit;
+  };
+  std::vector<Labelled> base;
+  std::map<double, std::vector<Labelled>> slowed;  // factor -> runs, in run order
+  for (const RunRecord& listed : store.Runs()) {
+    if (listed.status != "complete" || listed.suite_name != suite) continue;
+    if (listed.label != base_label && listed.label.rfind(slowed_prefix, 0) != 0) continue;
+    const RunRecord run = *store.FindRun(listed.run_id);  // with its environment
+    const Labelled labelled{run.run_id, run.Environment("git_sha")};
     if (run.label == base_label) {
-      base.push_back(run.run_id);
-    } else if (run.label.rfind(slowed_prefix, 0) == 0) {
-      const std::string factor_text = run.label.substr(slowed_prefix.size());
-      char* end = nullptr;
-      const double factor = std::strtod(factor_text.c_str(), &end);
-      if (!factor_text.empty() && *end == '\0') slowed[factor].push_back(run.run_id);
+      base.push_back(labelled);
+      continue;
     }
+    const std::string factor_text = run.label.substr(slowed_prefix.size());
+    char* end = nullptr;
+    const double factor = std::strtod(factor_text.c_str(), &end);
+    if (!factor_text.empty() && *end == '\0' && std::isfinite(factor) && factor >= 1)
+      slowed[factor].push_back(labelled);
   }
   if (base.size() < 2) {
     throw std::invalid_argument("gate: fewer than 2 complete runs of suite '" + suite +
@@ -51,16 +61,26 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
   }
   std::vector<GateRow> rows;
   GateRow unchanged;
-  unchanged.what = "no change: base run i against base run i+1";
+  unchanged.what = "no change: each base run against the next of the same commit";
   for (size_t i = 0; i + 1 < base.size(); ++i) {
-    Count(unchanged, CompareCases(store.Cases(base[i]), store.Cases(base[i + 1]), settings));
+    if (base[i].commit != base[i + 1].commit) continue;
+    Count(unchanged,
+          CompareCases(store.Cases(base[i].run_id), store.Cases(base[i + 1].run_id), settings));
   }
   rows.push_back(unchanged);
+  // Each slowed run against the base run just before it of the same commit (its round,
+  // as ci/measure_gate takes them), each base run at most once per factor.
   for (const auto& [factor, runs] : slowed) {
     GateRow row;
-    row.what = FormatSignificant(factor, 3) + "x slower: base run i against slowed run i";
-    for (size_t i = 0; i < runs.size() && i < base.size(); ++i) {
-      Count(row, CompareCases(store.Cases(base[i]), store.Cases(runs[i]), settings));
+    row.what = FormatSignificant(factor, 3) + "x slower: each slowed run against its round's base";
+    std::set<int64_t> used;
+    for (const Labelled& run : runs) {
+      const Labelled* partner = nullptr;
+      for (const Labelled& candidate : base) {
+        if (candidate.run_id < run.run_id && candidate.commit == run.commit) partner = &candidate;
+      }
+      if (partner == nullptr || !used.insert(partner->run_id).second) continue;
+      Count(row, CompareCases(store.Cases(partner->run_id), store.Cases(run.run_id), settings));
     }
     rows.push_back(row);
   }

@@ -24,9 +24,10 @@ struct GateRow {
   int slower = 0, faster = 0, same = 0, ambiguous = 0;
 };
 
-// Base runs in run order, compared with the next base run; each slowed series' i-th run
-// with the i-th base run. Throws std::invalid_argument when there are fewer than 2 base
-// runs.
+// Each base run compared with the next base run of the same commit; each slowed run with
+// the base run just before it of the same commit (its round), each base run at most once
+// per factor; labels whose factor is not a finite number >= 1 are ignored. Throws
+// std::invalid_argument when there are fewer than 2 base runs.
 std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
                                  const std::string& prefix, const CompareSettings& settings);
 

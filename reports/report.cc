@@ -339,15 +339,11 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
 
 namespace {
 
-// The unit this case's times are written in: the largest of s, ms, us and ns in which its
-// median step is at least 100, so that tools/compare.py, which prints whole numbers, shows
-// three digits or more (a fixed ms printed "3 -> 3" for a 13% change).
-std::pair<const char*, double> TimeUnitFor(double median_s) {
-  if (median_s >= 100) return {"s", 1};
-  if (median_s >= 100e-3) return {"ms", 1e3};
-  if (median_s >= 100e-6) return {"us", 1e6};
-  return {"ns", 1e9};
-}
+// Every case's times in nanoseconds: tools/compare.py prints whole numbers and pairs a
+// case only when both files use the same unit, so a unit chosen by the measurement would
+// drop a case that crossed a boundary between runs (a fixed ms printed "3 -> 3" for a 13%
+// change).
+std::pair<const char*, double> TimeUnitFor(double) { return {"ns", 1e9}; }
 
 // "0.52 0.31 0.20" (the run's start) as google/benchmark's load_avg array.
 json LoadAverages(const std::string& text) {

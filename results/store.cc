@@ -654,6 +654,10 @@ void Store::AddRunEnvironment(int64_t run_id,
     remove.Bind(1, run_id).Bind(2, key).Run();
     environment.Bind(1, run_id).Bind(2, key).Bind(3, value).Run();
   }
+  // A warning of the run's end is replaced with the end: drop those of an earlier part.
+  Statement stale(*this,
+                  "DELETE FROM warnings WHERE run_id = ?1 AND message LIKE 'at the run''s end%'");
+  stale.Bind(1, run_id).Run();
   Statement warning(*this,
                     "INSERT INTO warnings (run_id, message) SELECT ?1, ?2 WHERE NOT EXISTS "
                     "(SELECT 1 FROM warnings WHERE run_id = ?1 AND message = ?2)");

@@ -187,8 +187,9 @@ class Store {
   void AddCase(int64_t run_id, const CaseRecord& record);
   void SetRunStatus(int64_t run_id, const std::string& status, const std::string& finished_at);
   // Stores environment entries measured after the run's start (its end: load, busy
-  // processes) and the warnings they raise; an entry of the same key is replaced, so that
-  // a resumed run records the end of its last part.
+  // processes) and the warnings they raise; an entry of the same key, and the warnings
+  // "at the run's end ..." already stored, are replaced, so that a resumed run records the
+  // end of its last part.
   void AddRunEnvironment(int64_t run_id,
                          const std::vector<std::pair<std::string, std::string>>& entries,
                          const std::vector<std::string>& warnings);

@@ -253,6 +253,75 @@ device = "cuda"
   }
 }
 
+TEST_CASE("interleaved order: every case its repetitions, shuffled by the seed", "[runner]") {
+  const auto order = InterleavedOrder(4, 5, 7);
+  REQUIRE(order.size() == 20);
+  std::vector<int> counts(4, 0);
+  for (const size_t index : order) ++counts.at(index);
+  CHECK(counts == std::vector<int>{5, 5, 5, 5});
+  CHECK(InterleavedOrder(4, 5, 7) == order);  // reproducible
+  CHECK(InterleavedOrder(4, 5, 8) != order);
+  std::vector<size_t> case_after_case;
+  for (size_t c = 0; c < 4; ++c) case_after_case.insert(case_after_case.end(), 5, c);
+  CHECK(order != case_after_case);
+  CHECK(std::is_permutation(order.begin(), order.end(), case_after_case.begin()));
+}
+
+TEST_CASE("interleaved runs store every case as case after case does", "[runner]") {
+  const Suite suite = ParseSuite(TinySuiteHeader("mixed", "ok, error, mismatch, skip") + R"toml(
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_always_throws"
+[[variants]]
+key = "test_slightly_wrong"
+[grid]
+mode = "train"
+batch = 2
+seq_len = 6
+[[cases]]
+variant = "baseline"
+device = "cuda"
+)toml",
+                                 "mixed.toml");
+  const std::vector<CaseSpec> cases = suite.Expand();
+  Store store(":memory:");
+  RunRecord run;
+  run.uuid = "interleaved";
+  run.status = "running";
+  const int64_t run_id = store.CreateRun(run);
+  int64_t reported = 0;
+  const RunSummary summary =
+      RunInterleaved(suite, cases, {}, CheckPolicy::kFull, store, run_id, 3, nullptr,
+                     [&](const CaseProgress& progress) { reported = progress.done; });
+  CHECK_FALSE(summary.interrupted);
+  CHECK(reported == static_cast<int64_t>(cases.size()));
+  const auto stored = store.Cases(run_id);
+  REQUIRE(stored.size() == cases.size());
+  CaseRunner runner(suite);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(cases[i].Key());
+    const CaseResult alone = runner.Run(cases[i]);
+    CHECK(stored[i].key() == cases[i].Key());
+    CHECK(stored[i].position == static_cast<int64_t>(i));
+    CHECK(stored[i].status == alone.status);
+    CHECK(stored[i].samples_s.size() == alone.timing.samples_s.size());
+  }
+  CHECK(stored[0].samples_s.size() == 2);  // ok: the suite's repetitions
+  CHECK(stored[2].status == kStatusMismatch);
+  // Interrupted before any sample: nothing stored, the run left for --resume.
+  const int64_t second = store.CreateRun([&] {
+    RunRecord again = run;
+    again.uuid = "interrupted";
+    return again;
+  }());
+  CHECK(RunInterleaved(
+            suite, cases, {}, CheckPolicy::kFull, store, second, 3, [](int64_t) { return true; },
+            nullptr)
+            .interrupted);
+  CHECK(store.Cases(second).empty());
+}
+
 }  // namespace
 }  // namespace seqbench
 

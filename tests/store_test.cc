@@ -142,6 +142,10 @@ TEST_CASE("facts measured at a run's end join its environment; a resume replaces
   CHECK(std::count(run.environment.begin(), run.environment.end(),
                    std::pair<std::string, std::string>{"load_avg_end", "2.00 1.00 0.50"}) == 1);
   CHECK(run.warnings == std::vector<std::string>{"debug build", "busy: make"});
+  // The end of an earlier part does not outlive a resume's end.
+  store.AddRunEnvironment(run_id, {}, {"at the run's end, 1 other process(es) used a CPU: x"});
+  store.AddRunEnvironment(run_id, {{"busy_processes_end", "none"}}, {});
+  CHECK(store.FindRun(run_id)->warnings == std::vector<std::string>{"debug build", "busy: make"});
 }
 
 TEST_CASE("store round trip in memory", "[store]") {

@@ -91,7 +91,11 @@ double ParseDuration(const std::string& text, const std::string& what) {
   }
   static const std::map<std::string, double> seconds_per = {
       {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"min", 60}};
-  return std::stod(match[1]) * seconds_per.at(match[2]);
+  try {
+    return std::stod(match[1]) * seconds_per.at(match[2]);
+  } catch (const std::out_of_range&) {
+    throw UsageError(what + ": '" + text + "' is out of range");
+  }
 }
 
 void DeclareDatabase(po::options_description& options, std::string* db_path, const char* meaning) {

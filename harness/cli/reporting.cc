@@ -183,6 +183,8 @@ std::vector<std::string> MachineDifferences(const RunRecord& base, const RunReco
   std::vector<std::string> differences;
   for (const char* key : {"cpu_model", "cpu_logical_cores", "gpu_name"}) {
     const std::string a = base.Environment(key), b = next.Environment(key);
+    // A CPU-only build records no GPU: that says nothing about the machine.
+    if (std::string(key) == "gpu_name" && (a.empty() || b.empty())) continue;
     if (a != b) differences.push_back(std::string(key) + " " + a + " -> " + b);
   }
   return differences;
@@ -198,7 +200,7 @@ int RunCompare(const std::vector<std::string>& args) {
   po::options_description options(
       "Usage: seqbench compare BASE_RUN NEW_RUN [OPTIONS]\n"
       "       seqbench compare BASE_RUN (--latest | --suite NAME | --git REV | --label TEXT)\n"
-      "       seqbench compare --base-latest-on BRANCH-or-LABEL [NEW_RUN | --latest ...]\n\n"
+      "       seqbench compare --base-latest-on BRANCH-or-LABEL (NEW_RUN | --latest ...)\n\n"
       "Matches the two runs' cases by their identity (variant, options and every workload\n"
       "field, model sizes included; cases on one side only are listed) and judges each on\n"
       "the ratio of median runtimes (new / base, the inverse of the speedup, which is the\n"
@@ -247,15 +249,16 @@ int RunCompare(const std::vector<std::string>& args) {
     throw UsageError(
         "compare: give BASE_RUN and NEW_RUN ids (or BASE_RUN --latest, or --base-latest-on "
         "BRANCH)");
-  if (values->count("run") && (values->count("latest") || !selection.filter.empty()))
+  if (selection.run_id > 0 && (values->count("latest") || !selection.filter.empty()))
     throw UsageError("compare: give NEW_RUN or --latest/--suite/--git/--label, not both");
 
   const auto new_store = OpenExistingStore(selection.db_path, "compare");
   const auto base_store = base_db.empty() ? nullptr : OpenExistingStore(base_db, "compare");
   const Store& base_source = base_store ? *base_store : *new_store;
-  const RunRecord next = selection.run_id > 0
-                             ? FindRunOrFail(*new_store, selection.run_id, "compare")
-                             : LatestRun(*new_store, selection.filter, "compare");
+  const RunRecord next =
+      selection.run_id > 0
+          ? FindRunOrFail(*new_store, selection.run_id, "compare")
+          : LatestRun(*new_store, selection.filter, "compare", base_store ? 0 : base_id);
   const RunRecord base = base_id > 0 ? FindRunOrFail(base_source, base_id, "compare")
                                      : LatestRunOn(base_source, base_latest_on, next.suite_name,
                                                    base_store ? 0 : next.run_id, "compare");

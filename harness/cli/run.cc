@@ -106,6 +106,10 @@ int RunRun(const std::vector<std::string>& args) {
       "([measure] max_noise)")(
       "max-time", po::value(&max_time_text),
       "with --max-noise: timing budget per case, e.g. 30s ([measure] max_time_s; default 30s)")(
+      "interleave",
+      "take the cases' repetitions in a random interleaved order (seeded by the suite's "
+      "seed), so that slow drifts of the machine reach every case alike; one process, all "
+      "pending cases in memory at once")(
       "label", po::value(&label),
       "a free label stored with the run, for selecting it later (--label on show, report, "
       "check, plot, compare)")("resume", po::value(&resume),
@@ -164,14 +168,15 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("repetitions") && repetitions < 1) {
     throw UsageError("run: --repetitions must be at least 1");
   }
-  if (values->count("warmup") && warmup < 0) throw UsageError("run: --warmup must be 0 or more");
+  if (values->count("warmup") && (warmup < 0 || warmup > 100000))
+    throw UsageError("run: --warmup must be between 0 and 100000");
+  if (values->count("test-slowdown-filter") && !values->count("test-slowdown"))
+    throw UsageError("run: --test-slowdown-filter goes with --test-slowdown");
   std::optional<double> min_time_s, max_noise, max_time_s;
   if (values->count("min-time")) min_time_s = ParseDuration(min_time_text, "run: --min-time");
   if (values->count("max-time")) {
     max_time_s = ParseDuration(max_time_text, "run: --max-time");
     if (!(*max_time_s > 0)) throw UsageError("run: --max-time must be above 0, e.g. 30s");
-    if (!values->count("max-noise"))
-      throw UsageError("run: --max-time is the budget of --max-noise; give both");
   }
   if (values->count("max-noise")) {
     max_noise = ParseFraction(max_noise_text);
@@ -179,6 +184,16 @@ int RunRun(const std::vector<std::string>& args) {
       throw UsageError(
           "run: --max-noise must be a percentage like 2% or a fraction like 0.02, got '" +
           max_noise_text + "'");
+  }
+  if (values->count("interleave")) {
+    if (values->count("isolate") || values->count("case-timeout"))
+      throw UsageError(
+          "run: --interleave takes every case's samples in one process; it contradicts "
+          "--isolate and --case-timeout");
+    if (values->count("max-noise"))
+      throw UsageError(
+          "run: --interleave takes a fixed number of repetitions; drop --max-noise or "
+          "--interleave");
   }
   if (values->count("test-slowdown") && !(test_slowdown >= 1 && test_slowdown <= 10))
     throw UsageError("run: --test-slowdown must be a factor between 1 and 10, e.g. 1.3");
@@ -232,6 +247,11 @@ int RunRun(const std::vector<std::string>& args) {
   if (min_time_s) suite.measurement.min_time_s = *min_time_s;
   if (max_noise) suite.measurement.max_noise = *max_noise;
   if (max_time_s) suite.measurement.max_time_s = *max_time_s;
+  if (max_time_s && !(suite.measurement.max_noise > 0)) {
+    throw UsageError(
+        "run: --max-time is the budget of adaptive stopping; give --max-noise (or the suite's "
+        "[measure] max_noise) too");
+  }
   if (values->count("test-slowdown")) {
     suite.measurement.test_slowdown = test_slowdown;
     suite.measurement.test_slowdown_filter = test_slowdown_filter;
@@ -247,7 +267,7 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("run-case"))
     return RunIsolatedCase(suite, cases, run_case, into_run, run_uuid, position, *check, db_path);
 
-  const bool isolate = !values->count("in-process") &&
+  const bool isolate = !values->count("in-process") && !values->count("interleave") &&
                        (values->count("isolate") || values->count("case-timeout") ||
                         !LoadedPluginPaths().empty() || std::getenv("CI") != nullptr);
   if (isolate && *check == CheckPolicy::kSample) {
@@ -274,6 +294,10 @@ int RunRun(const std::vector<std::string>& args) {
   description.check_policy = CheckPolicyName(*check);
   description.label = label;
   description.extra_environment.emplace_back("case_filter", filter.empty() ? "none" : filter);
+  description.extra_environment.emplace_back(
+      "repetition_order", values->count("interleave")
+                              ? "interleaved (seed " + std::to_string(suite.seed) + ")"
+                              : "case after case");
   if (values->count("test-slowdown")) {
     const std::string slowdown =
         FormatSignificant(test_slowdown, 4) + "x on cases matching " + test_slowdown_filter;
@@ -399,17 +423,24 @@ int RunRun(const std::vector<std::string>& args) {
       db_path.c_str());
   std::fflush(stdout);
 
-  const RunSummary summary = RunCases(
-      suite, cases, finished, *check, store, run_id,
-      [&](int64_t cases_run) {
-        return stop_requested || (stop_after > 0 && cases_run >= stop_after);
-      },
-      [](const CaseProgress& progress) {
-        std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
-                    ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
-        std::fflush(stdout);
-      },
-      isolation);
+  const auto should_stop = [&](int64_t cases_run) {
+    return stop_requested || (stop_after > 0 && cases_run >= stop_after);
+  };
+  const auto print_progress = [](const CaseProgress& progress) {
+    std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
+                ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
+    std::fflush(stdout);
+  };
+  if (values->count("interleave")) {
+    std::printf("interleaving the repetitions of the pending cases (seed %llu)...\n",
+                (unsigned long long)suite.seed);
+    std::fflush(stdout);
+  }
+  const RunSummary summary = values->count("interleave")
+                                 ? RunInterleaved(suite, cases, finished, *check, store, run_id,
+                                                  suite.seed, should_stop, print_progress)
+                                 : RunCases(suite, cases, finished, *check, store, run_id,
+                                            should_stop, print_progress, isolation);
   const bool interrupted = summary.interrupted;
   const auto count = [&](const char* status) {
     const auto found = summary.status_counts.find(status);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -70,8 +71,11 @@ bool IsHex(const std::string& text) {
 // the name to (a branch, a tag, HEAD~2).
 class CommitMatcher {
  public:
-  explicit CommitMatcher(const std::string& git) {
-    if (git.empty()) return;
+  explicit CommitMatcher(const std::string& name) {
+    if (name.empty()) return;
+    std::string git = name;
+    for (char& c : git) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!IsHex(git)) git = name;  // a branch name keeps its case
     // "--" ends git's options: a name starting with '-' is a revision, not a flag.
     const auto resolved =
         GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", git + "^{commit}"});

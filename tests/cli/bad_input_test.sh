@@ -66,6 +66,8 @@ refused "--max-noise" run "$suite" --db "$missing" --max-noise 150%
 refused "--max-time" run "$suite" --db "$missing" --max-time 5s
 refused "--max-time" run "$suite" --db "$missing" --max-noise 2% --max-time 0s
 refused "--label" run "$suite" --db "$missing" --label "$(printf 'a\nb')"
+refused "--interleave" run "$suite" --db "$missing" --interleave --isolate
+refused "--interleave" run "$suite" --db "$missing" --interleave --max-noise 2%
 refused "--test-slowdown" run "$suite" --db "$missing" --test-slowdown 0.5
 refused "--test-slowdown-filter" run "$suite" --db "$missing" --test-slowdown 1.3 --test-slowdown-filter "("
 refused "--repetitions" run "$suite" --db "$missing" --repetitions 99999999999999999999
