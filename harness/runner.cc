@@ -178,6 +178,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     if (device.is_cuda() && !torch::cuda::is_available()) {
       return skip("CUDA is not available to this build or machine");
     }
+    if (!caps.unavailable.empty()) return skip(caps.unavailable);
     if (!caps.Supports(mode))
       return skip("variant does not support mode " + std::string(ModeName(mode)));
     if (!caps.Supports(device.type()))
@@ -186,7 +187,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
 
     // The same tokens for every variant at this batch shape.
     p.batch.emplace(MakeBatch({workload.batch, workload.seq_len, workload.min_len},
-                              suite_.model.vocab_size, suite_.seed + 1, device));
+                              workload.vocab_size, suite_.seed + 1, device));
     const Batch& batch = *p.batch;
     result.tokens_per_step =
         mode == Mode::kGenerate ? workload.batch * workload.generate_tokens : batch.NumTokens();
@@ -205,6 +206,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     Variant* variant = p.variant.get();
     variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
                    spec.variant.options);
+    const std::string skip_reason = variant->SkipReason(mode, batch, workload.generate_tokens);
+    if (!skip_reason.empty()) return skip(skip_reason);
     const FamilyEntry& family = GlobalFamilies().Get(caps.family);
     if (family.step_cost) {
       result.cost = family.step_cost(suite_.ModelFor(workload),

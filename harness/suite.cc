@@ -42,6 +42,7 @@ ModelConfig Suite::ModelFor(const Workload& workload) const {
   config.width = workload.width;
   config.num_layers = workload.layers;
   config.num_heads = workload.heads;
+  config.ffn = workload.ffn;
   return config;
 }
 
@@ -52,6 +53,7 @@ Workload Suite::DefaultWorkload() const {
   workload.width = model.width;
   workload.layers = model.num_layers;
   workload.heads = model.num_heads;
+  workload.ffn = model.ffn;
   return workload;
 }
 

@@ -27,7 +27,8 @@ WorkloadField Integer(std::string_view name, std::string_view flag, std::string_
 
 WorkloadField Text(std::string_view name, std::string_view flag, std::string_view label,
                    std::string_view meaning, std::string Workload::*member,
-                   std::vector<std::string_view> choices) {
+                   std::vector<std::string_view> choices, std::string_view omit = "",
+                   bool model_size = false) {
   WorkloadField field;
   field.name = name;
   field.flag = flag;
@@ -35,6 +36,9 @@ WorkloadField Text(std::string_view name, std::string_view flag, std::string_vie
   field.meaning = meaning;
   field.text = member;
   field.choices = std::move(choices);
+  field.omit_in_label = omit;
+  field.omit_in_key = omit;
+  field.model_size = model_size;
   return field;
 }
 
@@ -65,6 +69,8 @@ const std::vector<WorkloadField>& WorkloadFields() {
               true),
       Integer("vocab_size", "--vocab-size", "V", "vocabulary size", &Workload::vocab_size, 2,
               kMaxSize, "", true),
+      Text("ffn", "--ffn", "ffn", "feed-forward activation (attention family)", &Workload::ffn,
+           {"gelu", "swiglu", "geglu"}, "gelu", true),
   };
   return fields;
 }
@@ -113,7 +119,9 @@ std::string WorkloadField::Set(Workload& workload, const std::string& value) con
 std::string Workload::Key() const {
   std::string key;
   for (const WorkloadField& field : WorkloadFields()) {
-    key += (key.empty() ? "" : " ") + std::string(field.name) + "=" + field.Get(*this);
+    const std::string value = field.Get(*this);
+    if (!field.omit_in_key.empty() && value == field.omit_in_key) continue;
+    key += (key.empty() ? "" : " ") + std::string(field.name) + "=" + value;
   }
   return key;
 }

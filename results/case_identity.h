@@ -33,6 +33,8 @@ struct Workload {
   int64_t width = 128;          // D
   int64_t heads = 4;            // H
   int64_t vocab_size = 256;     // V
+  // The feed-forward block's activation (attention family; other families have none).
+  std::string ffn = "gelu";
 
   // Every field as name=value, in WorkloadFields() order: stable across releases, so
   // that runs of different dates compare, and unambiguous.
@@ -57,7 +59,10 @@ struct WorkloadField {
   int64_t min = 0, max = 0;               // integer bounds, inclusive
   std::vector<std::string_view> choices;  // text values allowed
   std::string_view omit_in_label;         // value Label() leaves out ("" = never)
-  bool model_size = false;                // from [model] by default (layers, width, ...)
+  // Value Key() leaves out ("" = never): fields added after runs were stored keep those
+  // runs' keys valid at their default (v8's `ffn`).
+  std::string_view omit_in_key;
+  bool model_size = false;  // from [model] by default (layers, width, ...)
 
   std::string Get(const Workload& workload) const;
   // Sets the field from text; returns an error message ("" when it was set).

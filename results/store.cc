@@ -214,6 +214,9 @@ constexpr Migration kMigrations[] = {
      "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';"
      "ALTER TABLE runs ADD COLUMN max_noise REAL NOT NULL DEFAULT 0;"
      "ALTER TABLE runs ADD COLUMN max_time_s REAL NOT NULL DEFAULT 0;"},
+    // The attention family's feed-forward activation, a model field of every case; the
+    // cases stored before had none, which reads as the default (and keeps their keys).
+    {8, "ALTER TABLE cases ADD COLUMN ffn TEXT NOT NULL DEFAULT 'gelu';"},
 };
 
 // `where` filters as stored: "field=value" pairs separated by spaces. Workload values are
@@ -236,11 +239,20 @@ std::map<std::string, std::string> DecodeFilters(const std::string& text) {
   return filters;
 }
 
-// The cases table's workload columns, in WorkloadFields() order: "mode, layers, ...".
-std::string WorkloadColumns() {
+// The schema version that added a workload field's column to `cases`, for the fields added
+// after v5 (whose backfill reads cases mid-migration).
+int ColumnAddedIn(const WorkloadField& field) { return field.name == "ffn" ? 8 : 0; }
+
+// The cases table's workload columns, in WorkloadFields() order: "mode, layers, ...". A
+// field the schema `version` does not have yet reads as its default, which a later field
+// always has (WorkloadField::omit_in_key), so that old rows keep their keys.
+std::string WorkloadColumns(int version = kSchemaVersion) {
   std::string columns;
   for (const WorkloadField& field : WorkloadFields()) {
-    columns += (columns.empty() ? "" : ", ") + std::string(field.name);
+    columns += columns.empty() ? "" : ", ";
+    columns += ColumnAddedIn(field) <= version
+                   ? std::string(field.name)
+                   : "'" + std::string(field.omit_in_key) + "' AS " + std::string(field.name);
   }
   return columns;
 }
@@ -758,12 +770,13 @@ std::optional<CaseRecord> Store::FindCase(int64_t run_id, const std::string& cas
   return std::move(found.front());
 }
 
-std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case_key) const {
+std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case_key,
+                                         int schema_version) const {
   const std::vector<WorkloadField>& fields = WorkloadFields();
   const std::string sql =
       "SELECT case_id, position, variant_name, variant_key, options, status, message, "
       "reference, iterations, tokens_per_step, wall_s, category, description, " +
-      WorkloadColumns() + " FROM cases WHERE run_id = ?1" +
+      WorkloadColumns(schema_version) + " FROM cases WHERE run_id = ?1" +
       (case_key != nullptr ? " AND case_key = ?2" : "") + " ORDER BY position, case_id";
   constexpr int kFirstWorkloadColumn = 13;
   Statement select(*this, sql.c_str());
@@ -997,7 +1010,7 @@ void Store::BackfillV5() {
     old_keys.Bind(1, run.run_id);
     std::vector<std::string> stored_keys;
     while (old_keys.Step()) stored_keys.push_back(old_keys.Text(0));
-    const std::vector<CaseRecord> cases = Cases(run.run_id);
+    const std::vector<CaseRecord> cases = ReadCases(run.run_id, nullptr, /*schema_version=*/5);
     for (size_t i = 0; i < cases.size(); ++i) {
       const CaseRecord& record = cases[i];
       const std::string& old_key = stored_keys.at(i);

@@ -39,7 +39,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -247,7 +247,9 @@ class Store {
   void Check(int rc, const char* what) const;
   static RunRecord ReadRunRow(const Statement& row);  // columns of kRunColumns
   // The run's cases in suite order; only the one with `case_key` when it is given.
-  std::vector<CaseRecord> ReadCases(int64_t run_id, const std::string* case_key) const;
+  // Reads the columns `schema_version` has (BackfillV5 runs before later migrations).
+  std::vector<CaseRecord> ReadCases(int64_t run_id, const std::string* case_key,
+                                    int schema_version = kSchemaVersion) const;
 
   std::string path_;
   sqlite3* db_ = nullptr;

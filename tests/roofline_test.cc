@@ -9,6 +9,7 @@
 
 #include "harness/threads.h"
 #include "tests/test_support.h"
+#include "variants/attention/model.h"
 #include "variants/lstm/model.h"
 
 namespace seqbench {
@@ -37,7 +38,7 @@ StepCost CostOf(const ModelConfig& config, const StepWork& work) {
 }
 
 TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]") {
-  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily}) {
+  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily, attention::kFamily}) {
     INFO(family);
     for (const int64_t layers : {1, 3}) {
       ModelConfig config = Tiny(family);
@@ -59,6 +60,19 @@ TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]"
   CHECK(CostOf(Tiny(simple_rnn::kFamily), one).flops == Approx(640 + 160 + 256));
   // lstm: x·W_ihᵀ and h·W_hhᵀ, each [8,32] = 512, and the head 256.
   CHECK(CostOf(Tiny(lstm::kFamily), one).flops == Approx(512 + 512 + 256));
+  // attention (gelu, F = 32): q, k, v, o [8,8] = 4·128 = 512; the feed-forward's [8,32]
+  // and [32,8] = 2·512; the head 256; and 4·D = 32 per (query, key) pair attended.
+  CHECK(CostOf(Tiny(attention::kFamily), one).flops == Approx(512 + 1024 + 256));
+  StepWork attended = one;
+  attended.attention_pairs = 3;
+  CHECK(CostOf(Tiny(attention::kFamily), attended).flops == Approx(512 + 1024 + 256 + 3 * 32));
+  // Train: attention's forward ×3, and the recomputed scores (q·k, 2·D a pair) once more.
+  StepWork attended_train{Mode::kTrain, 1, 1, 0, 4};
+  attended_train.attention_pairs = 3;
+  const double train_without_recompute = CostOf(Tiny(attention::kFamily), attended_train).flops;
+  attended_train.recomputed_pairs = 3;
+  CHECK(CostOf(Tiny(attention::kFamily), attended_train).flops - train_without_recompute ==
+        Approx(3 * 16));
   // Forward mode writes its logits: V floats per head position.
   const double parameters = ParameterCount(Tiny(simple_rnn::kFamily));
   CHECK(CostOf(Tiny(simple_rnn::kFamily), one).bytes == Approx(4 * parameters + 4 * 16));

@@ -9,12 +9,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <string>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
 #include "tests/test_support.h"
+#include "variants/core/torch_compat.h"
 
 namespace seqbench {
 namespace {
@@ -204,6 +206,68 @@ seq_len = 6
   CHECK(*stored[0].MetricValue("correct") == 0);
   CHECK(stored[0].samples_s.size() == 2);  // still timed
   CHECK(stored[1].status == kStatusOk);
+}
+
+TEST_CASE("an attention suite: checked against naive, naive past its budget skipped with why",
+          "[runner][attention]") {
+  const Suite suite = ParseSuite(R"toml(
+name = "attention_tiny"
+description = "naive, flash and sdpa on a tiny model"
+family = "attention"
+baseline = "naive"
+[model]
+vocab_size = 31
+width = 16
+layers = 1
+heads = 2
+ffn = "swiglu"
+[measure]
+repetitions = 2
+warmup = 0
+[[variants]]
+key = "naive"
+[[variants]]
+name = "naive_small_budget"
+key = "naive"
+options = { score_budget_mib = 1 }
+[[variants]]
+key = "flash"
+options = { block_size = 8 }
+[[variants]]
+key = "sdpa"
+[grid]
+mode = "train"
+batch = 1
+seq_len = 20
+[[cases]]
+variant = "naive_small_budget"
+mode = "train"
+batch = 1
+seq_len = 1024
+)toml",
+                                 "attention_tiny.toml");
+  CHECK(suite.model.ffn == "swiglu");
+  CaseRunner runner(suite);
+  std::map<std::string, CaseResult> results;
+  for (const CaseSpec& spec : suite.Expand()) {
+    results[spec.variant.name + " T=" + std::to_string(spec.workload.seq_len)] = runner.Run(spec);
+  }
+  REQUIRE(results.size() == 5);
+  CHECK(results["flash T=20"].status == kStatusOk);
+  CHECK(results["flash T=20"].checked);
+  CHECK(results["flash T=20"].spec.workload.ffn == "swiglu");
+  CHECK(results["naive_small_budget T=20"].status == kStatusOk);
+  // 1 layer x (scores + probabilities) x 2 heads x 1024² floats = 16 MiB > 1 MiB.
+  const CaseResult& over = results["naive_small_budget T=1024"];
+  CHECK(over.status == kStatusSkipped);
+  CHECK_THAT(over.message, Catch::Contains("16 MiB") && Catch::Contains("score_budget_mib"));
+  CHECK(over.timing.samples_s.empty());
+  if (!compat::kHasScaledDotProductAttention) {
+    CHECK(results["sdpa T=20"].status == kStatusSkipped);
+    CHECK_THAT(results["sdpa T=20"].message, Catch::Contains("LibTorch 2.1"));
+  } else {
+    CHECK(results["sdpa T=20"].status == kStatusOk);
+  }
 }
 
 TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {

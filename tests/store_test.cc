@@ -250,11 +250,17 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
   sqlite3_close(db);
 }
 
-// Turns a database this seqbench wrote back into what `version` (1, 4 or 5) wrote:
+// Turns a database this seqbench wrote back into what `version` (1, 4 to 7) wrote:
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
-  // v7's run facts (label, adaptive stopping) first: every older schema lacks them.
+  // v8's feed-forward activation, then v7's run facts (label, adaptive stopping): every
+  // older schema lacks them.
+  ExecuteAll(path, {"ALTER TABLE cases DROP COLUMN ffn"});
+  if (version == 7) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 7"});
+    return;
+  }
   ExecuteAll(path, {"ALTER TABLE runs DROP COLUMN label", "ALTER TABLE runs DROP COLUMN max_noise",
                     "ALTER TABLE runs DROP COLUMN max_time_s"});
   if (version == 6) {
@@ -302,6 +308,35 @@ void Downgrade(const std::string& path, int version) {
   }
   statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
   ExecuteAll(path, statements);
+}
+
+TEST_CASE("a version-7 database gains v8's feed-forward activation, its keys unchanged",
+          "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v7.db";
+  std::filesystem::remove(path);
+  std::string stored_key;
+  {
+    Store store(path);
+    const int64_t run_id = store.CreateRun(SampleRun("uuid-v7"));
+    const CaseRecord c = SampleCase("a", 0);
+    stored_key = c.identity.Key();
+    store.AddCase(run_id, c);
+  }
+  Downgrade(path, 7);
+  Store migrated(path);
+  const std::vector<CaseRecord> cases = migrated.Cases(1);
+  REQUIRE(cases.size() == 1);
+  CHECK(cases[0].identity.workload.ffn == "gelu");
+  CHECK(cases[0].identity.Key() == stored_key);
+  CHECK(stored_key.find("ffn") == std::string::npos);
+  // A case with another activation is another case, and says so in its key.
+  CaseRecord swiglu = SampleCase("a", 1);
+  swiglu.identity.workload.ffn = "swiglu";
+  CHECK(swiglu.identity.Key() != stored_key);
+  CHECK(swiglu.identity.Key().find("ffn=swiglu") != std::string::npos);
+  migrated.AddCase(1, swiglu);
+  CHECK(migrated.Cases(1).back().identity.workload.ffn == "swiglu");
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a version-6 database gains v7's run facts: no label, fixed repetitions", "[store]") {

@@ -61,6 +61,10 @@ int RunList(const std::vector<std::string>& args) {
       std::cout << std::setw(16) << ""
                 << "option " << option << ": " << meaning << "\n";
     }
+    if (!caps.unavailable.empty()) {
+      std::cout << std::setw(16) << ""
+                << "unavailable here: " << caps.unavailable << "\n";
+    }
     if (entry->origin != "built-in") {
       std::cout << std::setw(16) << ""
                 << "from plugin " << entry->origin << "\n";

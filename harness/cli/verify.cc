@@ -37,13 +37,17 @@ int RunVerify(const std::vector<std::string>& args) {
       "declared tolerance.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "family", po::value(&config.family)->default_value("simple_rnn"), "model family")(
-      "baseline", po::value(&baseline_key)->default_value("baseline"), "reference variant")(
-      "filter", po::value(&filter)->default_value(".*"), "regex on variant keys")(
+      "baseline", po::value(&baseline_key),
+      "reference variant (default: the family's variant of category \"reference\": baseline, "
+      "lstm_loop, naive)")("filter", po::value(&filter)->default_value(".*"),
+                           "regex on variant keys")(
       "dtype", po::value(&dtype_name)->default_value("float32"), "float32 or float64")(
       "vocab-size", po::value(&config.vocab_size)->default_value(256), "vocabulary size V")(
       "width", po::value(&config.width)->default_value(64), "width D")(
       "layers", po::value(&config.num_layers)->default_value(2), "layers L")(
       "heads", po::value(&config.num_heads)->default_value(4), "heads H")(
+      "ffn", po::value(&config.ffn)->default_value("gelu"),
+      "feed-forward activation (attention family): gelu, swiglu or geglu")(
       "batch", po::value(&shape.batch_size)->default_value(4), "batch size B")(
       "seq-len", po::value(&shape.max_length)->default_value(64), "padded length T")(
       "min-len", po::value(&shape.min_length)->default_value(8),
@@ -72,6 +76,18 @@ int RunVerify(const std::vector<std::string>& args) {
       throw UsageError(std::string("verify: ") + error.what());
     }
   }();
+  if (baseline_key.empty()) {
+    for (const VariantEntry* entry : GlobalVariants().Entries()) {
+      if (entry->capabilities.family == config.family &&
+          entry->capabilities.category == "reference") {
+        baseline_key = entry->key;
+      }
+    }
+    if (baseline_key.empty()) {
+      throw UsageError("verify: family '" + config.family +
+                       "' has no variant of category \"reference\"; name one with --baseline");
+    }
+  }
   if (!GlobalVariants().Contains(baseline_key)) {
     throw UsageError("verify: unknown baseline '" + baseline_key +
                      "'; known variants: " + GlobalVariants().JoinedKeys());
@@ -121,6 +137,10 @@ int RunVerify(const std::vector<std::string>& args) {
     if (entry->key == baseline_key || !std::regex_search(entry->key, pattern)) continue;
     const Capabilities& caps = entry->capabilities;
     if (caps.family != config.family || !caps.Supports(dtype)) continue;
+    if (!caps.unavailable.empty()) {
+      std::printf("%-14s (not verified: %s)\n", entry->key.c_str(), caps.unavailable.c_str());
+      continue;
+    }
     if (!caps.Supports(torch::kCPU)) {
       std::printf("%-14s (CUDA only: not verified here; seqbench run checks it on a GPU)\n",
                   entry->key.c_str());

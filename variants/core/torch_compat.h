@@ -83,4 +83,23 @@ inline bool AutocastSupports(c10::DeviceType device, at::ScalarType dtype) {
 #endif
 }
 
+// Whether at::scaled_dot_product_attention with a `scale` argument exists (LibTorch 2.1+).
+inline constexpr bool kHasScaledDotProductAttention = SEQBENCH_TORCH_AT_LEAST(2, 1);
+
+// softmax(q·kᵀ·scale + causal mask)·v through ATen's fused kernels (flash, memory-efficient
+// or math backend, as ATen picks). q, k, v: [B,H,T,dh] -> [B,H,T,dh]. Throws where
+// kHasScaledDotProductAttention is false.
+inline at::Tensor CausalScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
+                                                  const at::Tensor& v, double scale) {
+#if SEQBENCH_TORCH_AT_LEAST(2, 1)
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                          /*is_causal=*/true, scale);
+#else
+  TORCH_CHECK(false, "at::scaled_dot_product_attention needs LibTorch 2.1 or newer, this is ",
+              TORCH_VERSION);
+  (void)q, (void)k, (void)v, (void)scale;
+  return {};
+#endif
+}
+
 }  // namespace seqbench::compat

@@ -35,13 +35,15 @@ std::optional<c10::ScalarType> ParseDtype(std::string_view name);
 // C++ backtrace LibTorch 1.13 appends to what().
 std::string DescribeError(const std::exception& error);
 
-// Shapes and sizes of a model. Families read the fields they need (LSTM ignores heads).
+// Shapes and sizes of a model. Families read the fields they need (LSTM ignores heads;
+// only attention has a feed-forward block).
 struct ModelConfig {
   std::string family;
   int64_t vocab_size = 256;
   int64_t width = 128;  // D
   int64_t num_layers = 2;
-  int64_t num_heads = 4;  // H; head width dh = D / H
+  int64_t num_heads = 4;     // H; head width dh = D / H
+  std::string ffn = "gelu";  // feed-forward activation: gelu | swiglu | geglu
 };
 
 // Named tensors in a fixed order: the shared weights of a model, or their gradients.
@@ -90,6 +92,9 @@ struct Capabilities {
   // (linear) unless a variant states otherwise. The tests hold every variant to it by
   // counting allocations at T and 2T.
   std::string complexity = "T";
+  // Non-empty: why this build cannot run the variant at all (e.g. an operator the LibTorch
+  // it was compiled against lacks). Its cases are skipped with this reason.
+  std::string unavailable;
 
   bool Supports(Mode mode) const;
   bool Supports(c10::DeviceType device) const;
@@ -109,6 +114,11 @@ struct StepWork {
   // (gradient checkpointing).
   int64_t recomputed_positions = 0;
   int64_t element_bytes = 4;  // of the variant's dtype
+  // Attention families: the (query, key) pairs one layer's attention evaluates, summed over
+  // the batch (T·(T+1)/2 a sequence under a causal mask), and in train mode those whose
+  // scores backward computes again (flash attention's recomputed tiles).
+  double attention_pairs = 0;
+  double recomputed_pairs = 0;
 };
 
 // The work of one timed step, in the units a roofline divides by the step's time:
@@ -162,6 +172,13 @@ class Variant {
   // again for every new token. Variants that skip padding, recompute or decode
   // incrementally override it.
   virtual StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const;
+
+  // Called by the runner once per case, after Setup() and before the correctness check:
+  // a non-empty reason skips the case and is stored as its message (a workload past a
+  // memory budget the variant states, say). The default runs every case.
+  virtual std::string SkipReason(Mode mode, const Batch& batch, int64_t num_tokens) const {
+    return "";
+  }
 
   const ParameterSet& parameters() const { return parameters_; }
   const ModelConfig& config() const { return config_; }

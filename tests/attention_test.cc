@@ -1,0 +1,170 @@
+// The attention family: every variant computes `naive`'s function (logits, loss, every
+// gradient; generated tokens), flash attention is exact for every tile size, and its
+// activation memory grows linearly in T where naive's grows quadratically, counted by the
+// allocator rather than timed.
+#include <catch2/catch.hpp>
+
+#include "harness/memory.h"
+#include "tests/test_support.h"
+#include "variants/attention/model.h"
+
+namespace seqbench {
+namespace {
+
+using testing::MakeVariant;
+
+ModelConfig SmallAttention(const std::string& ffn = "gelu", int64_t layers = 2, int64_t heads = 2) {
+  ModelConfig config;
+  config.family = attention::kFamily;
+  config.vocab_size = 29;
+  config.width = 8 * heads;
+  config.num_layers = layers;
+  config.num_heads = heads;
+  config.ffn = ffn;
+  return config;
+}
+
+EquivalenceResult Compare(const std::string& key, const ModelConfig& config, Mode mode,
+                          torch::ScalarType dtype, const BatchShape& shape,
+                          const VariantOptions& options = {}, int64_t generate_tokens = 0) {
+  const ParameterSet weights = attention::InitWeights(config, /*seed=*/7);
+  auto reference = MakeVariant("naive", config, weights, dtype);
+  auto candidate = MakeVariant(key, config, weights, dtype, options);
+  const Batch batch = MakeBatch(shape, config.vocab_size, /*seed=*/11);
+  return CheckEquivalence(*candidate, *reference, mode, batch,
+                          candidate->capabilities().ToleranceFor(dtype), generate_tokens);
+}
+
+void RequireEquivalent(const std::string& key, const ModelConfig& config, Mode mode,
+                       torch::ScalarType dtype, const BatchShape& shape,
+                       const VariantOptions& options = {}) {
+  const EquivalenceResult result = Compare(key, config, mode, dtype, shape, options);
+  INFO(key << " " << ModeName(mode) << " " << DtypeName(dtype) << " ffn=" << config.ffn
+           << " T=" << shape.max_length << ": logits max_abs=" << result.logits.max_abs
+           << " loss max_abs=" << result.loss.max_abs
+           << " grad max_rel=" << result.gradients.max_rel << " (" << result.worst_gradient << ")");
+  CHECK(result.logits.within);
+  CHECK(result.loss.within);
+  CHECK(result.gradients.within);
+  if (mode == Mode::kTrain) CHECK_FALSE(result.worst_gradient.empty());
+}
+
+TEST_CASE("every attention variant equals naive on ragged batches", "[attention][equivalence]") {
+  const auto keys = testing::VariantsOf(attention::kFamily, "naive");
+  REQUIRE(keys.size() >= 2);  // flash, kv_cache (and sdpa on LibTorch 2.1+)
+  const BatchShape ragged{/*batch_size=*/3, /*max_length=*/13, /*min_length=*/2};
+  for (const auto& key : keys) {
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      for (const auto mode : {Mode::kTrain, Mode::kForward}) {
+        DYNAMIC_SECTION(key << " " << ModeName(mode) << " " << DtypeName(dtype)) {
+          RequireEquivalent(key, SmallAttention(), mode, dtype, ragged);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every feed-forward activation gives the same function in naive and flash",
+          "[attention][equivalence]") {
+  for (const std::string ffn : {"gelu", "swiglu", "geglu"}) {
+    DYNAMIC_SECTION(ffn) {
+      RequireEquivalent("flash", SmallAttention(ffn), Mode::kTrain, torch::kFloat64, {2, 9, 3},
+                        {{"block_size", 4}});
+    }
+  }
+  // The activations are different functions: the same weights' names, other logits.
+  const ParameterSet gelu_weights = attention::InitWeights(SmallAttention("gelu"), 7);
+  const ParameterSet swiglu_weights = attention::InitWeights(SmallAttention("swiglu"), 7);
+  CHECK(gelu_weights["layers.0.w_up"].size(1) == 4 * 16);
+  CHECK(swiglu_weights["layers.0.w_up"].size(1) ==
+        2 * attention::FeedForwardWidth(SmallAttention("swiglu")));
+}
+
+TEST_CASE("flash attention is exact for every tile size, gradients included",
+          "[attention][flash]") {
+  // Tiles of 1 (every step a new running maximum), sizes that do not divide T, one tile
+  // longer than T; float64, where a wrong rescaling would show far above the tolerance.
+  for (const int64_t block : {1, 3, 5, 8, 64}) {
+    DYNAMIC_SECTION("block_size=" << block) {
+      RequireEquivalent("flash", SmallAttention("swiglu", 2, 2), Mode::kTrain, torch::kFloat64,
+                        {3, 21, 4}, {{"block_size", block}});
+    }
+  }
+}
+
+TEST_CASE("flash attention's own backward equals autograd through naive attention",
+          "[attention][flash]") {
+  torch::manual_seed(3);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  // Scores large enough that the softmax is peaked: a running maximum that is not
+  // rescaled, or a log-sum-exp off by one tile, changes the result well beyond 1e-10.
+  auto q = (torch::randn({2, 3, 19, 4}, options) * 3).requires_grad_();
+  auto k = (torch::randn({2, 3, 19, 4}, options) * 3).requires_grad_();
+  auto v = torch::randn({2, 3, 19, 4}, options).requires_grad_();
+  const auto upstream = torch::randn({2, 3, 19, 4}, options);
+  const auto expected = attention::NaiveAttention(q, k, v);
+  const auto expected_grads = torch::autograd::grad({expected}, {q, k, v}, {upstream});
+
+  const auto actual = attention::FlashAttention(q, k, v, /*block=*/4);
+  const auto actual_grads = torch::autograd::grad({actual}, {q, k, v}, {upstream});
+  CHECK(torch::allclose(actual, expected, 1e-10, 1e-12));
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("gradient " << i << " max abs error "
+                     << (actual_grads[i] - expected_grads[i]).abs().max().item<double>());
+    CHECK(torch::allclose(actual_grads[i], expected_grads[i], 1e-10, 1e-12));
+  }
+}
+
+TEST_CASE("kv_cache generates naive's tokens, one for one", "[attention][generate]") {
+  for (const std::string ffn : {"gelu", "geglu"}) {
+    DYNAMIC_SECTION(ffn) {
+      const EquivalenceResult result = Compare("kv_cache", SmallAttention(ffn), Mode::kGenerate,
+                                               torch::kFloat64, {3, 7, 0}, {}, /*tokens=*/9);
+      CHECK(result.mismatched_tokens == 0);
+      CHECK(result.passed());
+    }
+  }
+}
+
+// Peak bytes above what was live before one train step at sequence length `steps`.
+int64_t TrainActivationBytes(const std::string& key, int64_t steps) {
+  CountingCpuAllocator& allocator = CountingCpuAllocator::Install();
+  const ModelConfig config = SmallAttention("gelu", /*layers=*/2, /*heads=*/4);
+  const ParameterSet weights = attention::InitWeights(config, 7);
+  auto variant = MakeVariant(key, config, weights, torch::kFloat32, {});
+  const Batch batch = MakeBatch({/*batch_size=*/2, steps, /*min_length=*/0}, config.vocab_size, 3);
+  variant->TrainStep(batch);
+  allocator.ResetPeak();
+  const int64_t before = allocator.live_bytes();
+  variant->TrainStep(batch);
+  return allocator.peak_bytes() - before;
+}
+
+TEST_CASE("flash's activation memory grows linearly in T, naive's quadratically",
+          "[attention][memory]") {
+  constexpr int64_t kShort = 256, kLong = 2 * kShort;
+  const double flash_ratio = static_cast<double>(TrainActivationBytes("flash", kLong)) /
+                             static_cast<double>(TrainActivationBytes("flash", kShort));
+  const double naive_ratio = static_cast<double>(TrainActivationBytes("naive", kLong)) /
+                             static_cast<double>(TrainActivationBytes("naive", kShort));
+  INFO("activation bytes at T=" << kLong << " over T=" << kShort << ": flash " << flash_ratio
+                                << ", naive " << naive_ratio);
+  CHECK(flash_ratio <= 2.3);
+  CHECK(naive_ratio >= 3.0);
+}
+
+TEST_CASE("naive skips a case past its score budget, with the reason", "[attention]") {
+  const ModelConfig config = SmallAttention("gelu", 2, 4);
+  auto naive = MakeVariant("naive", config, attention::InitWeights(config, 7), torch::kFloat32,
+                           {{"score_budget_mib", 1}});
+  const Batch small = MakeBatch({1, 64, 0}, config.vocab_size, 3);
+  const Batch large = MakeBatch({1, 1024, 0}, config.vocab_size, 3);
+  CHECK(naive->SkipReason(Mode::kTrain, small, 0).empty());
+  // 2 layers x (scores + probabilities) x 4 heads x 1024² floats = 64 MiB > 1 MiB.
+  const std::string reason = naive->SkipReason(Mode::kTrain, large, 0);
+  CHECK(reason.find("64 MiB") != std::string::npos);
+  CHECK(reason.find("score_budget_mib") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace seqbench
