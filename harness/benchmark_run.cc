@@ -1,6 +1,7 @@
 #include "harness/benchmark_run.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <random>
@@ -223,13 +224,27 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
     positions.push_back(position);
     prepared.push_back(runner.Prepare(cases[position]));
   }
-  for (const size_t index :
-       InterleavedOrder(prepared.size(), suite.measurement.repetitions, seed)) {
+  const std::vector<size_t> order =
+      InterleavedOrder(prepared.size(), suite.measurement.repetitions, seed);
+  const auto timing_began = std::chrono::steady_clock::now();
+  const int64_t samples_total = static_cast<int64_t>(order.size());
+  int64_t samples_done = 0;
+  for (const size_t index : order) {
     if (should_stop && should_stop(0)) {
       summary.interrupted = true;
       return summary;
     }
     runner.TimeSamples(*prepared[index], 1, 1);
+    ++samples_done;
+    if (on_case && samples_done * 10 / samples_total != (samples_done - 1) * 10 / samples_total) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - timing_began).count();
+      CaseProgress progress{
+          0, static_cast<int64_t>(prepared.size()), nullptr, 0, samples_done, samples_total};
+      progress.eta_s = elapsed / static_cast<double>(samples_done) *
+                       static_cast<double>(samples_total - samples_done);
+      on_case(progress);
+    }
   }
   const int64_t total = static_cast<int64_t>(prepared.size());
   int64_t done = 0;

@@ -55,8 +55,11 @@ std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,
 
 struct CaseProgress {
   int64_t done = 0, total = 0;  // cases finished in this process, and to run
+  // The case just stored; nullptr for a progress report of interleaved timing, which
+  // stores nothing until every sample is taken (then `samples_*` count the samples).
   const CaseRecord* record = nullptr;
   double eta_s = 0;
+  int64_t samples_done = 0, samples_total = 0;
 };
 
 // run --isolate: each case in a child process that stores its own result, so that a
@@ -100,7 +103,8 @@ std::vector<size_t> InterleavedOrder(size_t cases, int64_t repetitions, uint64_t
 // --interleave, google/benchmark's random interleaving): every case is prepared (set up,
 // checked, warmed up) first, then its samples are taken one at a time in InterleavedOrder,
 // each after one untimed step, so that a slow drift of the machine reaches every case
-// alike; then each is finished and stored. All pending cases are alive at once (memory),
+// alike; then each is finished and stored. `on_case` hears of every tenth of the samples
+// (record nullptr) and of every stored case. All pending cases are alive at once (memory),
 // and an interruption stores none of them (--resume runs them again). Adaptive stopping
 // does not apply.
 RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases,

@@ -107,30 +107,44 @@ CaseRunner::CaseRunner(const Suite& suite, CheckPolicy check) : suite_(suite), c
   CountingCpuAllocator::Install();
 }
 
-const ParameterSet& CaseRunner::WeightsFor(const Workload& workload) {
-  const ModelConfig config = suite_.ModelFor(workload);
-  const std::string key = std::to_string(config.num_layers) + "x" + std::to_string(config.width) +
-                          "x" + std::to_string(config.num_heads) + "x" +
-                          std::to_string(config.vocab_size);
+const ParameterSet& CaseRunner::WeightsFor(const Workload& workload, const std::string& family) {
+  const ModelConfig config = suite_.ModelFor(workload, family);
+  const std::string key = config.family + " " + std::to_string(config.num_layers) + "x" +
+                          std::to_string(config.width) + "x" + std::to_string(config.num_heads) +
+                          "x" + std::to_string(config.vocab_size) + " " + config.ffn;
   const auto cached = weights_.find(key);
   if (cached != weights_.end()) return cached->second;
   return weights_[key] = GlobalFamilies().Get(config.family).init_weights(config, suite_.seed);
 }
 
-const StepOutcome& CaseRunner::ReferenceFor(const Workload& workload, torch::ScalarType dtype,
-                                            torch::Device device, const Batch& batch) {
+const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std::string& family,
+                                            torch::ScalarType dtype, torch::Device device,
+                                            const Batch& batch, std::string& skipped_because) {
   // Keyed by the reference's dtype, not the case's: float32 and float64 cases of one shape
   // share one float64 reference.
   Workload reference_workload = workload;
   reference_workload.dtype = DtypeName(dtype);
   reference_workload.threads = 1;  // the same numbers whatever the thread count
-  const std::string key = reference_workload.Key();
+  const std::string key = family + " " + reference_workload.Key();
+  const auto skipped = reference_skips_.find(key);
+  if (skipped != reference_skips_.end()) {
+    skipped_because = skipped->second;
+    return nullptr;
+  }
   const auto cached = references_.find(key);
-  if (cached != references_.end()) return cached->second;
-  const VariantSpec& baseline = suite_.Variant(suite_.baseline);
+  if (cached != references_.end()) return &cached->second;
+  const VariantSpec& baseline = suite_.Variant(suite_.ReferenceOf(family));
   auto variant = CreateVariant(baseline.key);
-  variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype, baseline.options);
-  return references_[key] = RunStep(*variant, ModeOf(workload), batch, workload.generate_tokens);
+  variant->Setup(suite_.ModelFor(workload, family), WeightsFor(workload, family), device, dtype,
+                 baseline.options);
+  // The reference is held to its own limits (naive attention's score budget): a case whose
+  // reference cannot run is timed unchecked, with the reason, rather than exhausting memory.
+  const Mode mode = ModeOf(workload);
+  if (std::string why = variant->SkipReason(mode, batch, workload.generate_tokens); !why.empty()) {
+    skipped_because = reference_skips_[key] = baseline.name + " " + DtypeName(dtype) + ": " + why;
+    return nullptr;
+  }
+  return &(references_[key] = RunStep(*variant, mode, batch, workload.generate_tokens));
 }
 
 namespace {
@@ -196,7 +210,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     // sequences a float32 step loop drifts further from the function than a good variant.
     // Generated tokens are compared one for one, so there the baseline runs in the case's
     // dtype (near-ties may break differently across dtypes).
-    const VariantSpec& baseline = suite_.Variant(suite_.baseline);
+    const VariantSpec& baseline = suite_.Variant(suite_.ReferenceOf(caps.family));
     const bool baseline_has_float64 =
         GlobalVariants().Get(baseline.key).capabilities.Supports(torch::kFloat64);
     const torch::ScalarType reference_dtype =
@@ -204,24 +218,31 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     std::optional<TraceRange> phase;  // one NVTX range per harness phase
     p.variant = entry.factory();
     Variant* variant = p.variant.get();
-    variant->Setup(suite_.ModelFor(workload), WeightsFor(workload), device, dtype,
-                   spec.variant.options);
+    const ModelConfig model = suite_.ModelFor(workload, caps.family);
+    variant->Setup(model, WeightsFor(workload, caps.family), device, dtype, spec.variant.options);
     const std::string skip_reason = variant->SkipReason(mode, batch, workload.generate_tokens);
     if (!skip_reason.empty()) return skip(skip_reason);
     const FamilyEntry& family = GlobalFamilies().Get(caps.family);
     if (family.step_cost) {
-      result.cost = family.step_cost(suite_.ModelFor(workload),
-                                     variant->Work(mode, batch, workload.generate_tokens));
+      result.cost = family.step_cost(model, variant->Work(mode, batch, workload.generate_tokens));
     }
     p.tolerance = caps.ToleranceFor(dtype);
+    std::string reference_skipped;
+    const StepOutcome* reference = nullptr;
     if (ShouldCheck(spec)) {
       phase.emplace("check");
-      const StepOutcome& reference = ReferenceFor(workload, reference_dtype, device, batch);
+      reference =
+          ReferenceFor(workload, caps.family, reference_dtype, device, batch, reference_skipped);
+    }
+    if (reference != nullptr) {
       result.reference = baseline.name + " " + DtypeName(reference_dtype);
       result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
-                                           reference, mode, batch, p.tolerance);
+                                           *reference, mode, batch, p.tolerance);
       result.checked = true;
       phase.reset();
+    } else if (!reference_skipped.empty()) {
+      phase.reset();
+      result.reference = std::string(kNotCheckedReference) + " (" + reference_skipped + ")";
     } else {
       result.reference =
           std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";

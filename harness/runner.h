@@ -108,9 +108,12 @@ class CaseRunner {
   CaseResult Finish(std::unique_ptr<PreparedCase> prepared);
 
  private:
-  // The baseline's outcome for this workload in `dtype`, computed once per workload.
-  const StepOutcome& ReferenceFor(const Workload& workload, torch::ScalarType dtype,
-                                  torch::Device device, const Batch& batch);
+  // The outcome of `family`'s reference (Suite::ReferenceOf) for this workload in `dtype`,
+  // computed once per family and workload; nullptr with `skipped_because` set when the
+  // reference declines the workload (Variant::SkipReason, e.g. naive attention's budget).
+  const StepOutcome* ReferenceFor(const Workload& workload, const std::string& family,
+                                  torch::ScalarType dtype, torch::Device device, const Batch& batch,
+                                  std::string& skipped_because);
 
   // Whether `spec` is checked under the policy (sample: records the shape it covers).
   bool ShouldCheck(const CaseSpec& spec);
@@ -119,10 +122,11 @@ class CaseRunner {
   CheckPolicy check_;
   std::set<std::string> sampled_;  // variant, mode, device and shape already checked
   // The shared weights of a workload's model (float64 on CPU; each variant copies them in
-  // Setup()), one set per distinct layers/width override.
-  const ParameterSet& WeightsFor(const Workload& workload);
+  // Setup()), one set per family and distinct model fields.
+  const ParameterSet& WeightsFor(const Workload& workload, const std::string& family);
   std::map<std::string, ParameterSet> weights_;
   std::map<std::string, StepOutcome> references_;
+  std::map<std::string, std::string> reference_skips_;  // why a reference declined
 };
 
 }  // namespace seqbench

@@ -1,7 +1,9 @@
 #include "harness/statistics.h"
 
 #include <algorithm>
+#include <boost/math/distributions/students_t.hpp>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -253,6 +255,49 @@ std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
   const std::optional<Interval> interval = MedianInterval(values, confidence);
   if (!interval || !(interval->estimate > 0)) return std::nullopt;
   return std::max(interval->high / interval->estimate - 1, 1 - interval->low / interval->estimate);
+}
+
+PowerLawFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>& y,
+                        double confidence) {
+  if (x.size() != y.size() || x.size() < 2) {
+    throw std::invalid_argument("a power-law fit needs at least 2 (x, y) pairs");
+  }
+  if (!(confidence > 0 && confidence < 1)) {
+    throw std::invalid_argument("confidence must lie in (0, 1)");
+  }
+  std::vector<double> log_x, log_y;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] > 0) || !(y[i] > 0)) {
+      throw std::invalid_argument("a power-law fit needs positive values");
+    }
+    log_x.push_back(std::log(x[i]));
+    log_y.push_back(std::log(y[i]));
+  }
+  const double mean_x = Mean(log_x), mean_y = Mean(log_y);
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += (log_x[i] - mean_x) * (log_x[i] - mean_x);
+    sxy += (log_x[i] - mean_x) * (log_y[i] - mean_y);
+  }
+  if (!(sxx > 0)) throw std::invalid_argument("a power-law fit needs at least two distinct x");
+  PowerLawFit fit;
+  fit.exponent = sxy / sxx;
+  fit.confidence = confidence;
+  fit.points = x.size();
+  const size_t dof = x.size() - 2;
+  if (dof == 0) {
+    fit.half_width = std::numeric_limits<double>::infinity();
+    return fit;
+  }
+  double residuals = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = log_y[i] - mean_y - fit.exponent * (log_x[i] - mean_x);
+    residuals += r * r;
+  }
+  const double standard_error = std::sqrt(residuals / static_cast<double>(dof) / sxx);
+  const boost::math::students_t t(static_cast<double>(dof));
+  fit.half_width = boost::math::quantile(t, 0.5 + confidence / 2) * standard_error;
+  return fit;
 }
 
 }  // namespace seqbench::stats

@@ -99,4 +99,19 @@ std::optional<Interval> MedianInterval(const std::vector<double>& values, double
 std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
                                               double confidence = 0.95);
 
+// A power law y = c·x^k fitted by least squares on log(y) = log(c) + k·log(x): the
+// exponent k and the half-width of its confidence interval (Student's t with n - 2 degrees
+// of freedom on the slope's standard error; infinite with 2 points, which fit exactly).
+// What `report --fit` states against a variant's claimed complexity (O(T): k = 1). Throws
+// std::invalid_argument for fewer than 2 points, sizes that differ, a value that is not
+// positive, or x that are all equal.
+struct PowerLawFit {
+  double exponent = 0;
+  double half_width = 0;
+  double confidence = 0.95;
+  size_t points = 0;
+};
+PowerLawFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>& y,
+                        double confidence = 0.95);
+
 }  // namespace seqbench::stats

@@ -35,15 +35,24 @@ const VariantSpec& Suite::Variant(const std::string& name) const {
   throw std::out_of_range("suite '" + this->name + "' has no variant named '" + name + "'");
 }
 
-ModelConfig Suite::ModelFor(const Workload& workload) const {
+ModelConfig Suite::ModelFor(const Workload& workload, const std::string& family) const {
   ModelConfig config;
-  config.family = model.family;
+  config.family = family.empty() ? model.family : family;
   config.vocab_size = workload.vocab_size;
   config.width = workload.width;
   config.num_layers = workload.layers;
   config.num_heads = workload.heads;
   config.ffn = workload.ffn;
   return config;
+}
+
+const std::string& Suite::ReferenceOf(const std::string& family) const {
+  if (family == model.family) return baseline;
+  const auto found = references.find(family);
+  if (found == references.end()) {
+    throw std::out_of_range("suite '" + name + "' has no reference for family '" + family + "'");
+  }
+  return found->second;
 }
 
 Workload Suite::DefaultWorkload() const {
@@ -117,7 +126,7 @@ constexpr int64_t kMaxSize = int64_t{1} << 30;
 constexpr size_t kMaxGridPoints = 10000;
 
 VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
-                        const std::string& family) {
+                        const std::string& family, const std::set<std::string>& other_families) {
   reader.CheckKeys(table, "[[variants]]", {"key", "name", "options"});
   VariantSpec spec;
   const toml::node& key_node = reader.Required(table, "key", "[[variants]]");
@@ -127,10 +136,14 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
                                        "'; known variants: " + GlobalVariants().JoinedKeys());
   }
   const Capabilities& caps = GlobalVariants().Get(spec.key).capabilities;
-  if (caps.family != family) {
+  if (caps.family != family && other_families.count(caps.family) == 0) {
     reader.Fail(key_node.source(), "variant '" + spec.key + "' is of family '" + caps.family +
-                                       "', but this suite's family is '" + family + "'");
+                                       "', but this suite's family is '" + family +
+                                       "'; to run it beside, name its reference in [references], "
+                                       "e.g. " +
+                                       caps.family + " = \"<variant name>\"");
   }
+  spec.family = caps.family;
   spec.name = table.get("name") ? reader.Name(*table.get("name"), "name") : spec.key;
   if (const toml::node* options = table.get("options")) {
     if (!options->is_table()) {
@@ -153,11 +166,16 @@ VariantSpec ReadVariant(const TomlReader& reader, const toml::table& table,
 
 void CheckWorkload(const TomlReader& reader, const toml::source_region& where, const Workload& w,
                    const Suite& suite) {
-  const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
-  try {
-    if (family.validate) family.validate(suite.ModelFor(w));
-  } catch (const std::exception& error) {
-    reader.Fail(where, "invalid model sizes for this workload: " + DescribeError(error));
+  std::set<std::string> families = {suite.model.family};
+  for (const auto& [other, reference] : suite.references) families.insert(other);
+  for (const std::string& name : families) {
+    const FamilyEntry& family = GlobalFamilies().Get(name);
+    try {
+      if (family.validate) family.validate(suite.ModelFor(w, name));
+    } catch (const std::exception& error) {
+      reader.Fail(where,
+                  "invalid model sizes for this workload (" + name + "): " + DescribeError(error));
+    }
   }
   if (w.min_len > w.seq_len) {
     reader.Fail(where, "min_len (" + std::to_string(w.min_len) + ") must not exceed seq_len (" +
@@ -181,8 +199,8 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                 "this is a training suite ([[pipelines]]); run it with: seqbench train " + path);
   }
   reader.CheckKeys(root, "the suite",
-                   {"name", "description", "family", "baseline", "seed", "model", "measure",
-                    "variants", "grid", "cases", "expect"});
+                   {"name", "description", "family", "baseline", "references", "seed", "model",
+                    "measure", "variants", "grid", "cases", "expect"});
   Suite suite;
   suite.path = path;
   suite.text = text;
@@ -194,6 +212,28 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   if (!GlobalFamilies().Contains(suite.model.family)) {
     reader.Fail(family_node.source(), "unknown model family '" + suite.model.family +
                                           "'; known families: " + GlobalFamilies().JoinedKeys());
+  }
+  std::set<std::string> other_families;
+  const toml::node* references_node = root.get("references");
+  if (references_node != nullptr) {
+    if (!references_node->is_table()) {
+      reader.Fail(references_node->source(),
+                  "'references' must be a table: [references] attention = \"naive\"");
+    }
+    for (auto&& [family_key, reference] : *references_node->as_table()) {
+      const std::string family(family_key.str());
+      if (!GlobalFamilies().Contains(family)) {
+        reader.Fail(family_key.source(), "[references]: unknown model family '" + family +
+                                             "'; known families: " + GlobalFamilies().JoinedKeys());
+      }
+      if (family == suite.model.family) {
+        reader.Fail(family_key.source(), "[references]: '" + family +
+                                             "' is the suite's own family; its reference is "
+                                             "'baseline'");
+      }
+      suite.references[family] = reader.String(reference, family);
+      other_families.insert(family);
+    }
   }
   if (const toml::node* seed = root.get("seed")) {
     suite.seed = static_cast<uint64_t>(reader.Integer(*seed, "seed", 0, INT64_MAX));
@@ -269,7 +309,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   }
   std::set<std::string> names;
   for (const toml::node& element : *variants_node.as_array()) {
-    VariantSpec spec = ReadVariant(reader, *element.as_table(), suite.model.family);
+    VariantSpec spec = ReadVariant(reader, *element.as_table(), suite.model.family, other_families);
     if (!names.insert(spec.name).second) {
       reader.Fail(element.source(), "duplicate variant name '" + spec.name +
                                         "' in [[variants]]; give one of them a distinct 'name'");
@@ -285,11 +325,29 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                                             Joined({names.begin(), names.end()}));
   }
 
+  for (const auto& [family, reference] : suite.references) {
+    const auto spec = std::find_if(suite.variants.begin(), suite.variants.end(),
+                                   [&](const VariantSpec& v) { return v.name == reference; });
+    if (spec == suite.variants.end() || spec->family != family) {
+      reader.Fail(references_node->source(),
+                  "[references] " + family + " = '" + reference +
+                      "' must name one of the suite's [[variants]] of family " + family);
+    }
+  }
+  const auto baseline_spec =
+      std::find_if(suite.variants.begin(), suite.variants.end(),
+                   [&](const VariantSpec& v) { return v.name == suite.baseline; });
+  if (baseline_spec->family != suite.model.family) {
+    reader.Fail(baseline_node.source(), "baseline '" + suite.baseline + "' is of family '" +
+                                            baseline_spec->family + "', not the suite's '" +
+                                            suite.model.family + "'");
+  }
+
   const std::vector<std::string> workload_keys = WorkloadKeys();
   const Workload defaults = suite.DefaultWorkload();
-  if (const toml::node* grid_node = root.get("grid")) {
-    if (!grid_node->is_table()) reader.Fail(grid_node->source(), "'grid' must be a table ([grid])");
-    const toml::table& grid = *grid_node->as_table();
+  // One grid: its variants at each point of the cartesian product of its fields.
+  const auto expand_grid = [&](const toml::table& grid, std::vector<std::string>& grid_variants,
+                               std::vector<Workload>& grid_points) {
     std::vector<std::string> grid_keys = workload_keys;
     grid_keys.push_back("variants");
     reader.CheckKeys(grid, "[grid]", grid_keys);
@@ -303,10 +361,10 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                }
                return value;
              })) {
-      suite.grid_variants.push_back(name);
+      grid_variants.push_back(name);
     }
-    if (suite.grid_variants.empty()) {
-      for (const auto& spec : suite.variants) suite.grid_variants.push_back(spec.name);
+    if (grid_variants.empty()) {
+      for (const auto& spec : suite.variants) grid_variants.push_back(spec.name);
     }
     // The cartesian product over the fields, in WorkloadFields() order (the last varies
     // fastest); a field the grid leaves out keeps its default.
@@ -339,7 +397,27 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       if (w.mode == "generate") w.min_len = 0;
       if (w.mode != "generate") w.generate_tokens = 0;
       CheckWorkload(reader, grid.source(), w, suite);
-      if (seen.insert(w.Key()).second) suite.grid.push_back(w);
+      if (seen.insert(w.Key()).second) grid_points.push_back(w);
+    }
+  };
+  if (const toml::node* grid_node = root.get("grid")) {
+    if (grid_node->is_table()) {
+      expand_grid(*grid_node->as_table(), suite.grid_variants, suite.grid);
+    } else if (grid_node->is_array_of_tables()) {
+      // Several grids ([[grid]]), e.g. train up to one length and forward up to another:
+      // each one's cases, in order, as explicit cases.
+      for (const toml::node& element : *grid_node->as_array()) {
+        std::vector<std::string> grid_variants;
+        std::vector<Workload> grid_points;
+        expand_grid(*element.as_table(), grid_variants, grid_points);
+        for (const Workload& point : grid_points) {
+          for (const std::string& name : grid_variants) {
+            suite.extra_cases.push_back(CaseSpec{suite.Variant(name), point});
+          }
+        }
+      }
+    } else {
+      reader.Fail(grid_node->source(), "'grid' must be a table ([grid]) or tables ([[grid]])");
     }
   }
 

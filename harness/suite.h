@@ -26,6 +26,7 @@ struct VariantSpec {
   std::string name;
   std::string key;
   VariantOptions options;
+  std::string family;  // the registered variant's model family
 };
 
 // The step a workload's mode names (its text is validated at parse time).
@@ -74,8 +75,11 @@ struct Suite {
   std::string text;  // the file's full text, stored with every run
   std::string name;
   std::string description;
-  ModelConfig model;
-  std::string baseline;  // variant name of the correctness reference
+  ModelConfig model;     // model.family: the suite's family
+  std::string baseline;  // variant name of the correctness reference, and of speedups
+  // Other families whose variants the suite runs beside its own ([references]), each with
+  // the variant name its variants are checked against. Speedups stay over `baseline`.
+  std::map<std::string, std::string> references;
   uint64_t seed = 1;
   Measurement measurement;
   std::vector<VariantSpec> variants;
@@ -85,8 +89,11 @@ struct Suite {
   std::vector<Expectation> expectations;
 
   const VariantSpec& Variant(const std::string& name) const;
-  // The model a workload runs: the suite's family with the workload's sizes.
-  ModelConfig ModelFor(const Workload& workload) const;
+  // The model a workload runs: `family` (default: the suite's) with the workload's sizes.
+  ModelConfig ModelFor(const Workload& workload, const std::string& family = "") const;
+  // The variant name that cases of `family` are checked against: `baseline` for the
+  // suite's family, its [references] entry for another.
+  const std::string& ReferenceOf(const std::string& family) const;
   // A workload with every field at its default (threads: this machine's physical cores)
   // and the model sizes of [model].
   Workload DefaultWorkload() const;

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "reports/fit.h"
 #include "reports/gate.h"
 #include "reports/plot.h"
 #include "reports/report.h"
@@ -37,7 +38,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
-         name == "pipelines" || name == "gate";
+         name == "pipelines" || name == "gate" || name == "fit";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -114,6 +115,16 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
   const RunRecord& run = selected.run;
   const std::vector<CaseRecord>& cases = selected.cases;
   const bool training_run = run.kind == kRunKindTraining;
+  if (const std::string x = Attribute(section, "fit"); !x.empty()) {
+    if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
+    try {
+      return "Fitted over run " + std::to_string(run.run_id) + " (" + run.started_at.substr(0, 10) +
+             "), median step time and activation memory against " + x + ":\n\n" +
+             RenderFitTable(FitComplexity(cases, x), x);
+    } catch (const std::invalid_argument& error) {
+      throw ReadmeError(error.what());
+    }
+  }
   if (Attribute(section, "plot").empty()) {
     return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);
   }

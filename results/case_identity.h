@@ -36,8 +36,9 @@ struct Workload {
   // The feed-forward block's activation (attention family; other families have none).
   std::string ffn = "gelu";
 
-  // Every field as name=value, in WorkloadFields() order: stable across releases, so
-  // that runs of different dates compare, and unambiguous.
+  // Every field as name=value, in WorkloadFields() order, except a field added later at
+  // its default (WorkloadField::omit_in_key): stable across releases, so that runs of
+  // different dates compare, and unambiguous.
   std::string Key() const;
   // Short text for people: "mode=train dtype=float32 device=cpu B=4 T=32 L=2 D=64 H=4 V=64";
   // fields at their "omit" value (e.g. min_len=0) are left out.

@@ -250,6 +250,10 @@ std::string WorkloadColumns(int version = kSchemaVersion) {
   std::string columns;
   for (const WorkloadField& field : WorkloadFields()) {
     columns += columns.empty() ? "" : ", ";
+    if (ColumnAddedIn(field) > 5 && field.omit_in_key.empty()) {
+      throw std::logic_error("workload field '" + std::string(field.name) +
+                             "' was added after v5 without a default left out of keys");
+    }
     columns += ColumnAddedIn(field) <= version
                    ? std::string(field.name)
                    : "'" + std::string(field.omit_in_key) + "' AS " + std::string(field.name);

@@ -126,6 +126,78 @@ TEST_CASE("kv_cache generates naive's tokens, one for one", "[attention][generat
   }
 }
 
+TEST_CASE("rotary embedding: scores depend on relative position only, offsets continue",
+          "[attention]") {
+  torch::manual_seed(4);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto q = torch::randn({1, 1, 1, 8}, options), k = torch::randn({1, 1, 1, 8}, options);
+  const auto score = [&](int64_t query_position, int64_t key_position) {
+    return (attention::Rotary(q, query_position) * attention::Rotary(k, key_position))
+        .sum()
+        .item<double>();
+  };
+  CHECK(score(7, 3) == Approx(score(104, 100)).epsilon(1e-12));
+  CHECK(score(7, 3) != Approx(score(7, 4)).epsilon(1e-6));
+  CHECK(score(0, 0) == Approx((q * k).sum().item<double>()).epsilon(1e-12));  // no rotation
+  // A cache's offset continues the positions of a longer sequence.
+  const auto sequence = torch::randn({2, 3, 10, 8}, options);
+  CHECK(torch::allclose(attention::Rotary(sequence, 0).slice(2, 6),
+                        attention::Rotary(sequence.slice(2, 6), 6), 1e-12, 1e-12));
+}
+
+TEST_CASE("the gated activations are different functions of the same weights", "[attention]") {
+  // swiglu and geglu draw the same shapes from the same seed, so the weights are equal and
+  // only the activation tells the models apart.
+  const ModelConfig swiglu = SmallAttention("swiglu"), geglu = SmallAttention("geglu");
+  const ParameterSet weights = attention::InitWeights(swiglu, 7);
+  CHECK(torch::equal(weights["layers.0.w_up"], attention::InitWeights(geglu, 7)["layers.0.w_up"]));
+  const Batch batch = MakeBatch({2, 9, 0}, swiglu.vocab_size, 11);
+  const auto with_silu = MakeVariant("naive", swiglu, weights, torch::kFloat64)->InferStep(batch);
+  const auto with_gelu = MakeVariant("naive", geglu, weights, torch::kFloat64)->InferStep(batch);
+  CHECK((with_silu.logits - with_gelu.logits).abs().max().item<double>() > 1e-3);
+}
+
+TEST_CASE("attention work counts: causal pairs, re-run prefixes, and a cache's keys",
+          "[attention][roofline]") {
+  const ModelConfig config = SmallAttention();
+  const ParameterSet weights = attention::InitWeights(config, 7);
+  const Batch prompt = MakeBatch({4, 12, 0}, config.vocab_size, 3);
+  // Generate N=3 after P=12: naive re-runs prefixes of 12, 13, 14 (78 + 91 + 105 pairs);
+  // kv_cache pays 78 for the prompt, then 13 and 14 keys for tokens 2 and 3.
+  const StepWork naive =
+      MakeVariant("naive", config, weights, torch::kFloat32)->Work(Mode::kGenerate, prompt, 3);
+  const StepWork cached =
+      MakeVariant("kv_cache", config, weights, torch::kFloat32)->Work(Mode::kGenerate, prompt, 3);
+  CHECK(naive.attention_pairs == 4 * (78 + 91 + 105));
+  CHECK(cached.attention_pairs == 4 * (78 + 13 + 14));
+  CHECK(cached.positions == 4 * (12 + 2));
+  const StepWork train =
+      MakeVariant("flash", config, weights, torch::kFloat32)->Work(Mode::kTrain, prompt, 0);
+  CHECK(train.attention_pairs == 4 * 78);
+  CHECK(train.recomputed_pairs == train.attention_pairs);
+}
+
+TEST_CASE(
+    "kv_cache's prefill and steps give the logits of the whole sequence, position by "
+    "position",
+    "[attention][generate]") {
+  const ModelConfig config = SmallAttention("geglu");
+  const ParameterSet weights = attention::InitWeights(config, 7);
+  auto variant = MakeVariant("kv_cache", config, weights, torch::kFloat64);
+  auto& decoder = dynamic_cast<IncrementalDecoder&>(*variant);
+  const Batch batch = MakeBatch({2, 11, 0}, config.vocab_size, 5);
+  const auto expected = variant->InferStep(batch).logits;  // [B,T,V]
+  IncrementalDecoder::DecodeState state;
+  torch::NoGradGuard no_grad;
+  const auto prefill = decoder.Prefill(batch.tokens.slice(1, 0, 6), state);
+  CHECK(torch::allclose(prefill, expected.select(1, 5), 1e-10, 1e-12));
+  for (int64_t t = 6; t < 11; ++t) {
+    const auto step = decoder.Step(batch.tokens.select(1, t), state);
+    INFO("position " << t);
+    CHECK(torch::allclose(step, expected.select(1, t), 1e-10, 1e-12));
+  }
+}
+
 // Peak bytes above what was live before one train step at sequence length `steps`.
 int64_t TrainActivationBytes(const std::string& key, int64_t steps) {
   CountingCpuAllocator& allocator = CountingCpuAllocator::Install();

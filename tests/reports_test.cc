@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "harness/statistics.h"
 #include "reports/check.h"
 #include "reports/compare.h"
+#include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/gate.h"
 #include "reports/markdown.h"
@@ -1054,6 +1056,68 @@ TEST_CASE("the gate's power: false alarms between unchanged runs, a known slowdo
   }
   CHECK(widths.size() == 1);  // rectangular
   CHECK_THROWS_AS(MeasureGate(store, "demo", "nosuch", settings), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+// A case at sequence length `steps` whose median time and activation bytes follow known
+// power laws (with a wobble, so that the fit's interval is not zero).
+CaseRecord Scaled(const std::string& variant, const std::string& mode, int64_t steps,
+                  double time_exponent, double memory_exponent, const std::string& status = "ok") {
+  CaseRecord c = Case(variant, mode, 1, {1.0}, status);
+  c.identity.workload.seq_len = steps;
+  const double wobble = 1.0 + 0.01 * static_cast<double>(steps % 3);
+  c.metrics = {{"runtime_median_s", 1e-6 * std::pow(steps, time_exponent) * wobble, "s"},
+               {"activation_bytes", 100.0 * std::pow(steps, memory_exponent), "bytes"}};
+  return c;
+}
+
+TEST_CASE("report fit: exponents per variant and workload, x left out of the series",
+          "[reports][fit]") {
+  std::vector<CaseRecord> cases;
+  for (const int64_t t : {128, 256, 512, 1024}) {
+    cases.push_back(Scaled("naive", "train", t, 2.0, 2.0));
+    cases.push_back(Scaled("flash", "train", t, 2.0, 1.0));
+    cases.push_back(Scaled("scan", "forward", t, 1.0, 1.0));
+  }
+  cases.push_back(Scaled("flash", "train", 2048, 9.0, 9.0, "error"));  // not a point
+  cases.push_back(Scaled("lonely", "train", 128, 1.0, 1.0));           // too few points
+  cases.push_back(Scaled("lonely", "train", 256, 1.0, 1.0));
+  const std::vector<FitRow> rows = FitComplexity(cases, "seq_len");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].variant == "naive");
+  CHECK(rows[1].variant == "flash");
+  CHECK(rows[1].xs == std::vector<double>{128, 256, 512, 1024});
+  CHECK(rows[2].workload.find("mode=forward") != std::string::npos);
+  CHECK(rows[2].workload.find("T=") == std::string::npos);
+  CHECK(rows[0].time_exponent == Approx(2.0).margin(0.02));
+  CHECK(rows[0].memory_exponent == Approx(2.0).margin(1e-9));
+  CHECK(rows[1].memory_exponent == Approx(1.0).margin(1e-9));
+  CHECK(rows[2].time_exponent == Approx(1.0).margin(0.02));
+  for (const FitRow& row : rows) {
+    CHECK(row.time_half_width > 0);
+    CHECK(std::abs(row.time_exponent - (row.variant == "scan" ? 1.0 : 2.0)) <=
+          row.time_half_width + 0.02);
+  }
+  // Rectangular: every row has the header's cells.
+  const std::string table = RenderFitTable(rows, "seq_len");
+  std::istringstream lines(table);
+  std::string line;
+  size_t width = 0, count = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    const size_t cells = Cells(line).size();
+    if (width == 0) width = cells;
+    CHECK(cells == width);
+    ++count;
+  }
+  CHECK(count == 2 + rows.size());
+  CHECK_THROWS_AS(FitComplexity(cases, "mode"), std::invalid_argument);
+  CHECK_THROWS_AS(FitComplexity(cases, "nonsense"), std::invalid_argument);
 }
 
 }  // namespace

@@ -214,7 +214,7 @@ TEST_CASE("an attention suite: checked against naive, naive past its budget skip
 name = "attention_tiny"
 description = "naive, flash and sdpa on a tiny model"
 family = "attention"
-baseline = "naive"
+baseline = "naive_small_budget"
 [model]
 vocab_size = 31
 width = 16
@@ -235,6 +235,9 @@ key = "flash"
 options = { block_size = 8 }
 [[variants]]
 key = "sdpa"
+[[variants]]
+name = "flash_default_tiles"
+key = "flash"
 [grid]
 mode = "train"
 batch = 1
@@ -244,29 +247,53 @@ variant = "naive_small_budget"
 mode = "train"
 batch = 1
 seq_len = 1024
+[[cases]]
+variant = "flash"
+mode = "train"
+batch = 1
+seq_len = 20
+ffn = "gelu"
+[[cases]]
+variant = "flash_default_tiles"
+mode = "train"
+batch = 1
+seq_len = 1024
 )toml",
                                  "attention_tiny.toml");
   CHECK(suite.model.ffn == "swiglu");
   CaseRunner runner(suite);
   std::map<std::string, CaseResult> results;
   for (const CaseSpec& spec : suite.Expand()) {
-    results[spec.variant.name + " T=" + std::to_string(spec.workload.seq_len)] = runner.Run(spec);
+    results[spec.variant.name + " T=" + std::to_string(spec.workload.seq_len) + " " +
+            spec.workload.ffn] = runner.Run(spec);
   }
-  REQUIRE(results.size() == 5);
-  CHECK(results["flash T=20"].status == kStatusOk);
-  CHECK(results["flash T=20"].checked);
-  CHECK(results["flash T=20"].spec.workload.ffn == "swiglu");
-  CHECK(results["naive_small_budget T=20"].status == kStatusOk);
+  REQUIRE(results.size() == 8);
+  // Its reference would need 32 MiB of float64 scores, past the budget: timed, unchecked,
+  // with the reason, instead of running the reference regardless.
+  const CaseResult& unchecked = results["flash_default_tiles T=1024 swiglu"];
+  CHECK(unchecked.status == kStatusOk);
+  CHECK_FALSE(unchecked.checked);
+  CHECK_THAT(unchecked.reference,
+             Catch::StartsWith("not checked") && Catch::Contains("score_budget_mib"));
+  CHECK(results["flash_default_tiles T=20 swiglu"].checked);
+  // Another activation is another model with its own weights ([D,4D] against [D,2F]),
+  // checked against naive with the same activation.
+  CHECK(results["flash T=20 gelu"].status == kStatusOk);
+  CHECK(results["flash T=20 gelu"].checked);
+  CHECK(results["flash T=20 swiglu"].status == kStatusOk);
+  CHECK(results["flash T=20 swiglu"].checked);
+  CHECK(results["flash T=20 swiglu"].spec.workload.ffn == "swiglu");
+  CHECK(results["naive_small_budget T=20 swiglu"].status == kStatusOk);
   // 1 layer x (scores + probabilities) x 2 heads x 1024² floats = 16 MiB > 1 MiB.
-  const CaseResult& over = results["naive_small_budget T=1024"];
+  const CaseResult& over = results["naive_small_budget T=1024 swiglu"];
   CHECK(over.status == kStatusSkipped);
   CHECK_THAT(over.message, Catch::Contains("16 MiB") && Catch::Contains("score_budget_mib"));
   CHECK(over.timing.samples_s.empty());
   if (!compat::kHasScaledDotProductAttention) {
-    CHECK(results["sdpa T=20"].status == kStatusSkipped);
-    CHECK_THAT(results["sdpa T=20"].message, Catch::Contains("LibTorch 2.1"));
+    CHECK(results["sdpa T=20 swiglu"].status == kStatusSkipped);
+    CHECK_THAT(results["sdpa T=20 swiglu"].message, Catch::Contains("LibTorch 2.1"));
   } else {
-    CHECK(results["sdpa T=20"].status == kStatusOk);
+    CHECK(results["sdpa T=20 swiglu"].status == kStatusOk);
   }
 }
 

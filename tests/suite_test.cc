@@ -264,3 +264,90 @@ TEST_CASE("[grid] variants restricts the grid to some variants", "[suite]") {
 
 }  // namespace
 }  // namespace seqbench
+
+namespace seqbench {
+namespace {
+
+constexpr char kTwoFamilies[] = R"toml(name = "architecture_tiny"
+description = "both families"
+family = "simple_rnn"
+baseline = "baseline"
+[references]
+attention = "naive"
+[model]
+vocab_size = 31
+width = 16
+layers = 1
+heads = 2
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "scan"
+[[variants]]
+key = "naive"
+[[variants]]
+key = "flash"
+[[grid]]
+variants = ["scan", "flash"]
+mode = "train"
+seq_len = [8, 16]
+[[grid]]
+variants = ["naive"]
+mode = "forward"
+seq_len = 32
+)toml";
+
+TEST_CASE("a suite runs two families, each checked against its own reference, over [[grid]]s",
+          "[suite]") {
+  const Suite suite = ParseSuite(kTwoFamilies, "two.toml");
+  CHECK(suite.ReferenceOf("simple_rnn") == "baseline");
+  CHECK(suite.ReferenceOf("attention") == "naive");
+  CHECK_THROWS(suite.ReferenceOf("lstm"));
+  CHECK(suite.Variant("flash").family == "attention");
+  CHECK(suite.ModelFor(suite.DefaultWorkload(), "attention").family == "attention");
+  CHECK(suite.ModelFor(suite.DefaultWorkload()).family == "simple_rnn");
+  // Each grid's variants at each of its points, grid after grid.
+  const std::vector<CaseSpec> cases = suite.Expand();
+  REQUIRE(cases.size() == 5);
+  CHECK(cases[0].variant.name == "scan");
+  CHECK(cases[1].variant.name == "flash");
+  CHECK(cases[1].workload.seq_len == 8);
+  CHECK(cases[3].workload.seq_len == 16);
+  CHECK(cases[4].variant.name == "naive");
+  CHECK(cases[4].workload.mode == "forward");
+}
+
+TEST_CASE("a second family needs its reference, of that family, on the right line", "[suite]") {
+  const auto fails_at = [](const std::string& text, int64_t line, const std::string& message) {
+    try {
+      ParseSuite(text, "two.toml");
+      FAIL("accepted");
+    } catch (const SuiteError& error) {
+      INFO(error.what());
+      CHECK(error.line() == line);
+      CHECK_THAT(error.message(), Catch::Contains(message));
+    }
+  };
+  // Without [references], an attention variant is refused where it is named.
+  std::string text =
+      std::regex_replace(kTwoFamilies, std::regex("\\[references\\]\nattention = \"naive\"\n"), "");
+  fails_at(text, 15, "name its reference in [references]");
+  fails_at(std::regex_replace(kTwoFamilies, std::regex("attention = \"naive\""),
+                              "attention = \"flash2\""),
+           5, "must name one of the suite's [[variants]] of family attention");
+  fails_at(
+      std::regex_replace(kTwoFamilies, std::regex("attention = \"naive\""), "attention = \"scan\""),
+      5, "of family attention");
+  fails_at(std::regex_replace(kTwoFamilies, std::regex("attention = \"naive\""),
+                              "simple_rnn = \"scan\""),
+           6, "is the suite's own family");
+  fails_at(std::regex_replace(kTwoFamilies, std::regex("baseline = \"baseline\""),
+                              "baseline = \"naive\""),
+           4, "is of family 'attention', not the suite's 'simple_rnn'");
+  // The model must suit both families: attention's head width must be even.
+  fails_at(std::regex_replace(kTwoFamilies, std::regex("heads = 2"), "heads = 16"), 20,
+           "(attention)");
+}
+
+}  // namespace
+}  // namespace seqbench

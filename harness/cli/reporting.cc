@@ -16,6 +16,7 @@
 #include "harness/suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
+#include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
@@ -51,21 +52,25 @@ std::string ReadFile(const std::string& path, const std::string& command) {
 
 int RunReport(const std::vector<std::string>& args) {
   RunSelection selection;
-  std::string format, out;
+  std::string format, out, fit_field;
   po::options_description options(
       "Usage: seqbench report [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
-      "                       [--format md|csv|json|gbench-json] [--out FILE] [--db FILE]\n\n"
+      "                       [--format md|csv|json|gbench-json] [--fit FIELD] [--out FILE]\n"
+      "                       [--db FILE]\n\n"
       "Renders a stored run: Markdown tables (one per mode, dtype and device), CSV or JSON\n"
       "with every field, or Google Benchmark's JSON for its tools/compare.py. Speedup is the\n"
       "ratio of median throughputs (tokens per step / median seconds per step), the one\n"
-      "definition every seqbench command uses.\n\nOptions");
+      "definition every seqbench command uses. --fit seq_len fits, per variant and\n"
+      "workload, time ∝ T^k and activation memory ∝ T^k over the run's lengths and prints k\n"
+      "with its 95% interval (least squares on logs, Student's t).\n\nOptions");
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
   selection.Declare(options, hidden, positional);
   options.add_options()("format", po::value(&format)->default_value("md"),
                         "md, csv, json or gbench-json")("out", po::value(&out),
-                                                        "write here instead of standard output");
+                                                        "write here instead of standard output")(
+      "fit", po::value(&fit_field), "fit exponents against this workload field (md only)");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
@@ -75,6 +80,16 @@ int RunReport(const std::vector<std::string>& args) {
   const RunRecord run = selection.Resolve(*values, store, "report");
   const auto cases = store->Cases(run.run_id);
   std::string text;
+  if (!fit_field.empty()) {
+    if (format != "md") throw UsageError("report: --fit renders Markdown only; drop --format");
+    if (run.kind == kRunKindTraining) throw UsageError("report: --fit needs a benchmark run");
+    try {
+      WriteOutput(RenderFitTable(FitComplexity(cases, fit_field), fit_field), out);
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(std::string("report: ") + error.what());
+    }
+    return 0;
+  }
   if (format == "md") {
     text = run.kind == kRunKindTraining
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
@@ -103,7 +118,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "plot=loss|validation_loss|loss_difference (with over=PIPELINE) and x=step|time their\n"
       "loss curves; pipelines=A,B,... picks\n"
       "and orders the pipelines shown. gate=PREFIX renders the gate's measured power from\n"
-      "runs labelled 'PREFIX base' and 'PREFIX xFACTOR' (ci/measure_gate).\n"
+      "runs labelled 'PREFIX base' and 'PREFIX xFACTOR' (ci/measure_gate). fit=FIELD renders\n"
+      "the exponents of time and memory against FIELD fitted per variant (report --fit).\n"
       "With several --db (e.g. results/published/cpu.db and gpu.db), each section comes\n"
       "from the first database that has a matching run.\n\n"
       "Options");

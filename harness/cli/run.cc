@@ -427,6 +427,13 @@ int RunRun(const std::vector<std::string>& args) {
     return stop_requested || (stop_after > 0 && cases_run >= stop_after);
   };
   const auto print_progress = [](const CaseProgress& progress) {
+    if (progress.record == nullptr) {
+      std::printf("interleaved: %lld of %lld samples timed  ETA %s\n",
+                  (long long)progress.samples_done, (long long)progress.samples_total,
+                  FormatEta(progress.eta_s).c_str());
+      std::fflush(stdout);
+      return;
+    }
     std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
                 ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
     std::fflush(stdout);

@@ -77,16 +77,21 @@ int RunVerify(const std::vector<std::string>& args) {
     }
   }();
   if (baseline_key.empty()) {
+    std::vector<std::string> references;
     for (const VariantEntry* entry : GlobalVariants().Entries()) {
       if (entry->capabilities.family == config.family &&
           entry->capabilities.category == "reference") {
-        baseline_key = entry->key;
+        references.push_back(entry->key);
       }
     }
-    if (baseline_key.empty()) {
-      throw UsageError("verify: family '" + config.family +
-                       "' has no variant of category \"reference\"; name one with --baseline");
+    if (references.size() != 1) {
+      std::string listed;
+      for (const auto& key : references) listed += " " + key;
+      throw UsageError("verify: family '" + config.family + "' has " +
+                       std::to_string(references.size()) + " variants of category \"reference\" (" +
+                       listed + " ); name the reference with --baseline");
     }
+    baseline_key = references.front();
   }
   if (!GlobalVariants().Contains(baseline_key)) {
     throw UsageError("verify: unknown baseline '" + baseline_key +
@@ -125,9 +130,10 @@ int RunVerify(const std::vector<std::string>& args) {
   const Batch batch = MakeBatch(shape, config.vocab_size, seed + 1);
   const Batch prompt =
       MakeBatch({shape.batch_size, shape.max_length, 0}, config.vocab_size, seed + 2);
-  std::printf("%s %s V=%lld D=%lld L=%lld H=%lld  B=%lld T=%lld (min %lld)  seed=%llu\n",
-              config.family.c_str(), DtypeName(dtype).c_str(), (long long)config.vocab_size,
-              (long long)config.width, (long long)config.num_layers, (long long)config.num_heads,
+  std::printf("%s%s %s V=%lld D=%lld L=%lld H=%lld  B=%lld T=%lld (min %lld)  seed=%llu\n",
+              config.family.c_str(), config.ffn == "gelu" ? "" : (" ffn=" + config.ffn).c_str(),
+              DtypeName(dtype).c_str(), (long long)config.vocab_size, (long long)config.width,
+              (long long)config.num_layers, (long long)config.num_heads,
               (long long)shape.batch_size, (long long)shape.max_length, (long long)shape.min_length,
               (unsigned long long)seed);
   std::printf("%-14s %-9s %11s %11s %11s %11s %11s  %-22s %s\n", "variant", "mode", "logits_abs",

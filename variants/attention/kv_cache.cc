@@ -14,7 +14,20 @@ namespace {
 
 class KeyValueCached final : public Variant, public IncrementalDecoder {
  public:
-  Capabilities capabilities() const override { return BaseCapabilities("incremental inference"); }
+  Capabilities capabilities() const override {
+    Capabilities caps = BaseCapabilities("incremental inference");
+    caps.options = {
+        {"score_budget_mib", "as naive's, for its train and forward steps and its prefill (" +
+                                 std::to_string(kDefaultScoreBudgetMiB) + ")"}};
+    return caps;
+  }
+
+  // Train and forward are naive's; generate materialises the prompt's scores once.
+  std::string SkipReason(Mode mode, const Batch& batch, int64_t num_tokens) const override {
+    return NaiveBudgetReason(
+        NaiveScoreBytes(config(), mode, batch.batch_size(), batch.max_length(), dtype()),
+        OptionOr("score_budget_mib", kDefaultScoreBudgetMiB));
+  }
 
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
     StepWork work = CausalWork(Variant::Work(mode, batch, num_tokens), mode, batch, num_tokens);
@@ -37,8 +50,8 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
   }
 
   // state.tensors: the cache's keys of every layer, then its values, then the filled
-  // length as a one-element int64 tensor. Room for kCapacityHint more tokens is reserved
-  // unless Generate() says how many it needs (ReserveFor()).
+  // length as a one-element int64 tensor. Room for the tokens Generate() will add (reserve_),
+  // or kCapacityHint when called from elsewhere; Step() fails clearly past it.
   torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) override {
     TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) > 0, "prompt must be [B,P] with P > 0");
     const int64_t capacity = prompt.size(1) + (reserve_ > 0 ? reserve_ : kCapacityHint);
@@ -68,14 +81,19 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
   torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens) override {
     TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
     torch::NoGradGuard no_grad;
-    reserve_ = num_tokens;
     DecodeState state;
     torch::Tensor logits;
     {
       TraceRange range("prefill");
-      logits = Prefill(prompt, state);
+      reserve_ = num_tokens;
+      try {
+        logits = Prefill(prompt, state);
+      } catch (...) {
+        reserve_ = 0;
+        throw;
+      }
+      reserve_ = 0;
     }
-    reserve_ = 0;
     std::vector<torch::Tensor> generated;
     for (int64_t i = 0; i < num_tokens; ++i) {
       generated.push_back(logits.argmax(-1));

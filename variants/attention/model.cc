@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "variants/core/registry.h"
@@ -80,6 +81,22 @@ torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
   return torch::matmul(torch::softmax(scores, -1), v);
 }
 
+double NaiveScoreBytes(const ModelConfig& config, Mode mode, int64_t batch_size, int64_t positions,
+                       torch::ScalarType dtype) {
+  const double layers_alive = mode == Mode::kTrain ? static_cast<double>(config.num_layers) : 1;
+  const double steps = static_cast<double>(positions);
+  return 2 * layers_alive * static_cast<double>(batch_size) *
+         static_cast<double>(config.num_heads) * steps * steps *
+         static_cast<double>(c10::elementSize(dtype));
+}
+
+std::string NaiveBudgetReason(double bytes, int64_t budget_mib) {
+  if (bytes <= static_cast<double>(budget_mib) * (1 << 20)) return "";
+  return "naive attention's score matrices need " +
+         std::to_string(std::llround(bytes / (1 << 20))) +
+         " MiB, over score_budget_mib = " + std::to_string(budget_mib);
+}
+
 torch::Tensor Rotary(const torch::Tensor& x, int64_t offset) {
   const int64_t steps = x.size(2), head_width = x.size(3), half = head_width / 2;
   const auto float64 = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
@@ -117,6 +134,10 @@ torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
                         KeyValueCache* cache) {
   const int64_t num_heads = config.num_heads;
   const int64_t head_width = config.width / num_heads;
+  // A cache is written in place: under autograd its buffers would join the graph and every
+  // later write would invalidate what earlier steps saved.
+  std::optional<torch::NoGradGuard> no_grad;
+  if (cache != nullptr) no_grad.emplace();
   const int64_t offset = cache != nullptr ? cache->length : 0;
   const int64_t steps = tokens.size(1);
   auto h = torch::embedding(weights.embedding, tokens);  // [B,T,D]

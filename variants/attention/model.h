@@ -63,12 +63,22 @@ torch::Tensor NaiveAttention(const torch::Tensor& q, const torch::Tensor& k,
 torch::Tensor FlashAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                              int64_t block);
 
+// Bytes of the score and probability matrices NaiveAttention keeps for one step: one
+// layer's pair in inference, every layer's in train mode (saved for backward), at
+// `positions` keys. What naive and kv_cache compare with their `score_budget_mib`.
+double NaiveScoreBytes(const ModelConfig& config, Mode mode, int64_t batch_size, int64_t positions,
+                       torch::ScalarType dtype);
+// A SkipReason for NaiveScoreBytes above `budget_mib`, or "".
+std::string NaiveBudgetReason(double bytes, int64_t budget_mib);
+inline constexpr int64_t kDefaultScoreBudgetMiB = 2048;
+
 // Rotary position embedding (RoPE, rotate-half form) of x: [B,H,T,dh] at absolute
 // positions offset .. offset+T-1; base 10000. Returns a new tensor.
 torch::Tensor Rotary(const torch::Tensor& x, int64_t offset);
 
 // A key/value cache: one [B,H,capacity,dh] pair per layer and how many positions hold
-// values. Written in place by RunLayers() under no-grad; empty `keys` means no cache.
+// values. Written in place by RunLayers(), which turns gradients off while it has a cache
+// (decoding is inference only).
 struct KeyValueCache {
   std::vector<torch::Tensor> keys, values;
   int64_t length = 0;
@@ -77,7 +87,7 @@ struct KeyValueCache {
 // Embedding and every layer: attention (through `attend`) and the feed-forward block,
 // each a pre-norm residual. tokens: [B,T] at positions cache->length .. (0 without a
 // cache); with a cache, each layer's k, v are appended to it and attention reads the whole
-// cache. Returns the residual stream h: [B,T,D].
+// cache, under no-grad. Returns the residual stream h: [B,T,D].
 torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
                         const torch::Tensor& tokens, const AttentionFn& attend,
                         KeyValueCache* cache = nullptr);

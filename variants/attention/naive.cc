@@ -10,8 +10,6 @@
 namespace seqbench::attention {
 namespace {
 
-constexpr int64_t kDefaultScoreBudgetMiB = 2048;
-
 class Naive final : public Variant {
  public:
   Capabilities capabilities() const override {
@@ -28,18 +26,10 @@ class Naive final : public Variant {
   }
 
   std::string SkipReason(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    const double steps =
-        static_cast<double>(batch.max_length() + (mode == Mode::kGenerate ? num_tokens : 0));
-    // Scores and probabilities, one pair alive in inference, every layer's in training.
-    const double layers_alive = mode == Mode::kTrain ? config().num_layers : 1;
-    const double bytes = 2 * layers_alive * static_cast<double>(batch.batch_size()) *
-                         config().num_heads * steps * steps *
-                         static_cast<double>(torch::elementSize(dtype()));
-    const double budget = static_cast<double>(OptionOr("score_budget_mib", kDefaultScoreBudgetMiB));
-    if (bytes <= budget * (1 << 20)) return "";
-    return "naive attention's score matrices need " +
-           std::to_string(std::llround(bytes / (1 << 20))) +
-           " MiB, over score_budget_mib = " + std::to_string(std::llround(budget));
+    const int64_t positions = batch.max_length() + (mode == Mode::kGenerate ? num_tokens : 0);
+    return NaiveBudgetReason(
+        NaiveScoreBytes(config(), mode, batch.batch_size(), positions, dtype()),
+        OptionOr("score_budget_mib", kDefaultScoreBudgetMiB));
   }
 
   ForwardOutput Forward(const Batch& batch) override {

@@ -16,8 +16,9 @@
 namespace seqbench {
 
 // Bump when Variant, Batch, ForwardOutput or the registries change layout.
-// 2: capabilities (with complexity) at registration; 3: Variant::Work, FamilyEntry::step_cost
-inline constexpr int kPluginApiVersion = 3;
+// 2: capabilities (with complexity) at registration; 3: Variant::Work, FamilyEntry::step_cost;
+// 4: Variant::SkipReason, Capabilities::unavailable, ModelConfig::ffn, StepWork's pairs
+inline constexpr int kPluginApiVersion = 4;
 
 class PluginError : public std::runtime_error {
  public:

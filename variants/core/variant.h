@@ -203,8 +203,10 @@ class Variant {
   std::unique_ptr<torch::optim::SGD> optimizer_;
 };
 
-// Implemented, next to Variant, by variants that decode incrementally: O(1) work per new
-// token instead of re-running the prefix. `seqbench generate` and the generate mode use it.
+// Implemented, next to Variant, by variants that decode incrementally: work per new token
+// independent of the prefix for a recurrence (stepwise), linear in it for attention with a
+// key/value cache, instead of re-running the prefix. `seqbench generate` and the generate mode use
+// it.
 class IncrementalDecoder {
  public:
   // Whatever the variant carries between tokens (for a recurrence: one state per layer).
