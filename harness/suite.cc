@@ -325,7 +325,10 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                                             Joined({names.begin(), names.end()}));
   }
 
-  for (const auto& [family, reference] : suite.references) {
+  for (const auto& entry : suite.references) {
+    // Not a structured binding: C++17 lambdas cannot capture those (clang refuses).
+    const std::string& family = entry.first;
+    const std::string& reference = entry.second;
     const auto spec = std::find_if(suite.variants.begin(), suite.variants.end(),
                                    [&](const VariantSpec& v) { return v.name == reference; });
     if (spec == suite.variants.end() || spec->family != family) {
