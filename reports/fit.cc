@@ -54,16 +54,7 @@ std::vector<FitRow> FitComplexity(const std::vector<CaseRecord>& cases, const st
     });
     FitRow row;
     row.variant = points.front()->identity.variant_name;
-    std::string label;
-    for (const WorkloadField& other : WorkloadFields()) {
-      if (other.name == field->name) continue;
-      const std::string one = points.front()->identity.workload.Field(other.name);
-      if (!other.omit_in_label.empty() && one == other.omit_in_label) continue;
-      if (other.name == "generate_tokens" && points.front()->identity.workload.mode != "generate")
-        continue;
-      label += (label.empty() ? "" : " ") + std::string(other.label) + "=" + one;
-    }
-    row.workload = label;
+    row.workload = points.front()->identity.workload.Label(field->name);
     std::vector<double> times, memory;
     bool memory_complete = true;
     for (const CaseRecord* point : points) {

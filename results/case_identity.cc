@@ -126,9 +126,10 @@ std::string Workload::Key() const {
   return key;
 }
 
-std::string Workload::Label() const {
+std::string Workload::Label(std::string_view leave_out) const {
   std::string label;
   for (const WorkloadField& field : WorkloadFields()) {
+    if (field.name == leave_out) continue;
     const std::string value = field.Get(*this);
     if (!field.omit_in_label.empty() && value == field.omit_in_label) continue;
     // The generated-token count means nothing outside generate mode.

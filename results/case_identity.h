@@ -41,8 +41,9 @@ struct Workload {
   // different dates compare, and unambiguous.
   std::string Key() const;
   // Short text for people: "mode=train dtype=float32 device=cpu B=4 T=32 L=2 D=64 H=4 V=64";
-  // fields at their "omit" value (e.g. min_len=0) are left out.
-  std::string Label() const;
+  // fields at their "omit" value (e.g. min_len=0) are left out, and so is `leave_out` (a
+  // field the reader sees elsewhere, e.g. a fitted series' x).
+  std::string Label(std::string_view leave_out = "") const;
   // A field as text ("" for an unknown name): what `where` filters compare with.
   std::string Field(std::string_view name) const;
   bool operator==(const Workload& other) const { return Key() == other.Key(); }

@@ -189,7 +189,7 @@ TEST_CASE(
   const auto expected = variant->InferStep(batch).logits;  // [B,T,V]
   IncrementalDecoder::DecodeState state;
   torch::NoGradGuard no_grad;
-  const auto prefill = decoder.Prefill(batch.tokens.slice(1, 0, 6), state);
+  const auto prefill = decoder.Prefill(batch.tokens.slice(1, 0, 6), /*max_steps=*/5, state);
   CHECK(torch::allclose(prefill, expected.select(1, 5), 1e-10, 1e-12));
   for (int64_t t = 6; t < 11; ++t) {
     const auto step = decoder.Step(batch.tokens.select(1, t), state);

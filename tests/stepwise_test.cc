@@ -39,7 +39,8 @@ TEST_CASE("stepwise Prefill and Step reproduce the forward logits at every posit
   torch::NoGradGuard no_grad;
   IncrementalDecoder::DecodeState state;
   const int64_t prefix = 5;
-  auto logits = decoder->Prefill(full.tokens.slice(1, 0, prefix), state);
+  auto logits =
+      decoder->Prefill(full.tokens.slice(1, 0, prefix), full.max_length() - prefix, state);
   for (int64_t t = prefix - 1; t < full.max_length(); ++t) {
     INFO("position " << t);
     CHECK(Compare(logits, expected.select(1, t), variant->capabilities().float64).within);

@@ -89,7 +89,7 @@ int RunGenerate(const std::vector<std::string>& args) {
   const auto prompt_tensor = torch::tensor(prompt_ids, torch::kInt64).reshape({1, -1}).to(device);
   IncrementalDecoder::DecodeState state;
   auto start = std::chrono::steady_clock::now();
-  torch::Tensor logits = decoder->Prefill(prompt_tensor, state);
+  torch::Tensor logits = decoder->Prefill(prompt_tensor, num_tokens - 1, state);
   int64_t next = logits.argmax(-1).item<int64_t>();
   const double prefill_s = SecondsSince(start, device);
   std::vector<int64_t> generated{next};

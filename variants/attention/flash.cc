@@ -128,9 +128,8 @@ class Flash final : public Variant {
 
   // The causal pairs, and in train mode all of them again: backward recomputes the scores.
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = CausalWork(Variant::Work(mode, batch, num_tokens), mode, batch, num_tokens);
-    if (mode == Mode::kTrain) work.recomputed_pairs = work.attention_pairs;
-    return work;
+    return CausalWork(Variant::Work(mode, batch, num_tokens), batch, num_tokens,
+                      /*scores_recomputed=*/true);
   }
 
   ForwardOutput Forward(const Batch& batch) override {

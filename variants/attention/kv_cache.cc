@@ -7,7 +7,6 @@
 // Train and forward are `naive`.
 #include "variants/attention/model.h"
 #include "variants/core/registry.h"
-#include "variants/core/trace.h"
 
 namespace seqbench::attention {
 namespace {
@@ -30,7 +29,7 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
   }
 
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = CausalWork(Variant::Work(mode, batch, num_tokens), mode, batch, num_tokens);
+    StepWork work = CausalWork(Variant::Work(mode, batch, num_tokens), batch, num_tokens);
     if (mode == Mode::kGenerate) {
       const double sequences = static_cast<double>(batch.batch_size());
       const double prompt = static_cast<double>(batch.max_length());
@@ -50,11 +49,12 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
   }
 
   // state.tensors: the cache's keys of every layer, then its values, then the filled
-  // length as a one-element int64 tensor. Room for the tokens Generate() will add (reserve_),
-  // or kCapacityHint when called from elsewhere; Step() fails clearly past it.
-  torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) override {
+  // length as a one-element int64 tensor; room for the prompt and max_steps more tokens.
+  torch::Tensor Prefill(const torch::Tensor& prompt, int64_t max_steps,
+                        DecodeState& state) override {
     TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) > 0, "prompt must be [B,P] with P > 0");
-    const int64_t capacity = prompt.size(1) + (reserve_ > 0 ? reserve_ : kCapacityHint);
+    TORCH_CHECK(max_steps >= 0, "max_steps must not be negative, got ", max_steps);
+    const int64_t capacity = prompt.size(1) + max_steps;
     const int64_t head_width = config().width / config().num_heads;
     KeyValueCache cache;
     for (int64_t layer = 0; layer < config().num_layers; ++layer) {
@@ -79,37 +79,10 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
   }
 
   torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens) override {
-    TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
-    torch::NoGradGuard no_grad;
-    DecodeState state;
-    torch::Tensor logits;
-    {
-      TraceRange range("prefill");
-      reserve_ = num_tokens;
-      try {
-        logits = Prefill(prompt, state);
-      } catch (...) {
-        reserve_ = 0;
-        throw;
-      }
-      reserve_ = 0;
-    }
-    std::vector<torch::Tensor> generated;
-    for (int64_t i = 0; i < num_tokens; ++i) {
-      generated.push_back(logits.argmax(-1));
-      if (i + 1 < num_tokens) {
-        TraceRange range("decode");
-        logits = Step(generated.back(), state);
-      }
-    }
-    return torch::stack(generated, 1);
+    return GreedyDecode(*this, prompt, num_tokens);
   }
 
  private:
-  // Tokens a cache has room for after the prompt when the caller did not say (seqbench
-  // generate's interactive use); Step() fails clearly when they run out.
-  static constexpr int64_t kCapacityHint = 1024;
-
   void Store(const KeyValueCache& cache, DecodeState& state) const {
     state.tensors = cache.keys;
     state.tensors.insert(state.tensors.end(), cache.values.begin(), cache.values.end());
@@ -125,8 +98,6 @@ class KeyValueCached final : public Variant, public IncrementalDecoder {
     cache.length = state.tensors.back().item<int64_t>();
     return cache;
   }
-
-  int64_t reserve_ = 0;
 };
 
 }  // namespace

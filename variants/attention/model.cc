@@ -196,11 +196,11 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
   return cost;
 }
 
-StepWork CausalWork(StepWork work, Mode mode, const Batch& batch, int64_t num_tokens) {
+StepWork CausalWork(StepWork work, const Batch& batch, int64_t num_tokens, bool scores_recomputed) {
   const double sequences = static_cast<double>(batch.batch_size());
   const auto causal_pairs = [](double steps) { return steps * (steps + 1) / 2; };
   const double prompt = static_cast<double>(batch.max_length());
-  if (mode == Mode::kGenerate) {
+  if (work.mode == Mode::kGenerate) {
     // The default Generate() re-runs the whole prefix for every new token.
     double pairs = 0;
     for (int64_t n = 0; n < num_tokens; ++n) pairs += causal_pairs(prompt + n);
@@ -208,6 +208,7 @@ StepWork CausalWork(StepWork work, Mode mode, const Batch& batch, int64_t num_to
   } else {
     work.attention_pairs = sequences * causal_pairs(prompt);
   }
+  if (scores_recomputed && work.mode == Mode::kTrain) work.recomputed_pairs = work.attention_pairs;
   return work;
 }
 

@@ -105,9 +105,12 @@ ForwardOutput ForwardWith(const Weights& weights, const ModelConfig& config, con
 // (StepWork::attention_pairs) 4·D (q·k and p·v for every head).
 StepCost StepCostOf(const ModelConfig& config, const StepWork& work);
 
-// StepWork of the default steps for this family: the causal pairs of every [B,T] position
-// (T·(T+1)/2 a sequence and layer), and in generate mode those of every re-run prefix.
-StepWork CausalWork(StepWork work, Mode mode, const Batch& batch, int64_t num_tokens);
+// `work` (Variant::Work's, which knows the mode) with the attention pairs of the default
+// steps: the causal pairs of every [B,T] position (T·(T+1)/2 a sequence and layer), and in
+// generate mode those of every re-run prefix. `scores_recomputed`: a train step's backward
+// computes every pair's scores again (flash attention's tiles), counted as recomputed.
+StepWork CausalWork(StepWork work, const Batch& batch, int64_t num_tokens,
+                    bool scores_recomputed = false);
 
 // Capabilities every attention variant starts from: all modes, CPU and CUDA, fp32/fp64,
 // attention memory O(T^2) unless the variant says otherwise.

@@ -22,7 +22,7 @@ class Naive final : public Variant {
   }
 
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    return CausalWork(Variant::Work(mode, batch, num_tokens), mode, batch, num_tokens);
+    return CausalWork(Variant::Work(mode, batch, num_tokens), batch, num_tokens);
   }
 
   std::string SkipReason(Mode mode, const Batch& batch, int64_t num_tokens) const override {

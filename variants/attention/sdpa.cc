@@ -26,9 +26,8 @@ class ScaledDotProduct final : public Variant {
   // ATen's flash kernels skip the tiles above the diagonal and recompute in backward, as
   // `flash` does; counted the same way.
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = CausalWork(Variant::Work(mode, batch, num_tokens), mode, batch, num_tokens);
-    if (mode == Mode::kTrain) work.recomputed_pairs = work.attention_pairs;
-    return work;
+    return CausalWork(Variant::Work(mode, batch, num_tokens), batch, num_tokens,
+                      /*scores_recomputed=*/true);
   }
 
   ForwardOutput Forward(const Batch& batch) override {

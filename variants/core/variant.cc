@@ -173,4 +173,25 @@ StepWork Variant::Work(Mode mode, const Batch& batch, int64_t num_tokens) const 
   return work;
 }
 
+torch::Tensor GreedyDecode(IncrementalDecoder& decoder, const torch::Tensor& prompt,
+                           int64_t num_tokens) {
+  TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
+  torch::NoGradGuard no_grad;
+  IncrementalDecoder::DecodeState state;
+  torch::Tensor logits;
+  {
+    TraceRange range("prefill");
+    logits = decoder.Prefill(prompt, num_tokens - 1, state);
+  }
+  std::vector<torch::Tensor> generated;
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    generated.push_back(logits.argmax(-1));
+    if (i + 1 < num_tokens) {
+      TraceRange range("decode");
+      logits = decoder.Step(generated.back(), state);
+    }
+  }
+  return torch::stack(generated, 1);
+}
+
 }  // namespace seqbench

@@ -217,9 +217,17 @@ class IncrementalDecoder {
   virtual ~IncrementalDecoder() = default;
 
   // Runs the whole prompt once. prompt: [B,P] int64 -> logits of the last position [B,V].
-  virtual torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) = 0;
+  // `max_steps`: the most Step() calls that will follow (what a cache must hold room for).
+  virtual torch::Tensor Prefill(const torch::Tensor& prompt, int64_t max_steps,
+                                DecodeState& state) = 0;
   // Advances by one token. token: [B] int64 -> logits [B,V].
   virtual torch::Tensor Step(const torch::Tensor& token, DecodeState& state) = 0;
 };
+
+// Greedy decoding of `num_tokens` tokens through `decoder` under no-grad: Prefill() once,
+// then one Step() per token after the first, in NVTX ranges "prefill" and "decode". What
+// incremental variants' Generate() does. prompt: [B,P] int64 -> [B,N] int64.
+torch::Tensor GreedyDecode(IncrementalDecoder& decoder, const torch::Tensor& prompt,
+                           int64_t num_tokens);
 
 }  // namespace seqbench

@@ -3,7 +3,6 @@
 // N generated tokens cost O(N) work instead of re-running the growing prefix (O(N*(P+N))).
 // Forward and train run the prefill over the whole batch, i.e. `batched`.
 #include "variants/core/registry.h"
-#include "variants/core/trace.h"
 #include "variants/simple_rnn/model.h"
 
 namespace seqbench::simple_rnn {
@@ -29,7 +28,9 @@ class Stepwise final : public Variant, public IncrementalDecoder {
                           config().num_heads, StepLoopMixer());
   }
 
-  torch::Tensor Prefill(const torch::Tensor& prompt, DecodeState& state) override {
+  // A recurrence's state has the same size whatever follows: max_steps is not needed.
+  torch::Tensor Prefill(const torch::Tensor& prompt, int64_t /*max_steps*/,
+                        DecodeState& state) override {
     TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) > 0, "prompt must be [B,P] with P > 0");
     state.tensors.clear();
     const Weights weights = Weights::View(parameters(), config().num_layers);
@@ -47,23 +48,7 @@ class Stepwise final : public Variant, public IncrementalDecoder {
   }
 
   torch::Tensor Generate(const torch::Tensor& prompt, int64_t num_tokens) override {
-    TORCH_CHECK(num_tokens > 0, "num_tokens must be positive");
-    torch::NoGradGuard no_grad;
-    DecodeState state;
-    torch::Tensor logits;
-    {
-      TraceRange range("prefill");
-      logits = Prefill(prompt, state);
-    }
-    std::vector<torch::Tensor> generated;
-    for (int64_t i = 0; i < num_tokens; ++i) {
-      generated.push_back(logits.argmax(-1));
-      if (i + 1 < num_tokens) {
-        TraceRange range("decode");
-        logits = Step(generated.back(), state);
-      }
-    }
-    return torch::stack(generated, 1);
+    return GreedyDecode(*this, prompt, num_tokens);
   }
 };
 
