@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 namespace seqbench {
@@ -39,7 +41,8 @@ std::string ChildOutcome::Describe() const {
 std::string SelfExecutable() { return "/proc/self/exe"; }
 
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
-                      const std::function<bool()>& should_stop) {
+                      const std::function<bool()>& should_stop,
+                      const std::vector<std::string>& extra_environment) {
   ChildOutcome outcome;
   if (argv.empty()) {
     outcome.message = "no command";
@@ -50,6 +53,20 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
   std::vector<char*> args;
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> environment;
+  for (const std::string& entry : extra_environment) {
+    environment.push_back(const_cast<char*>(entry.c_str()));
+  }
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const auto name = text.substr(0, text.find('=') + 1);  // "NAME="
+    const bool overridden = std::any_of(
+        extra_environment.begin(), extra_environment.end(), [&](const std::string& extra) {
+          return std::string_view(extra).substr(0, name.size()) == name;
+        });
+    if (!overridden) environment.push_back(*entry);
+  }
+  environment.push_back(nullptr);
   const pid_t parent = getpid();
   const auto started = std::chrono::steady_clock::now();
   const pid_t pid = fork();
@@ -63,7 +80,7 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the supervisor died before prctl
-    execv(args[0], args.data());
+    execve(args[0], args.data(), environment.data());
     _exit(127);
   }
   const auto elapsed = [&] {

@@ -31,11 +31,13 @@ struct ChildOutcome {
   std::string Describe() const;
 };
 
-// Runs argv[0] (a path, not looked up in PATH) with `argv`, inheriting stdout and stderr.
+// Runs argv[0] (a path, not looked up in PATH) with `argv`, inheriting stdout, stderr and
+// the environment, to which `extra_environment` ("NAME=value") adds or overrides.
 // timeout_s <= 0: no limit. `should_stop` is polled about every 20 ms (it may read a flag
 // set by a signal handler). The child dies with its supervisor (PR_SET_PDEATHSIG).
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
-                      const std::function<bool()>& should_stop);
+                      const std::function<bool()>& should_stop,
+                      const std::vector<std::string>& extra_environment = {});
 
 // This executable's path (/proc/self/exe), to start another seqbench.
 std::string SelfExecutable();

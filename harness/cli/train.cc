@@ -10,15 +10,19 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
+#include "harness/child_process.h"
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/run_header.h"
 #include "harness/text_data.h"
+#include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
 #include "harness/training/training_suite.h"
 #include "reports/format.h"
@@ -119,6 +123,8 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   number("eval-every", "eval_every");
   number("seed", "seed");
   text("device", "device");
+  number("bucket-mb", "bucket_mb");
+  text("compression", "compression");
   if (values.count("loss-scaling")) put("loss-scaling", "loss_scaling = true\n");
   if (values.count("restarts")) put("restarts", "restarts = true\n");
   return {toml.str(), flags};
@@ -165,12 +171,95 @@ class ProgressPrinter {
   bool terminal_ = isatty(fileno(stderr)) != 0;
 };
 
+// Whether run `run_id` holds case `key` with the error status.
+bool FailedCase(const Store& store, int64_t run_id, const std::string& key) {
+  for (const CaseRecord& record : store.Cases(run_id)) {
+    if (record.key() == key) return record.status == kStatusError;
+  }
+  return false;
+}
+
+// `--nproc N`: starts N ranks of this same command (without --nproc) on this machine with
+// torchrun's environment, and waits for them. A rank that fails gives the others
+// `grace_s` to notice (c10d raises in them once a peer is gone) before they are killed.
+// Returns 0 when every rank exited 0, else the first failing rank's exit code (1 for a
+// signal).
+int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grace_s) {
+  std::vector<std::string> argv{SelfExecutable(), "train"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc") {
+      ++i;  // and its value
+    } else if (args[i].rfind("--nproc=", 0) != 0) {
+      argv.push_back(args[i]);
+    }
+  }
+  const int64_t port = training::FreeLocalPort();
+  std::printf("train: starting %lld ranks on this machine (c10d store at 127.0.0.1:%lld)\n",
+              (long long)ranks, (long long)port);
+  std::fflush(stdout);
+  std::vector<ChildOutcome> outcomes(ranks);
+  std::atomic<bool> failed{false};
+  std::atomic<int64_t> failed_at_ms{0};
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  // As torchrun: one intra-op thread per rank unless the user chose (ranks sharing the
+  // machine's cores would otherwise each start a thread per core).
+  std::vector<std::string> threads;
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (std::getenv(name) == nullptr) threads.push_back(std::string(name) + "=1");
+  }
+  std::vector<std::thread> supervisors;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    std::vector<std::string> environment = training::WorldEnvironmentFor(rank, ranks, port);
+    environment.insert(environment.end(), threads.begin(), threads.end());
+    supervisors.emplace_back([&, rank, environment] {
+      const auto should_stop = [&] {
+        return stop_requested ||
+               (failed && now_ms() - failed_at_ms > static_cast<int64_t>(grace_s * 1000));
+      };
+      outcomes[rank] = RunChild(argv, 0, should_stop, environment);
+      const ChildOutcome& outcome = outcomes[rank];
+      const bool ok = outcome.end == ChildOutcome::End::kExited && outcome.exit_code == 0;
+      if (!ok && !failed.exchange(true)) failed_at_ms = now_ms();
+    });
+  }
+  for (auto& supervisor : supervisors) supervisor.join();
+  int exit_code = 0;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    const ChildOutcome& outcome = outcomes[rank];
+    if (outcome.end == ChildOutcome::End::kExited && outcome.exit_code == 0) continue;
+    std::string what;
+    switch (outcome.end) {
+      case ChildOutcome::End::kExited:
+        what = "exited with status " + std::to_string(outcome.exit_code);
+        break;
+      case ChildOutcome::End::kSignaled:
+        what = "was killed by signal " + std::to_string(outcome.signal) + " (" +
+               strsignal(outcome.signal) + ")";
+        break;
+      case ChildOutcome::End::kInterrupted:
+        what = "was stopped (a peer had failed, or the launcher was interrupted)";
+        break;
+      default:
+        what = outcome.Describe();
+    }
+    std::fprintf(stderr, "train: rank %lld %s\n", (long long)rank, what.c_str());
+    if (exit_code == 0) {
+      exit_code = outcome.end == ChildOutcome::End::kExited ? outcome.exit_code : 1;
+    }
+  }
+  return exit_code;
+}
+
 }  // namespace
 
 int RunTrain(const std::vector<std::string>& args) {
   std::string suite_path, db_path, checkpoint, resume, device, label;
   std::vector<std::string> only;
-  int64_t save_every = 0;
+  int64_t save_every = 0, nproc = 0, timeout_s = 60;
   po::options_description options(
       "Usage: seqbench train [SUITE.toml] [OPTIONS]\n\n"
       "Trains on real text and stores every step's loss and each pipeline's throughput,\n"
@@ -178,6 +267,11 @@ int RunTrain(const std::vector<std::string>& args) {
       "(suites/training.toml), runs its pipelines side by side; without one, runs a single\n"
       "pipeline described by the flags below. Exits 0 when every pipeline finished, 1 when\n"
       "one failed or the run was interrupted (Ctrl-C; what ran is stored), 2 on bad input.\n\n"
+      "Data parallelism (c10d, Gloo): --nproc N starts N ranks on this machine; under\n"
+      "torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set) each process is one rank.\n"
+      "A pipeline trains on every rank unless its suite entry sets `ranks`; the batch\n"
+      "options describe the global batch, which the ranks split. Rank 0 alone writes the\n"
+      "database and checkpoints.\n\n"
       "Options");
   // Numbers are taken as text and parsed with the suite file's rules (one validation path).
   options.add_options()("help,h", "show this help")(
@@ -213,7 +307,12 @@ int RunTrain(const std::vector<std::string>& args) {
       "restarts", "cosine schedule with warm restarts")(
       "clip-norm", po::value<std::string>(), "clip gradients to this global norm (0: off)")(
       "eval-every", po::value<std::string>(), "validation loss every N steps")(
-      "seed", po::value<std::string>(), "weights and batch order");
+      "seed", po::value<std::string>(), "weights and batch order")(
+      "nproc", po::value(&nproc), "start this many data-parallel ranks on this machine")(
+      "bucket-mb", po::value<std::string>(), "gradient bucket cap in MiB (c10d Reducer; 25)")(
+      "compression", po::value<std::string>(), "none | fp16: gradient buckets sent as")(
+      "dist-timeout", po::value(&timeout_s),
+      "seconds a rank waits for its peers before failing (default 60)");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))("stop-after-steps",
                                                         po::value(&stop_after_steps))(
@@ -232,7 +331,7 @@ int RunTrain(const std::vector<std::string>& args) {
       "heads",         "batching",     "batch-size", "token-budget",
       "workers",       "accumulation", "amp",        "loss-scaling",
       "learning-rate", "warmup-steps", "restarts",   "clip-norm",
-      "eval-every",    "seed"};
+      "eval-every",    "seed",         "bucket-mb",  "compression"};
   TrainingSuite suite;
   try {
     if (!suite_path.empty()) {
@@ -279,6 +378,39 @@ int RunTrain(const std::vector<std::string>& args) {
     }
     pipelines.push_back(spec);
   }
+  // The world: torchrun's environment, or the one --nproc is about to start.
+  std::optional<training::WorldEnvironment> world_environment;
+  try {
+    world_environment = training::ReadWorldEnvironment();
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(std::string("train: torchrun environment: ") + error.what());
+  }
+  if (values->count("nproc")) {
+    if (world_environment) {
+      throw UsageError(
+          "train: --nproc starts the ranks itself; under torchrun (WORLD_SIZE is "
+          "set) leave it out");
+    }
+    if (nproc < 1 || nproc > 1024) throw UsageError("train: --nproc must be 1..1024");
+  }
+  if (timeout_s < 1) throw UsageError("train: --dist-timeout must be at least 1 second");
+  const int64_t world_size =
+      world_environment ? world_environment->world_size : std::max<int64_t>(1, nproc);
+  if (world_size > 1 && !training::DistributedAvailable()) {
+    throw UsageError("train: " + training::DistributedUnavailableReason());
+  }
+  for (PipelineSpec& spec : pipelines) {
+    auto& data_parallel = spec.config.data_parallel;
+    if (spec.ranks_from_world) data_parallel.ranks = world_size;
+    data_parallel.timeout = std::chrono::seconds(timeout_s);
+    if (data_parallel.ranks > world_size) {
+      throw UsageError("train: pipeline '" + spec.name + "' trains on " +
+                       std::to_string(data_parallel.ranks) + " ranks, but " +
+                       (world_size == 1 ? std::string("there is one; start with --nproc ") +
+                                              std::to_string(data_parallel.ranks)
+                                        : "the world has " + std::to_string(world_size)));
+    }
+  }
   for (const std::string& name : only) {
     try {
       suite.Pipeline(name);
@@ -304,6 +436,30 @@ int RunTrain(const std::vector<std::string>& args) {
       throw UsageError("train: --checkpoint " + checkpoint + ": folder " + folder.string() +
                        " does not exist; create it first");
     }
+  }
+
+  if (nproc > 1) return LaunchRanks(args, nproc, /*grace_s=*/timeout_s + 10.0);
+  std::unique_ptr<training::World> world;
+  if (world_size > 1) {
+    try {
+      world =
+          std::make_unique<training::World>(*world_environment, std::chrono::seconds(timeout_s));
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "train: rank %lld: could not join the world: %s\n",
+                   (long long)world_environment->rank, error.what());
+      return 1;
+    }
+  }
+  // Rank 0 speaks for the run: it alone prints, writes the database and checkpoints. The
+  // other ranks log the same steps into a database in memory and say only their errors.
+  const bool speaks = !world || world->rank() == 0;
+  if (!speaks) {
+    db_path = "";
+    checkpoint = "";
+  }
+  const std::string rank_prefix = world ? "[rank " + std::to_string(world->rank()) + "] " : "";
+  if (!speaks && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    std::fprintf(stderr, "%scould not silence standard output\n", rank_prefix.c_str());
   }
 
   training::TrainingData data;
@@ -356,6 +512,10 @@ int RunTrain(const std::vector<std::string>& args) {
                                     "steady_clock around each optimizer step, loader waits "
                                     "included (the loss is read back every step)"},
                                    {"data", data.description}};
+  if (world) {
+    description.extra_environment.push_back({"world_size", std::to_string(world->size())});
+    description.extra_environment.push_back({"distributed_backend", "gloo (c10d)"});
+  }
   // The GPU's facts and library settings, as `run` records them.
   for (const auto& entry : cuda_probe::Environment()) {
     description.extra_environment.push_back(entry);
@@ -364,7 +524,7 @@ int RunTrain(const std::vector<std::string>& args) {
   // A resume continues the checkpoint's run where this database holds it, unfinished and
   // on the same suite and data: one run, one log, and final metrics over all of its steps.
   int64_t run_id = 0;
-  bool extending = false;  // a finished pipeline resumed for more steps
+  bool extending = false;  // the pipeline has a case in the run already: replace it
   std::string run_uuid = run.uuid;
   if (!origin.run_uuid.empty()) {
     const std::optional<RunRecord> stored = store.FindRunByUuid(origin.run_uuid);
@@ -377,6 +537,10 @@ int RunTrain(const std::vector<std::string>& args) {
       // The training options themselves are the checkpoint's fingerprint, checked above;
       // the suite text is not compared, since from flags it holds the command line.
       why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
+    } else if (stored->status != "complete" && FailedCase(store, stored->run_id, key)) {
+      // A pipeline that failed in an unfinished run (a data-parallel rank lost) is taken
+      // again from the checkpoint; its record replaces the error case at the end.
+      extending = true;
     } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
       // Finished at fewer steps than asked for now, from a checkpoint at its last step:
       // the run is extended, and its pipeline's record replaced when the longer run ends.
@@ -404,7 +568,9 @@ int RunTrain(const std::vector<std::string>& args) {
     if (run_id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
   }
   if (run_id == 0) run_id = store.CreateRun(run);
-  for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+  if (speaks) {
+    for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+  }
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
               suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());
   std::fflush(stdout);
@@ -415,6 +581,8 @@ int RunTrain(const std::vector<std::string>& args) {
   std::vector<CaseRecord> records;
   for (size_t position = 0; position < pipelines.size() && !interrupted; ++position) {
     const PipelineSpec& spec = pipelines[position];
+    const int64_t ranks = spec.config.data_parallel.ranks;
+    if (world && world->rank() >= ranks) continue;  // trained by the world's first ranks
     std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines.size(), spec.name.c_str(),
                 spec.Describe().c_str(), (long long)spec.steps);
     std::fflush(stdout);
@@ -425,14 +593,16 @@ int RunTrain(const std::vector<std::string>& args) {
     };
     hooks.on_step = [&](const StepResult& step, double elapsed_s, double tokens_per_s,
                         std::optional<double> validation, int64_t first_step, bool last) {
-      progress.Update(step, elapsed_s, tokens_per_s, validation, first_step, last);
+      if (speaks) progress.Update(step, elapsed_s, tokens_per_s, validation, first_step, last);
     };
-    hooks.on_message = [](const std::string& message) {
-      std::fprintf(stderr, "%s\n", message.c_str());
+    hooks.on_message = [&](const std::string& message) {
+      if (speaks || message.find("error: ") != std::string::npos) {
+        std::fprintf(stderr, "%s%s\n", rank_prefix.c_str(), message.c_str());
+      }
     };
     training::PipelineOutcome outcome =
         training::RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position),
-                              {checkpoint, save_every, resume, run_uuid}, hooks);
+                              {checkpoint, save_every, resume, run_uuid}, hooks, world.get());
     interrupted = outcome.interrupted;
     if (interrupted) break;  // its steps are stored; its case is not: it did not finish
     if (extending) {
@@ -441,7 +611,18 @@ int RunTrain(const std::vector<std::string>& args) {
       store.AddCase(run_id, outcome.record);
     }
     failed = failed || outcome.record.status != kStatusOk;
+    // A data-parallel pipeline that failed may have lost a rank: the world cannot be
+    // trusted with the next pipeline. The run stays unfinished, for --resume.
+    const bool world_broken = ranks > 1 && outcome.record.status == kStatusError;
     records.push_back(std::move(outcome.record));
+    if (world_broken) {
+      interrupted = true;
+      world->Abandon();
+      std::fprintf(stderr,
+                   "%strain: data-parallel pipeline %s failed; the run stops here (resume it "
+                   "with --resume CHECKPOINT and the same number of ranks)\n",
+                   rank_prefix.c_str(), spec.name.c_str());
+    }
   }
   RecordRunEnd(store, run_id);
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
@@ -449,6 +630,7 @@ int RunTrain(const std::vector<std::string>& args) {
   std::printf("run %lld %s\n", (long long)run_id,
               interrupted ? "interrupted: the finished pipelines and every logged step are stored"
                           : "complete");
+  std::fflush(stdout);
   return interrupted || failed ? 1 : 0;
 }
 

@@ -111,6 +111,54 @@ BatchPlan PlanEpoch(const std::vector<int64_t>& lengths, const BatchingOptions& 
   return plan;
 }
 
+BatchPlan ShardPlan(const BatchPlan& plan, const std::vector<int64_t>& lengths, int64_t rank,
+                    int64_t ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+  }
+  size_t samples = 0;
+  for (const auto& batch : plan) samples += batch.size();
+  if (samples < static_cast<size_t>(ranks)) {
+    throw std::invalid_argument("an epoch of " + std::to_string(samples) +
+                                " samples cannot give each of " + std::to_string(ranks) +
+                                " ranks one");
+  }
+  BatchPlan merged;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    std::vector<int64_t> batch = plan[i];
+    // Too small: joins the next batch, or (the last) the one before.
+    while (batch.size() < static_cast<size_t>(ranks) && i + 1 < plan.size()) {
+      ++i;
+      batch.insert(batch.end(), plan[i].begin(), plan[i].end());
+    }
+    if (batch.size() < static_cast<size_t>(ranks)) {
+      merged.back().insert(merged.back().end(), batch.begin(), batch.end());
+    } else {
+      merged.push_back(std::move(batch));
+    }
+  }
+  BatchPlan shares;
+  shares.reserve(merged.size());
+  for (const auto& batch : merged) {
+    std::vector<size_t> by_length(batch.size());
+    std::iota(by_length.begin(), by_length.end(), 0);
+    std::stable_sort(by_length.begin(), by_length.end(),
+                     [&](size_t a, size_t b) { return lengths[batch[a]] > lengths[batch[b]]; });
+    std::vector<int64_t> tokens(ranks, 0);
+    std::vector<size_t> mine;  // positions in the batch
+    for (const size_t position : by_length) {
+      const auto least = std::min_element(tokens.begin(), tokens.end()) - tokens.begin();
+      tokens[least] += lengths[batch[position]];
+      if (least == rank) mine.push_back(position);
+    }
+    std::sort(mine.begin(), mine.end());
+    std::vector<int64_t> share;
+    for (const size_t position : mine) share.push_back(batch[position]);
+    shares.push_back(std::move(share));
+  }
+  return shares;
+}
+
 PaddingStats MeasurePadding(const BatchPlan& plan, const std::vector<int64_t>& lengths) {
   PaddingStats stats;
   for (const auto& batch : plan) {

@@ -44,6 +44,17 @@ using BatchPlan = std::vector<std::vector<int64_t>>;
 BatchPlan PlanEpoch(const std::vector<int64_t>& lengths, const BatchingOptions& options,
                     uint64_t seed, int64_t epoch);
 
+// Data parallelism over `ranks` ranks: rank `rank`'s share of each batch of `plan`, so that
+// every rank takes one step per batch and the ranks' shares of a batch make up exactly
+// that batch. A batch with fewer samples than ranks is first merged into the batch after
+// it (the one before, for the last), so that no share is empty. Shares balance tokens:
+// samples go, longest first, to the rank with the fewest tokens so far (ties: the lower
+// rank), which for equal lengths deals them out in turn; within a share they keep their
+// order in the batch. Throws std::invalid_argument when the epoch has fewer samples than
+// ranks.
+BatchPlan ShardPlan(const BatchPlan& plan, const std::vector<int64_t>& lengths, int64_t rank,
+                    int64_t ranks);
+
 struct PaddingStats {
   int64_t real_tokens = 0;    // sum of the lengths
   int64_t padded_tokens = 0;  // sum over batches of B·T_max

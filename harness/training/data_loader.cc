@@ -5,13 +5,14 @@
 namespace seqbench::training {
 
 DataLoader::DataLoader(const Samples& samples, BatchingOptions batching, LoaderOptions loader,
-                       uint64_t seed, int64_t pad_token, LoaderPosition start)
+                       uint64_t seed, int64_t pad_token, LoaderPosition start, DataShard shard)
     : samples_(samples),
       lengths_(Lengths(samples)),
       batching_(batching),
       options_(loader),
       seed_(seed),
       pad_token_(pad_token),
+      shard_(shard),
       start_(start),
       consumer_position_(start),
       producer_position_(start) {
@@ -38,7 +39,9 @@ DataLoader::~DataLoader() {
 const BatchPlan& DataLoader::PlanFor(int64_t epoch) {
   auto it = plans_.find(epoch);
   if (it == plans_.end()) {
-    it = plans_.emplace(epoch, PlanEpoch(lengths_, batching_, seed_, epoch)).first;
+    BatchPlan plan = PlanEpoch(lengths_, batching_, seed_, epoch);
+    if (shard_.ranks > 1) plan = ShardPlan(plan, lengths_, shard_.rank, shard_.ranks);
+    it = plans_.emplace(epoch, std::move(plan)).first;
     // Plans two epochs back are never asked for again.
     plans_.erase(plans_.begin(), plans_.lower_bound(epoch - 1));
   }
@@ -106,7 +109,9 @@ void DataLoader::WorkerLoop() {
 }
 
 PaddingStats DataLoader::EpochPadding() const {
-  return MeasurePadding(PlanEpoch(lengths_, batching_, seed_, start_.epoch), lengths_);
+  BatchPlan plan = PlanEpoch(lengths_, batching_, seed_, start_.epoch);
+  if (shard_.ranks > 1) plan = ShardPlan(plan, lengths_, shard_.rank, shard_.ranks);
+  return MeasurePadding(plan, lengths_);
 }
 
 }  // namespace seqbench::training

@@ -35,12 +35,18 @@ struct LoaderPosition {
   }
 };
 
+// A data-parallel rank's place: the loader serves this rank's ShardPlan() of every epoch.
+struct DataShard {
+  int64_t rank = 0;
+  int64_t ranks = 1;
+};
+
 class DataLoader {
  public:
   // `samples` must outlive the loader. Throws std::invalid_argument for empty samples or
   // batching options that cannot hold them.
   DataLoader(const Samples& samples, BatchingOptions batching, LoaderOptions loader, uint64_t seed,
-             int64_t pad_token, LoaderPosition start = {});
+             int64_t pad_token, LoaderPosition start = {}, DataShard shard = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -49,7 +55,8 @@ class DataLoader {
   Batch Next();
   // The position of the batch the next Next() returns.
   LoaderPosition position() const { return consumer_position_; }
-  // Padding statistics of one epoch's plan (the first epoch the loader serves).
+  // Padding statistics of one epoch's plan (the first epoch the loader serves; this rank's
+  // shares of it).
   PaddingStats EpochPadding() const;
 
  private:
@@ -69,6 +76,7 @@ class DataLoader {
   const LoaderOptions options_;
   const uint64_t seed_;
   const int64_t pad_token_;
+  const DataShard shard_;
   LoaderPosition start_;
   LoaderPosition consumer_position_;
 

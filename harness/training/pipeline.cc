@@ -92,7 +92,7 @@ void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const Pipe
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const PipelineFiles& files,
-                            const PipelineHooks& hooks) {
+                            const PipelineHooks& hooks, World* world) {
   const std::string& checkpoint = files.checkpoint;
   const std::string& resume = files.resume;
   const int64_t save_every = files.save_every;
@@ -124,7 +124,17 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     probe.emplace(device);
     probe->Begin();
     probing = true;
-    Trainer trainer(config, data.train, data.validation);
+    std::shared_ptr<DataParallelGroup> group;
+    const int64_t ranks = config.data_parallel.ranks;
+    if (ranks > 1) {
+      if (world == nullptr || world->size() < ranks) {
+        throw std::invalid_argument("the pipeline trains on " + std::to_string(ranks) +
+                                    " ranks; start seqbench train " + "with --nproc " +
+                                    std::to_string(ranks) + " (or under torchrun)");
+      }
+      group = world->Group(spec.name, ranks, config.data_parallel.timeout);
+    }
+    Trainer trainer(config, data.train, data.validation, group);
     trainer.set_run_uuid(files.run_uuid);
     // The run's training time so far: a resumed run's log goes on from its last step.
     double run_elapsed_s = 0;
@@ -144,6 +154,8 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     const int64_t first_step = trainer.step();
     double elapsed_s = 0;  // in this process
     int64_t tokens = 0;
+    CommunicationStats communication;  // over this process's timed steps
+    int64_t communication_steps = 0;
     while (trainer.step() < spec.steps) {
       if (hooks.should_stop && hooks.should_stop(steps_taken)) {
         outcome.interrupted = true;
@@ -151,6 +163,12 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       }
       const StepResult step = trainer.Step();
       ++steps_taken;
+      if (steps_taken > spec.timing_warmup) {
+        communication.buckets += step.communication.buckets;
+        communication.bytes += step.communication.bytes;
+        communication.allreduce_seconds += step.communication.allreduce_seconds;
+        ++communication_steps;
+      }
       elapsed_s += step.seconds;
       run_elapsed_s += step.seconds;
       tokens += step.tokens;
@@ -205,9 +223,28 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     }
     const auto padding = trainer.loader().EpochPadding();
     record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
+    record.metrics.push_back({"ranks", static_cast<double>(ranks), "count"});
+    if (ranks > 1 && communication_steps > 0) {
+      // Rank 0's figures (the ranks' buckets are the same size).
+      record.metrics.push_back({"bucket_mb", config.data_parallel.bucket_mb, "MiB"});
+      record.metrics.push_back({"allreduce_buckets_per_step",
+                                static_cast<double>(communication.buckets) / communication_steps,
+                                "count"});
+      record.metrics.push_back({"allreduce_bytes_per_step",
+                                static_cast<double>(communication.bytes) / communication_steps,
+                                "bytes"});
+      record.metrics.push_back(
+          {"allreduce_s_per_step", communication.allreduce_seconds / communication_steps, "s"});
+    }
   } catch (const std::exception& error) {
     record.status = kStatusError;
     record.message = DescribeError(error);
+    if (config.data_parallel.ranks > 1) {
+      // c10d's words ("Connection closed by peer") say what, not where.
+      record.message =
+          "in the data-parallel group of " + std::to_string(config.data_parallel.ranks) +
+          " ranks (a rank lost, or a collective past --dist-timeout): " + record.message;
+    }
     say("error: " + record.message);
     // The steps that ran before the error still belong in the log.
     if (!pending.empty()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/memory.h"
+#include "harness/training/distributed.h"
 #include "harness/training/training_suite.h"
 #include "results/store.h"
 
@@ -52,10 +53,14 @@ struct PipelineOutcome {
 // (mode train, float32, its device, batch size, max length and model sizes).
 CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& spec);
 
+// A pipeline with config.data_parallel.ranks > 1 trains on the first that many ranks of
+// `world` (this process one of them); every one of them calls RunPipeline for it. Rank 0
+// alone should be given a database and checkpoint path that matter: the others log the
+// same (group-wide) steps.
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const PipelineFiles& files,
-                            const PipelineHooks& hooks);
+                            const PipelineHooks& hooks, World* world = nullptr);
 
 // The case's metrics from its logged steps (all of them, across resumed processes):
 // throughput over the steps after the pipeline's timing warmup (total tokens / total time,

@@ -75,11 +75,31 @@ std::string TrainingConfig::Fingerprint() const {
       << " restarts=" << schedule.restarts << " cycle_multiplier=" << schedule.cycle_multiplier
       << " weight_decay=" << weight_decay << " betas=" << beta1 << "/" << beta2
       << " epsilon=" << epsilon << " clip_norm=" << clip_norm << " seed=" << seed;
+  // Only when data-parallel, so that one-rank checkpoints keep their fingerprint. The
+  // bucket size is not part of it: buckets change when gradients travel, not their sum.
+  if (data_parallel.ranks > 1) out << " ranks=" << data_parallel.ranks;
+  if (!data_parallel.compression.empty()) out << " compression=" << data_parallel.compression;
   return out.str();
 }
 
-Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& validation)
-    : config_(std::move(config)), device_(config_.device), train_(train), validation_(validation) {
+Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& validation,
+                 std::shared_ptr<DataParallelGroup> group)
+    : config_(std::move(config)),
+      device_(config_.device),
+      train_(train),
+      validation_(validation),
+      group_(std::move(group)) {
+  if (config_.data_parallel.ranks < 1) throw std::invalid_argument("ranks must be at least 1");
+  if (config_.data_parallel.ranks > 1 &&
+      (group_ == nullptr || group_->size() != config_.data_parallel.ranks)) {
+    throw std::invalid_argument("a data-parallel pipeline of " +
+                                std::to_string(config_.data_parallel.ranks) +
+                                " ranks needs a process group of that size");
+  }
+  if (config_.data_parallel.ranks == 1) group_.reset();
+  if (!config_.data_parallel.compression.empty() && !group_) {
+    throw std::invalid_argument("compression applies to data parallelism (ranks > 1) only");
+  }
   if (config_.accumulation < 1) throw std::invalid_argument("accumulation must be at least 1");
   if (config_.clip_norm < 0) throw std::invalid_argument("clip_norm must be at least 0");
   if (config_.eval_batch_size < 1) throw std::invalid_argument("eval_batch_size must be >= 1");
@@ -109,6 +129,12 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
   optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
 
+  if (group_) {
+    // DDP's start: every rank begins from rank 0's weights (seeded alike, but a rank
+    // resumed from another file would not be).
+    group_->BroadcastFromFirst(parameters_);
+    reducer_ = group_->MakeReducer(parameters_, config_.data_parallel);
+  }
   if (config_.loss_scaling) scaler_.emplace(config_.scaler);
   // Fails early, in the constructor, where the device cannot autocast to the precision.
   { AutocastScope check(device_, config_.precision); }
@@ -121,8 +147,9 @@ void Trainer::MakeLoader(LoaderPosition start) {
   LoaderOptions loader = config_.loader;
   loader.pin_memory = loader.pin_memory && device_.is_cuda();
   loader_.reset();  // joins the old workers first
+  const DataShard shard = group_ ? DataShard{group_->rank(), group_->size()} : DataShard{};
   loader_ = std::make_unique<DataLoader>(train_, config_.batching, loader, config_.seed, text::kPad,
-                                         start);
+                                         start, shard);
 }
 
 StepResult Trainer::Step() {
@@ -141,18 +168,39 @@ StepResult Trainer::Step() {
     micro_batches.push_back(std::move(batch));
   }
 
+  // The step's loss is the mean over every target of every rank: each rank weighs its
+  // micro-batches by their share of the group's targets, times the group's size, since
+  // the Reducer averages the ranks' gradients.
+  double loss_weight_scale = 1;
+  if (group_) {
+    total_targets = static_cast<int64_t>(group_->Sum({static_cast<double>(total_targets)})[0]);
+    loss_weight_scale = static_cast<double>(group_->size());
+  }
+
   compat::ClearGradients(parameters_);
   result.loss_scale = scaler_ ? scaler_->scale() : 1.0;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
     const double weight =
         total_targets == 0 ? 0.0 : static_cast<double>(targets[i]) / total_targets;
+    const bool last = i + 1 == micro_batches.size();
+    if (reducer_) reducer_->BeforeForward(/*synchronized=*/last);
     torch::Tensor loss;
     {
       AutocastScope autocast(device_, config_.precision);
       loss = variant_->Forward(micro_batches[i]).loss.to(torch::kFloat32);
     }
     result.loss += loss.item<double>() * weight;
-    (loss * (weight * result.loss_scale)).backward();
+    torch::Tensor scaled = loss * (weight * loss_weight_scale * result.loss_scale);
+    if (reducer_ && last) reducer_->BeforeSynchronizedBackward(scaled);
+    scaled.backward();
+  }
+  if (group_) {
+    const auto sums = group_->Sum({result.loss, static_cast<double>(result.tokens),
+                                   static_cast<double>(result.padded_tokens)});
+    result.loss = sums[0];
+    result.tokens = static_cast<int64_t>(sums[1]);
+    result.padded_tokens = static_cast<int64_t>(sums[2]);
+    result.communication = reducer_->TakeStats();
   }
 
   const bool finite = !scaler_ || scaler_->UnscaleGradients(parameters_);
@@ -177,7 +225,9 @@ double Trainer::Evaluate() {
   torch::NoGradGuard no_grad;
   double loss_sum = 0;
   int64_t total_targets = 0;
-  for (size_t first = 0; first < validation_.size(); first += config_.eval_batch_size) {
+  const int64_t rank = group_ ? group_->rank() : 0, ranks = group_ ? group_->size() : 1;
+  for (size_t first = rank * config_.eval_batch_size; first < validation_.size();
+       first += ranks * config_.eval_batch_size) {
     std::vector<int64_t> indices;
     for (size_t i = first; i < std::min(validation_.size(), first + config_.eval_batch_size); ++i)
       indices.push_back(static_cast<int64_t>(i));
@@ -186,6 +236,11 @@ double Trainer::Evaluate() {
     const int64_t targets = TargetCount(batch);
     loss_sum += variant_->Forward(batch).loss.item<double>() * targets;
     total_targets += targets;
+  }
+  if (group_) {
+    const auto sums = group_->Sum({loss_sum, static_cast<double>(total_targets)});
+    loss_sum = sums[0];
+    total_targets = static_cast<int64_t>(sums[1]);
   }
   return total_targets == 0 ? 0.0 : loss_sum / total_targets;
 }

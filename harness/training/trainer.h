@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/training/data_loader.h"
+#include "harness/training/distributed.h"
 #include "harness/training/optimization.h"
 #include "variants/core/variant.h"
 
@@ -39,6 +40,10 @@ struct TrainingConfig {
   int64_t eval_batch_size = 32;
   uint64_t seed = 1;
   std::string device = "cpu";
+  // Data parallelism: with ranks > 1 the batch options describe the global batch, which
+  // the ranks split (ShardPlan), and each step's loss, tokens and gradients are the
+  // group's, so that k ranks follow the one-rank trajectory of the same options.
+  DataParallelOptions data_parallel;
 
   // Everything that shapes the trajectory, as "key=value ..." (not the worker count or
   // the prefetch depth, which must not change it). A checkpoint resumes only under the
@@ -50,23 +55,29 @@ struct StepResult {
   int64_t step = 0;  // optimizer steps so far, this one included (1-based)
   double loss = 0;   // mean next-token loss over the step's targets (before the update)
   double learning_rate = 0;
-  double grad_norm = 0;       // global norm before clipping; NaN when skipped
-  double loss_scale = 1;      // the scale the step ran with (1 without loss scaling)
-  bool skipped = false;       // inf/NaN gradients: no update (loss scaling only)
-  int64_t tokens = 0;         // non-padding tokens
-  int64_t padded_tokens = 0;  // B·T summed over micro-batches
-  double seconds = 0;         // wall time, loader wait included
+  double grad_norm = 0;              // global norm before clipping; NaN when skipped
+  double loss_scale = 1;             // the scale the step ran with (1 without loss scaling)
+  bool skipped = false;              // inf/NaN gradients: no update (loss scaling only)
+  int64_t tokens = 0;                // non-padding tokens
+  int64_t padded_tokens = 0;         // B·T summed over micro-batches
+  double seconds = 0;                // wall time, loader wait included
+  CommunicationStats communication;  // this rank's gradient all-reduces (data parallelism)
 };
 
 class Trainer {
  public:
   // Builds the variant with the family's seeded weights. Throws c10::Error (variant or
-  // option problems) or std::invalid_argument (pipeline options).
-  Trainer(TrainingConfig config, const Samples& train, const Samples& validation);
+  // option problems) or std::invalid_argument (pipeline options). With
+  // config.data_parallel.ranks > 1, `group` is this rank's group of that many ranks; the
+  // weights are rank 0's, and c10d's errors (a rank lost, a timeout) reach Step() and
+  // Evaluate() as exceptions.
+  Trainer(TrainingConfig config, const Samples& train, const Samples& validation,
+          std::shared_ptr<DataParallelGroup> group = nullptr);
   ~Trainer();
 
   StepResult Step();
-  // Mean next-token loss over every validation sample, under no-grad, in fixed batches.
+  // Mean next-token loss over every validation sample, under no-grad, in fixed batches
+  // (dealt out to the ranks under data parallelism).
   double Evaluate();
 
   // Writes parameters, optimizer moments, schedule position, loss scale and the loader's
@@ -97,6 +108,8 @@ class Trainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   std::unique_ptr<DataLoader> loader_;
   std::optional<DynamicLossScaler> scaler_;
+  std::shared_ptr<DataParallelGroup> group_;
+  std::unique_ptr<GradientReducer> reducer_;
   int64_t step_ = 0;
   std::string run_uuid_;
 };

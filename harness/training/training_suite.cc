@@ -42,7 +42,10 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "clip_norm",
                                              "eval_batch_size",
                                              "seed",
-                                             "device"};
+                                             "device",
+                                             "ranks",
+                                             "bucket_mb",
+                                             "compression"};
 
 bool Boolean(const TomlReader& reader, const toml::node& node, const std::string& key) {
   if (!node.is_boolean()) reader.Fail(node.source(), "'" + key + "' must be true or false");
@@ -128,6 +131,16 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
       (key == "beta1" ? c.beta1 : c.beta2) = beta;
     } else if (key == "clip_norm") {
       c.clip_norm = reader.Number(value, key, 0);
+    } else if (key == "ranks") {
+      c.data_parallel.ranks = reader.Integer(value, key, 1, 1024);
+      spec.ranks_from_world = false;
+    } else if (key == "bucket_mb") {
+      c.data_parallel.bucket_mb = reader.Number(value, key, 0);
+      if (c.data_parallel.bucket_mb <= 0)
+        reader.Fail(value.source(), "'bucket_mb' must be above 0");
+    } else if (key == "compression") {
+      const std::string choice = reader.Choice(value, key, {"none", "fp16"});
+      c.data_parallel.compression = choice == "none" ? "" : choice;
     } else if (key == "eval_batch_size") {
       c.eval_batch_size = reader.Integer(value, key, 1, kMaxCount);
     } else if (key == "seed") {
@@ -196,6 +209,11 @@ std::string PipelineSpec::Describe() const {
   text << " workers=" << c.loader.workers << " accumulation=" << c.accumulation
        << " amp=" << PrecisionName(c.precision);
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
+  if (c.data_parallel.ranks > 1) {
+    text << " ranks=" << c.data_parallel.ranks << " bucket_mb=" << c.data_parallel.bucket_mb;
+    if (!c.data_parallel.compression.empty())
+      text << " compression=" << c.data_parallel.compression;
+  }
   return text.str();
 }
 

@@ -28,6 +28,9 @@ struct PipelineSpec {
   // The cosine schedule decays over the steps after warmup (the suite set no cycle_steps),
   // so that a --steps override changes its length too.
   bool cycle_follows_steps = true;
+  // The suite set no `ranks`: the pipeline trains on every rank of the world it runs in
+  // (`seqbench train` sets config.data_parallel.ranks to the world's size).
+  bool ranks_from_world = true;
   int64_t DefaultCycleSteps() const {
     return std::max<int64_t>(1, steps - config.schedule.warmup_steps);
   }

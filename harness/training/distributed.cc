@@ -1,0 +1,299 @@
+#include "harness/training/distributed.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#ifdef SEQBENCH_DISTRIBUTED
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#endif
+
+namespace seqbench::training {
+namespace {
+
+int64_t ParseInteger(const char* name, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (text[0] == '\0' || *end != '\0' || errno != 0) {
+    throw std::invalid_argument(std::string(name) + "='" + text + "' is not an integer");
+  }
+  return value;
+}
+
+}  // namespace
+
+std::optional<WorldEnvironment> ReadWorldEnvironment(
+    const std::function<const char*(const char*)>& get_argument) {
+  const auto get = get_argument ? get_argument : [](const char* name) { return std::getenv(name); };
+  const char* world_size = get("WORLD_SIZE");
+  if (world_size == nullptr) return std::nullopt;
+  const char* rank = get("RANK");
+  if (rank == nullptr) throw std::invalid_argument("WORLD_SIZE is set but RANK is not");
+  WorldEnvironment environment;
+  environment.world_size = ParseInteger("WORLD_SIZE", world_size);
+  environment.rank = ParseInteger("RANK", rank);
+  if (environment.world_size < 1) throw std::invalid_argument("WORLD_SIZE must be at least 1");
+  if (environment.rank < 0 || environment.rank >= environment.world_size) {
+    throw std::invalid_argument("RANK=" + std::to_string(environment.rank) + " is outside 0.." +
+                                std::to_string(environment.world_size - 1) +
+                                " (WORLD_SIZE=" + std::to_string(environment.world_size) + ")");
+  }
+  environment.local_rank = environment.rank;
+  if (const char* local = get("LOCAL_RANK"))
+    environment.local_rank = ParseInteger("LOCAL_RANK", local);
+  if (const char* address = get("MASTER_ADDR")) environment.master_address = address;
+  if (const char* port = get("MASTER_PORT"))
+    environment.master_port = ParseInteger("MASTER_PORT", port);
+  if (environment.master_port < 1 || environment.master_port > 65535) {
+    throw std::invalid_argument("MASTER_PORT=" + std::to_string(environment.master_port) +
+                                " is not a TCP port (1..65535)");
+  }
+  return environment;
+}
+
+std::vector<std::string> WorldEnvironmentFor(int64_t rank, int64_t world_size, int64_t port) {
+  return {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+          "WORLD_SIZE=" + std::to_string(world_size), "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port)};
+}
+
+int64_t FreeLocalPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;  // the kernel picks
+  socklen_t length = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const std::string why = std::strerror(errno);
+    close(fd);
+    throw std::runtime_error("no free local port: " + why);
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+#ifdef SEQBENCH_DISTRIBUTED
+
+bool DistributedAvailable() { return true; }
+std::string DistributedUnavailableReason() { return ""; }
+
+namespace {
+
+struct SharedStats {
+  std::atomic<int64_t> buckets{0}, bytes{0}, nanoseconds{0};
+};
+
+// The Reducer's communication hook: each bucket averaged by the process group's own
+// all-reduce, as c10d's built-in ALLREDUCE and FP16_COMPRESS hooks do (libtorch 1.13 does
+// not export those classes, only an enum to register them, which leaves no place to
+// time them), timed from launch to the completion of the future the Reducer waits on.
+class TimedAllReduceHook : public c10d::CommHookInterface {
+ public:
+  TimedAllReduceHook(c10::intrusive_ptr<c10d::ProcessGroup> group, bool fp16,
+                     std::shared_ptr<SharedStats> stats)
+      : group_(std::move(group)), fp16_(fp16), stats_(std::move(stats)) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    // bucket: the flat gradients of a few parameters, [n] float32; the result replaces it.
+    const at::Tensor buffer = bucket.getBufferRef();
+    at::Tensor payload = fp16_ ? buffer.to(at::kHalf) : buffer;
+    payload.div_(group_->getSize());  // before the sum, as c10d's hooks: no fp16 overflow
+    stats_->buckets += 1;
+    stats_->bytes += payload.numel() * payload.element_size();
+    const auto launched = std::chrono::steady_clock::now();
+    std::vector<at::Tensor> tensors{payload};
+    auto future = group_->allreduce(tensors)->getFuture();
+    auto stats = stats_;
+    return future->then(
+        [stats, launched, buffer, payload](c10::ivalue::Future&) {
+          stats->nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - launched)
+                                    .count();
+          if (payload.data_ptr() != buffer.data_ptr()) buffer.copy_(payload);
+          return c10::IValue(buffer);
+        },
+        c10::TensorType::get());
+  }
+
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  bool fp16_;
+  std::shared_ptr<SharedStats> stats_;
+};
+
+class C10dReducer : public GradientReducer {
+ public:
+  C10dReducer(const std::vector<torch::Tensor>& parameters,
+              const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+              const DataParallelOptions& options)
+      : stats_(std::make_shared<SharedStats>()) {
+    TORCH_CHECK(options.bucket_mb > 0, "bucket_mb must be positive, got ", options.bucket_mb);
+    TORCH_CHECK(options.compression.empty() || options.compression == "fp16",
+                "compression must be \"fp16\" or absent, got \"", options.compression, "\"");
+    const auto bucket_bytes = static_cast<int64_t>(options.bucket_mb * 1024 * 1024);
+    // As DistributedDataParallel: a small first bucket, so that communication starts
+    // early in backward, then buckets up to the cap, in reverse parameter order (the
+    // order in which backward produces gradients).
+    const int64_t first_bucket_bytes =
+        std::min<int64_t>(c10d::kDefaultFirstBucketBytes, bucket_bytes);
+    std::vector<bool> sparse(parameters.size(), false);
+    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+        parameters, {static_cast<size_t>(first_bucket_bytes), static_cast<size_t>(bucket_bytes)},
+        sparse);
+    std::reverse(buckets.begin(), buckets.end());
+    std::reverse(limits.begin(), limits.end());
+    reducer_ = std::make_unique<c10d::Reducer>(
+        parameters, buckets, limits, group, sparse, bucket_bytes,
+        /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+        std::unordered_map<size_t, std::string>{}, first_bucket_bytes);
+    reducer_->register_comm_hook(
+        std::make_unique<TimedAllReduceHook>(group, options.compression == "fp16", stats_));
+  }
+
+  void BeforeForward(bool synchronized) override {
+    // As DDP's forward: after the first iteration the buckets follow the order in which
+    // the gradients became ready (rank 0's order, broadcast to the others).
+    reducer_->rebuild_buckets();
+    if (synchronized) reducer_->prepare_for_forward();
+  }
+
+  void BeforeSynchronizedBackward(const torch::Tensor& loss) override {
+    reducer_->prepare_for_backward({loss});
+  }
+
+  CommunicationStats TakeStats() override {
+    CommunicationStats stats;
+    stats.buckets = stats_->buckets.exchange(0);
+    stats.bytes = stats_->bytes.exchange(0);
+    stats.allreduce_seconds = stats_->nanoseconds.exchange(0) * 1e-9;
+    return stats;
+  }
+
+ private:
+  std::shared_ptr<SharedStats> stats_;
+  std::unique_ptr<c10d::Reducer> reducer_;
+};
+
+class GlooGroup : public DataParallelGroup {
+ public:
+  GlooGroup(c10::intrusive_ptr<c10d::ProcessGroup> group) : group_(std::move(group)) {}
+  int64_t rank() const override { return group_->getRank(); }
+  int64_t size() const override { return group_->getSize(); }
+
+  void BroadcastFromFirst(const std::vector<torch::Tensor>& tensors) override {
+    torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> data;
+    for (const auto& tensor : tensors) data.push_back(tensor.detach());
+    c10d::broadcast_coalesced(group_, data, /*buffer_size=*/256 << 20, /*rank=*/0);
+  }
+
+  std::vector<double> Sum(const std::vector<double>& values) override {
+    std::vector<at::Tensor> tensors{
+        torch::tensor(values, torch::TensorOptions().dtype(torch::kFloat64))};
+    group_->allreduce(tensors)->wait();
+    const auto summed = tensors.front();
+    return {summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel()};
+  }
+
+  std::unique_ptr<GradientReducer> MakeReducer(const std::vector<torch::Tensor>& parameters,
+                                               const DataParallelOptions& options) override {
+    return std::make_unique<C10dReducer>(parameters, group_, options);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+}  // namespace
+
+struct World::State {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+World::World(const WorldEnvironment& environment, std::chrono::seconds timeout)
+    : environment_(environment), timeout_(timeout), state_(std::make_unique<State>()) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(environment.master_port);
+  options.isServer = environment.rank == 0;
+  options.numWorkers = static_cast<int>(environment.world_size);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  state_->store = c10::make_intrusive<c10d::TCPStore>(environment.master_address, options);
+}
+
+World::~World() {
+  if (abandoned_) return;
+  try {
+    state_->store->add("world/finished", 1);
+    if (rank() != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (state_->store->add("world/finished", 0) < size() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } catch (const std::exception&) {
+    // A rank that is gone cannot be waited for; the store closes either way.
+  }
+}
+
+std::shared_ptr<DataParallelGroup> World::Group(const std::string& name, int64_t ranks,
+                                                std::chrono::seconds timeout) {
+  TORCH_CHECK(ranks >= 1 && ranks <= size(), "a group of ", ranks, " ranks in a world of ", size());
+  if (rank() >= ranks) return nullptr;
+  auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, state_->store);
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  // Across hosts, GLOO_SOCKET_IFNAME names the interface (as for PyTorch); on one machine
+  // the loopback interface.
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(interface));
+  } else if (environment_.master_address == "127.0.0.1" ||
+             environment_.master_address == "localhost") {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  options->timeout = timeout;
+  return std::make_shared<GlooGroup>(c10::make_intrusive<c10d::ProcessGroupGloo>(
+      store, static_cast<int>(rank()), static_cast<int>(ranks), options));
+}
+
+#else  // !SEQBENCH_DISTRIBUTED
+
+bool DistributedAvailable() { return false; }
+std::string DistributedUnavailableReason() {
+  return "this seqbench was built without c10d data parallelism (verified with LibTorch 1.13 "
+         "only; configure with -DSEQBENCH_DISTRIBUTED=ON to try this LibTorch)";
+}
+
+struct World::State {};
+
+World::World(const WorldEnvironment& environment, std::chrono::seconds timeout)
+    : environment_(environment), timeout_(timeout) {
+  throw std::runtime_error(DistributedUnavailableReason());
+}
+World::~World() = default;
+std::shared_ptr<DataParallelGroup> World::Group(const std::string&, int64_t, std::chrono::seconds) {
+  throw std::runtime_error(DistributedUnavailableReason());
+}
+
+#endif  // SEQBENCH_DISTRIBUTED
+
+}  // namespace seqbench::training

@@ -1,0 +1,134 @@
+// Data-parallel training on LibTorch's own c10d: the processes of one training run form a
+// world (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), meet through
+// a c10d::TCPStore that rank 0 serves, and each pipeline that trains on k ranks gets a
+// process group of the world's first k ranks (Gloo; its own key prefix in the store).
+// Gradients are averaged by c10d::Reducer, the bucketed all-reduce behind PyTorch's
+// DistributedDataParallel that starts a bucket's all-reduce while backward still runs;
+// each bucket goes through the process group's all-reduce (seqbench adds no collective of
+// its own), from a communication hook that times it and optionally casts it to fp16.
+//
+// Debian 12's libtorch-dev ships the c10d headers but not the distributed-autograd header
+// reducer.hpp includes; harness/training/c10d_compat/ declares the two names it needs (see
+// its README). The code is verified against LibTorch 1.13 only: other versions build with
+// SEQBENCH_DISTRIBUTED off, where a world of more than one rank is refused with the reason.
+//
+// Thread-safety: a World, a DataParallelGroup and a GradientReducer each belong to the one
+// thread that trains; c10d's communication threads are internal. Several Worlds may live
+// in one process (the tests run ranks as threads), each with its own store connection.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace seqbench::training {
+
+// Whether this build can form a world of more than one rank, and if not, why not.
+bool DistributedAvailable();
+std::string DistributedUnavailableReason();
+
+// torchrun's environment. RANK and WORLD_SIZE are required together; LOCAL_RANK defaults
+// to RANK, MASTER_ADDR to 127.0.0.1, MASTER_PORT to 29500.
+struct WorldEnvironment {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  std::string master_address = "127.0.0.1";
+  int64_t master_port = 29500;
+};
+
+// The world described by the environment `get` reads (std::getenv by default), or nullopt
+// when WORLD_SIZE is unset. Throws std::invalid_argument naming the variable for a value
+// that is not a number, a rank outside [0, WORLD_SIZE), or a port outside 1..65535.
+std::optional<WorldEnvironment> ReadWorldEnvironment(
+    const std::function<const char*(const char*)>& get = nullptr);
+
+// The variables a launcher sets for rank `rank` of `world_size` ranks on this machine.
+std::vector<std::string> WorldEnvironmentFor(int64_t rank, int64_t world_size, int64_t port);
+
+// A TCP port that was free a moment ago on the loopback interface (for a launcher).
+int64_t FreeLocalPort();
+
+// How a pipeline's gradients travel.
+struct DataParallelOptions {
+  int64_t ranks = 1;                 // ranks that train the pipeline (the world's first ones)
+  double bucket_mb = 25;             // c10d::Reducer bucket cap, MiB (DDP's default)
+  std::string compression;           // "" (float32 buckets) or "fp16" (c10d's FP16 compress hook)
+  std::chrono::seconds timeout{60};  // a collective waiting longer than this fails
+};
+
+class DataParallelGroup;
+
+// This process's membership of the world: its store connection. Constructing it waits
+// until every rank has connected (or `timeout` passes: std::runtime_error).
+class World {
+ public:
+  World(const WorldEnvironment& environment, std::chrono::seconds timeout);
+  // Waits (up to the timeout) for every rank to reach its destructor, so that rank 0's
+  // store outlives the other ranks' last use of it.
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int64_t rank() const { return environment_.rank; }
+  int64_t size() const { return environment_.world_size; }
+  // After a failure that may have taken a rank with it: the destructor waits for nobody.
+  void Abandon() { abandoned_ = true; }
+
+  // A process group of ranks [0, ranks) for the pipeline `name` (unique in the run), or
+  // nullptr on a rank outside it. Every rank inside calls it with the same arguments.
+  std::shared_ptr<DataParallelGroup> Group(const std::string& name, int64_t ranks,
+                                           std::chrono::seconds timeout);
+
+ private:
+  struct State;  // the c10d store
+  WorldEnvironment environment_;
+  std::chrono::seconds timeout_;
+  bool abandoned_ = false;
+  std::unique_ptr<State> state_;
+};
+
+// Communication measured on one rank since the last TakeStats().
+struct CommunicationStats {
+  int64_t buckets = 0;  // all-reduces started
+  int64_t bytes = 0;    // bucket payload handed to c10d (each rank's share of the sum)
+  // Summed over buckets, from the hook's launch to its future's completion: all-reduce
+  // time, overlapped with backward or not.
+  double allreduce_seconds = 0;
+};
+
+// Averages gradients across a group through c10d::Reducer. Per optimizer step the trainer
+// calls BeforeForward() before every micro-batch's forward, `synchronized` for the last
+// one only, and BeforeSynchronizedBackward() before that last backward: earlier
+// micro-batches accumulate locally, as under DDP's no_sync(). When the last backward
+// returns, every parameter's .grad is the group's mean.
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  virtual void BeforeForward(bool synchronized) = 0;
+  // loss: [] the tensor backward() is called on.
+  virtual void BeforeSynchronizedBackward(const torch::Tensor& loss) = 0;
+  virtual CommunicationStats TakeStats() = 0;
+};
+
+class DataParallelGroup {
+ public:
+  virtual ~DataParallelGroup() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+  // Overwrites every rank's `tensors` with rank 0's, in place (DDP's start-up sync).
+  virtual void BroadcastFromFirst(const std::vector<torch::Tensor>& tensors) = 0;
+  // The element-wise sum of `values` over the group's ranks.
+  virtual std::vector<double> Sum(const std::vector<double>& values) = 0;
+  // A reducer for `parameters` (each with requires_grad, all on one device).
+  virtual std::unique_ptr<GradientReducer> MakeReducer(const std::vector<torch::Tensor>& parameters,
+                                                       const DataParallelOptions& options) = 0;
+};
+
+}  // namespace seqbench::training

@@ -1,0 +1,256 @@
+// Data parallelism on c10d: the ranks' shares of an epoch, torchrun's environment, and
+// ranks run as threads of this process (each with its own store connection and Gloo
+// group on the loopback interface), which must follow the one-process trajectory.
+#include "harness/training/distributed.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <future>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "harness/text_data.h"
+#include "harness/training/trainer.h"
+
+namespace seqbench::training {
+namespace {
+
+Samples RandomSamples(int64_t count, uint64_t seed, int64_t longest = 64) {
+  std::mt19937_64 generator(seed);
+  std::uniform_int_distribution<int64_t> length(2, longest), byte(0, 255);
+  Samples samples(count);
+  for (auto& sample : samples) {
+    sample.resize(length(generator));
+    for (auto& token : sample) token = byte(generator);
+  }
+  return samples;
+}
+
+TEST_CASE("the ranks' shares of every batch make up exactly that batch", "[distributed]") {
+  const Samples samples = RandomSamples(193, 1);  // 193 = 12·16 + 1: a last batch of one
+  const auto lengths = Lengths(samples);
+  for (const auto policy : {BatchingPolicy::kFixed, BatchingPolicy::kTokenBudget}) {
+    BatchingOptions options;
+    options.policy = policy;
+    options.batch_size = 16;
+    options.token_budget = 512;
+    const BatchPlan plan = PlanEpoch(lengths, options, 3, 0);
+    for (const int64_t ranks : {1, 2, 3, 7}) {
+      INFO(BatchingPolicyName(policy) << ", " << ranks << " ranks");
+      std::vector<BatchPlan> shares;
+      for (int64_t rank = 0; rank < ranks; ++rank) {
+        shares.push_back(ShardPlan(plan, lengths, rank, ranks));
+      }
+      // Every rank takes the same number of steps, none with an empty share.
+      for (const auto& share : shares) {
+        REQUIRE(share.size() == shares.front().size());
+        for (const auto& batch : share) CHECK_FALSE(batch.empty());
+      }
+      // Step by step, the union is the plan's batch (or batches merged into one).
+      size_t next = 0;
+      for (size_t step = 0; step < shares.front().size(); ++step) {
+        std::multiset<int64_t> united;
+        int64_t least = INT64_MAX, most = 0;
+        for (const auto& share : shares) {
+          united.insert(share[step].begin(), share[step].end());
+          int64_t tokens = 0;
+          for (const int64_t index : share[step]) tokens += lengths[index];
+          least = std::min(least, tokens);
+          most = std::max(most, tokens);
+        }
+        std::multiset<int64_t> expected;
+        while (expected.size() < united.size() && next < plan.size()) {
+          expected.insert(plan[next].begin(), plan[next].end());
+          ++next;
+        }
+        CHECK(united == expected);
+        // Longest first to the lightest rank: no rank ends more than a sample ahead.
+        CHECK(most - least <= 64);
+      }
+      CHECK(next == plan.size());
+    }
+  }
+  CHECK_THROWS_AS(ShardPlan({{0, 1}}, {5, 5}, 0, 3), std::invalid_argument);
+}
+
+TEST_CASE("torchrun's environment is read, and bad values are refused by name", "[distributed]") {
+  const auto from = [](std::map<std::string, std::string> variables) {
+    return [variables = std::move(variables)](const char* name) -> const char* {
+      const auto it = variables.find(name);
+      return it == variables.end() ? nullptr : it->second.c_str();
+    };
+  };
+  CHECK_FALSE(ReadWorldEnvironment(from({})).has_value());
+  const auto world = ReadWorldEnvironment(from(
+      {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}}));
+  REQUIRE(world.has_value());
+  CHECK(world->rank == 2);
+  CHECK(world->local_rank == 2);
+  CHECK(world->world_size == 4);
+  CHECK(world->master_address == "10.0.0.1");
+  CHECK(world->master_port == 1234);
+  CHECK_THROWS_WITH(ReadWorldEnvironment(from({{"WORLD_SIZE", "2"}})), Catch::Contains("RANK"));
+  CHECK_THROWS_WITH(ReadWorldEnvironment(from({{"WORLD_SIZE", "2"}, {"RANK", "2"}})),
+                    Catch::Contains("outside 0..1"));
+  CHECK_THROWS_WITH(ReadWorldEnvironment(from({{"WORLD_SIZE", "two"}, {"RANK", "0"}})),
+                    Catch::Contains("WORLD_SIZE='two'"));
+  CHECK_THROWS_WITH(
+      ReadWorldEnvironment(from({{"WORLD_SIZE", "2"}, {"RANK", "0"}, {"MASTER_PORT", "70000"}})),
+      Catch::Contains("MASTER_PORT"));
+  // What a launcher hands rank 1 reads back as rank 1.
+  std::map<std::string, std::string> launched;
+  for (const std::string& entry : WorldEnvironmentFor(1, 3, 4321)) {
+    launched[entry.substr(0, entry.find('='))] = entry.substr(entry.find('=') + 1);
+  }
+  const auto child = ReadWorldEnvironment(from(launched));
+  REQUIRE(child.has_value());
+  CHECK((child->rank == 1 && child->world_size == 3 && child->master_port == 4321));
+}
+
+TrainingConfig SmallConfig() {
+  TrainingConfig config;
+  config.variant = "fused";
+  config.model.family = "simple_rnn";
+  config.model.vocab_size = text::kVocabularySize;
+  config.model.width = 16;
+  config.model.num_layers = 2;
+  config.model.num_heads = 2;
+  config.batching.batch_size = 8;
+  config.schedule.peak = 1e-2;
+  config.schedule.warmup_steps = 2;
+  config.schedule.cycle_steps = 20;
+  config.eval_batch_size = 8;
+  return config;
+}
+
+struct RankTrace {
+  std::vector<double> losses, validation;
+  std::vector<int64_t> tokens;
+  CommunicationStats last_communication;
+  std::map<std::string, torch::Tensor> weights;
+};
+
+// Trains `steps` steps on `ranks` ranks, one thread each, and returns every rank's trace.
+// `after_step` (rank, step) may throw to stop a rank, as a dying process would.
+std::vector<RankTrace> TrainOnRanks(const TrainingConfig& base, int64_t ranks, int steps,
+                                    const Samples& train, const Samples& validation,
+                                    std::function<void(int64_t, int)> after_step = nullptr) {
+  const int64_t port = FreeLocalPort();
+  std::vector<std::future<RankTrace>> futures;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    futures.push_back(std::async(std::launch::async, [=, &train, &validation] {
+      WorldEnvironment environment;
+      environment.rank = rank;
+      environment.world_size = ranks;
+      environment.master_port = port;
+      World world(environment, std::chrono::seconds(20));
+      TrainingConfig config = base;
+      config.data_parallel.ranks = ranks;
+      config.data_parallel.timeout = std::chrono::seconds(20);
+      RankTrace trace;
+      {
+        Trainer trainer(config, train, validation,
+                        world.Group("test", ranks, config.data_parallel.timeout));
+        for (int step = 0; step < steps; ++step) {
+          const StepResult result = trainer.Step();
+          trace.losses.push_back(result.loss);
+          trace.tokens.push_back(result.tokens);
+          trace.last_communication = result.communication;
+          if (after_step) after_step(rank, step);
+        }
+        trace.validation.push_back(trainer.Evaluate());
+        for (const auto& item : trainer.variant().parameters()) {
+          trace.weights[item.key()] = item.value().detach().clone();
+        }
+      }
+      return trace;
+    }));
+  }
+  std::vector<RankTrace> traces;
+  for (auto& future : futures) traces.push_back(future.get());
+  return traces;
+}
+
+void CheckSameTrajectory(const RankTrace& single, const RankTrace& parallel, double tolerance) {
+  REQUIRE(single.losses.size() == parallel.losses.size());
+  for (size_t step = 0; step < single.losses.size(); ++step) {
+    INFO("step " << step + 1);
+    CHECK(std::abs(single.losses[step] - parallel.losses[step]) <= tolerance);
+    CHECK(single.tokens[step] == parallel.tokens[step]);
+  }
+  CHECK(std::abs(single.validation.front() - parallel.validation.front()) <= tolerance);
+  for (const auto& [name, weight] : single.weights) {
+    INFO(name);
+    CHECK(torch::allclose(parallel.weights.at(name), weight, 1e-4, 1e-5));
+  }
+}
+
+TEST_CASE("two ranks with half the batch each follow one rank with the whole batch",
+          "[distributed]") {
+  if (!DistributedAvailable()) {
+    WARN("skipped: " << DistributedUnavailableReason());
+    return;
+  }
+  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  SECTION("fixed batches, gradients accumulated over two micro-batches") {
+    TrainingConfig config = SmallConfig();
+    config.accumulation = 2;
+    const RankTrace single = TrainOnRanks(config, 1, 12, train, validation).front();
+    const auto parallel = TrainOnRanks(config, 2, 12, train, validation);
+    CheckSameTrajectory(single, parallel[0], 1e-5);
+    CheckSameTrajectory(single, parallel[1], 1e-5);
+    CHECK(parallel[0].last_communication.buckets >= 1);
+    // Every gradient travels once a step: the parameters' bytes, in float32.
+    int64_t parameter_bytes = 0;
+    for (const auto& [name, weight] : single.weights) parameter_bytes += weight.numel() * 4;
+    CHECK(parallel[0].last_communication.bytes == parameter_bytes);
+  }
+  SECTION("token budgets: shares of unequal size still give the batch's mean loss") {
+    TrainingConfig config = SmallConfig();
+    config.batching.policy = BatchingPolicy::kTokenBudget;
+    config.batching.token_budget = 256;
+    const RankTrace single = TrainOnRanks(config, 1, 10, train, validation).front();
+    const auto parallel = TrainOnRanks(config, 3, 10, train, validation);
+    for (const auto& rank : parallel) CheckSameTrajectory(single, rank, 1e-5);
+  }
+  SECTION("odd batches: shares of 2 and 1 samples are weighed by their targets") {
+    TrainingConfig config = SmallConfig();
+    config.batching.batch_size = 3;  // shares of 2 and 1 samples
+    const RankTrace single = TrainOnRanks(config, 1, 3, train, validation).front();
+    const auto parallel = TrainOnRanks(config, 2, 3, train, validation);
+    CheckSameTrajectory(single, parallel[0], 1e-5);
+  }
+  SECTION("fp16 buckets: half the bytes, the trajectory within fp16 rounding") {
+    TrainingConfig config = SmallConfig();
+    const RankTrace single = TrainOnRanks(config, 1, 6, train, validation).front();
+    config.data_parallel.compression = "fp16";
+    const auto parallel = TrainOnRanks(config, 2, 6, train, validation);
+    int64_t parameter_bytes = 0;
+    for (const auto& [name, weight] : single.weights) parameter_bytes += weight.numel() * 4;
+    CHECK(parallel[0].last_communication.bytes == parameter_bytes / 2);
+    for (size_t step = 0; step < single.losses.size(); ++step) {
+      CHECK(parallel[0].losses[step] == Approx(single.losses[step]).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("a rank that dies makes its peers fail with c10d's error, not hang", "[distributed]") {
+  if (!DistributedAvailable()) {
+    WARN("skipped: " << DistributedUnavailableReason());
+    return;
+  }
+  const Samples train = RandomSamples(70, 13), validation = RandomSamples(20, 14);
+  TrainingConfig config = SmallConfig();
+  const auto started = std::chrono::steady_clock::now();
+  // Rank 1 leaves after its second step, closing its Gloo connections as a killed process
+  // would; rank 0's third step must throw (and the test fails if it hangs).
+  CHECK_THROWS(TrainOnRanks(config, 2, 6, train, validation, [](int64_t rank, int step) {
+    if (rank == 1 && step == 1) throw std::runtime_error("rank 1 leaves");
+  }));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+}
+
+}  // namespace
+}  // namespace seqbench::training
