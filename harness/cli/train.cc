@@ -180,10 +180,10 @@ bool FailedCase(const Store& store, int64_t run_id, const std::string& key) {
 }
 
 // `--nproc N`: starts N ranks of this same command (without --nproc) on this machine with
-// torchrun's environment, and waits for them. A rank that fails gives the others
+// torchrun's environment, and waits for them. A rank killed by a signal gives the others
 // `grace_s` to notice (c10d raises in them once a peer is gone) before they are killed.
-// Returns 0 when every rank exited 0, else the first failing rank's exit code (1 for a
-// signal).
+// Ctrl-C kills every rank (the run stays unfinished, for --resume). Returns 0 when every
+// rank exited 0, else the first failing rank's exit code (1 for a signal).
 int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grace_s) {
   std::vector<std::string> argv{SelfExecutable(), "train"};
   for (size_t i = 0; i < args.size(); ++i) {
@@ -221,9 +221,12 @@ int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grac
                (failed && now_ms() - failed_at_ms > static_cast<int64_t>(grace_s * 1000));
       };
       outcomes[rank] = RunChild(argv, 0, should_stop, environment);
+      // A rank that exits, even with 1 (a pipeline failed), has finished; one killed by a
+      // signal may leave peers waiting for it, which fail within --dist-timeout or are
+      // killed after the grace period.
       const ChildOutcome& outcome = outcomes[rank];
-      const bool ok = outcome.end == ChildOutcome::End::kExited && outcome.exit_code == 0;
-      if (!ok && !failed.exchange(true)) failed_at_ms = now_ms();
+      const bool died = outcome.end != ChildOutcome::End::kExited;
+      if (died && !failed.exchange(true)) failed_at_ms = now_ms();
     });
   }
   for (auto& supervisor : supervisors) supervisor.join();
@@ -403,6 +406,11 @@ int RunTrain(const std::vector<std::string>& args) {
     auto& data_parallel = spec.config.data_parallel;
     if (spec.ranks_from_world) data_parallel.ranks = world_size;
     data_parallel.timeout = std::chrono::seconds(timeout_s);
+    if (!data_parallel.compression.empty() && data_parallel.ranks == 1) {
+      throw UsageError("train: pipeline '" + spec.name +
+                       "': compression applies to gradients sent between ranks; it trains on "
+                       "one rank (start more with --nproc, or set ranks > 1)");
+    }
     if (data_parallel.ranks > world_size) {
       throw UsageError("train: pipeline '" + spec.name + "' trains on " +
                        std::to_string(data_parallel.ranks) + " ranks, but " +
@@ -438,7 +446,11 @@ int RunTrain(const std::vector<std::string>& args) {
     }
   }
 
-  if (nproc > 1) return LaunchRanks(args, nproc, /*grace_s=*/timeout_s + 10.0);
+  if (nproc > 1) {
+    std::signal(SIGINT, RequestStop);
+    std::signal(SIGTERM, RequestStop);
+    return LaunchRanks(args, nproc, /*grace_s=*/timeout_s + 10.0);
+  }
   std::unique_ptr<training::World> world;
   if (world_size > 1) {
     try {

@@ -121,7 +121,10 @@ class TimedAllReduceHook : public c10d::CommHookInterface {
     auto future = group_->allreduce(tensors)->getFuture();
     auto stats = stats_;
     return future->then(
-        [stats, launched, buffer, payload](c10::ivalue::Future&) {
+        [stats, launched, buffer, payload](c10::ivalue::Future& done) {
+          // then() runs on failure too: a failed all-reduce must reach the Reducer as an
+          // error, not as a bucket holding this rank's own gradients.
+          done.value();
           stats->nanoseconds += std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::chrono::steady_clock::now() - launched)
                                     .count();
@@ -258,6 +261,15 @@ std::shared_ptr<DataParallelGroup> World::Group(const std::string& name, int64_t
                                                 std::chrono::seconds timeout) {
   TORCH_CHECK(ranks >= 1 && ranks <= size(), "a group of ", ranks, " ranks in a world of ", size());
   if (rank() >= ranks) return nullptr;
+  // The ranks arrive when they have finished the pipelines before this one, which ranks
+  // outside those pipelines skipped: wait for all of them without a deadline (Gloo's
+  // rendezvous would give up after `timeout`). A rank 0 that dies takes the store with it,
+  // which ends the wait with an error.
+  const std::string arrived = "arrived/" + name;
+  state_->store->add(arrived, 1);
+  while (state_->store->add(arrived, 0) < ranks) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   auto store = c10::make_intrusive<c10d::PrefixStore>("group/" + name, state_->store);
   auto options = c10d::ProcessGroupGloo::Options::create();
   // Across hosts, GLOO_SOCKET_IFNAME names the interface (as for PyTorch); on one machine

@@ -4,8 +4,9 @@
 // process group of the world's first k ranks (Gloo; its own key prefix in the store).
 // Gradients are averaged by c10d::Reducer, the bucketed all-reduce behind PyTorch's
 // DistributedDataParallel that starts a bucket's all-reduce while backward still runs;
-// each bucket goes through the process group's all-reduce (seqbench adds no collective of
-// its own), from a communication hook that times it and optionally casts it to fp16.
+// each bucket goes through the process group's all-reduce (no collective is written here),
+// from a communication hook that times it and optionally casts it to fp16. Each step also
+// sums the ranks' target, token and loss counts with the process group's all-reduce.
 //
 // Debian 12's libtorch-dev ships the c10d headers but not the distributed-autograd header
 // reducer.hpp includes; harness/training/c10d_compat/ declares the two names it needs (see

@@ -28,6 +28,8 @@ grep -q "torchrun" "$work/err" || fail "message: $(cat "$work/err")"
 expect_2 "RANK outside the world" env WORLD_SIZE=2 RANK=5 "$seqbench" train "${small[@]}" --steps 8 --db "$work/bad.db"
 grep -q "RANK=5" "$work/err" || fail "message: $(cat "$work/err")"
 expect_2 "bad compression" "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --compression zip --db "$work/bad.db"
+expect_2 "compression on one rank" "$seqbench" train "${small[@]}" --steps 8 --compression fp16 --db "$work/bad.db"
+grep -q "compression applies" "$work/err" || fail "message: $(cat "$work/err")"
 [[ ! -e "$work/bad.db" ]] || fail "bad input created the database"
 
 # 2. One rank with batch 8, then two ranks with 4 each: the same losses, step by step.
