@@ -32,6 +32,13 @@ expect_2 "compression on one rank" "$seqbench" train "${small[@]}" --steps 8 --c
 grep -q "compression applies" "$work/err" || fail "message: $(cat "$work/err")"
 [[ ! -e "$work/bad.db" ]] || fail "bad input created the database"
 
+# A build without c10d data parallelism (LibTorch other than 1.13) refuses --nproc: skip.
+if "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --db "$work/probe.db" 2>&1 >/dev/null |
+    grep -q "without c10d"; then
+  echo "skipped: this seqbench was built without c10d data parallelism"
+  exit 77
+fi
+
 # 2. One rank with batch 8, then two ranks with 4 each: the same losses, step by step.
 "$seqbench" train "${small[@]}" --steps 8 --db "$work/dp.db" >/dev/null 2>&1
 "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --db "$work/dp.db" >"$work/out" 2>&1 ||
