@@ -13,6 +13,7 @@
 
 #include "harness/text_data.h"
 #include "harness/training/trainer.h"
+#include "tests/test_support.h"
 
 namespace seqbench::training {
 namespace {
@@ -109,22 +110,6 @@ TEST_CASE("torchrun's environment is read, and bad values are refused by name", 
   CHECK((child->rank == 1 && child->world_size == 3 && child->master_port == 4321));
 }
 
-TrainingConfig SmallConfig() {
-  TrainingConfig config;
-  config.variant = "fused";
-  config.model.family = "simple_rnn";
-  config.model.vocab_size = text::kVocabularySize;
-  config.model.width = 16;
-  config.model.num_layers = 2;
-  config.model.num_heads = 2;
-  config.batching.batch_size = 8;
-  config.schedule.peak = 1e-2;
-  config.schedule.warmup_steps = 2;
-  config.schedule.cycle_steps = 20;
-  config.eval_batch_size = 8;
-  return config;
-}
-
 struct RankTrace {
   std::vector<double> losses, validation;
   std::vector<int64_t> tokens;
@@ -195,7 +180,7 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
   }
   const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
   SECTION("fixed batches, gradients accumulated over two micro-batches") {
-    TrainingConfig config = SmallConfig();
+    TrainingConfig config = testing::SmallTrainingConfig();
     config.accumulation = 2;
     const RankTrace single = TrainOnRanks(config, 1, 12, train, validation).front();
     const auto parallel = TrainOnRanks(config, 2, 12, train, validation);
@@ -208,7 +193,7 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
     CHECK(parallel[0].last_communication.bytes == parameter_bytes);
   }
   SECTION("token budgets: shares of unequal size still give the batch's mean loss") {
-    TrainingConfig config = SmallConfig();
+    TrainingConfig config = testing::SmallTrainingConfig();
     config.batching.policy = BatchingPolicy::kTokenBudget;
     config.batching.token_budget = 256;
     const RankTrace single = TrainOnRanks(config, 1, 10, train, validation).front();
@@ -216,14 +201,14 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
     for (const auto& rank : parallel) CheckSameTrajectory(single, rank, 1e-5);
   }
   SECTION("odd batches: shares of 2 and 1 samples are weighed by their targets") {
-    TrainingConfig config = SmallConfig();
+    TrainingConfig config = testing::SmallTrainingConfig();
     config.batching.batch_size = 3;  // shares of 2 and 1 samples
     const RankTrace single = TrainOnRanks(config, 1, 3, train, validation).front();
     const auto parallel = TrainOnRanks(config, 2, 3, train, validation);
     CheckSameTrajectory(single, parallel[0], 1e-5);
   }
   SECTION("fp16 buckets: half the bytes, the trajectory within fp16 rounding") {
-    TrainingConfig config = SmallConfig();
+    TrainingConfig config = testing::SmallTrainingConfig();
     const RankTrace single = TrainOnRanks(config, 1, 6, train, validation).front();
     config.data_parallel.compression = "fp16";
     const auto parallel = TrainOnRanks(config, 2, 6, train, validation);
@@ -242,7 +227,7 @@ TEST_CASE("a rank that dies makes its peers fail with c10d's error, not hang", "
     return;
   }
   const Samples train = RandomSamples(70, 13), validation = RandomSamples(20, 14);
-  TrainingConfig config = SmallConfig();
+  TrainingConfig config = testing::SmallTrainingConfig();
   const auto started = std::chrono::steady_clock::now();
   // Rank 1 leaves after its second step, closing its Gloo connections as a killed process
   // would; rank 0's third step must throw (and the test fails if it hangs).

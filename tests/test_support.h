@@ -7,6 +7,8 @@
 #include <string>
 
 #include "harness/equivalence.h"
+#include "harness/text_data.h"
+#include "harness/training/trainer.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
 #include "variants/simple_rnn/model.h"
@@ -20,6 +22,23 @@ inline ModelConfig SmallSimpleRnn(int64_t layers = 2, int64_t heads = 3) {
   config.width = 8 * heads;
   config.num_layers = layers;
   config.num_heads = heads;
+  return config;
+}
+
+// A training configuration small enough for many steps in a test: `fused`, D=16, L=2.
+inline training::TrainingConfig SmallTrainingConfig() {
+  training::TrainingConfig config;
+  config.variant = "fused";
+  config.model.family = "simple_rnn";
+  config.model.vocab_size = text::kVocabularySize;
+  config.model.width = 16;
+  config.model.num_layers = 2;
+  config.model.num_heads = 2;
+  config.batching.batch_size = 8;
+  config.schedule.peak = 1e-2;
+  config.schedule.warmup_steps = 2;
+  config.schedule.cycle_steps = 20;
+  config.eval_batch_size = 16;
   return config;
 }
 

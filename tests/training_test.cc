@@ -12,6 +12,7 @@
 #include "harness/training/trainer.h"
 #include "harness/training/training_data.h"
 #include "harness/training/training_suite.h"
+#include "tests/test_support.h"
 #include "variants/core/torch_compat.h"
 
 namespace seqbench::training {
@@ -172,25 +173,9 @@ TEST_CASE("the loss scaler backs off on overflow and grows after good steps", "[
   CHECK(scaler.good_steps() == 0);
 }
 
-TrainingConfig SmallConfig() {
-  TrainingConfig config;
-  config.variant = "fused";
-  config.model.family = "simple_rnn";
-  config.model.vocab_size = text::kVocabularySize;
-  config.model.width = 16;
-  config.model.num_layers = 2;
-  config.model.num_heads = 2;
-  config.batching.batch_size = 8;
-  config.schedule.peak = 1e-2;
-  config.schedule.warmup_steps = 2;
-  config.schedule.cycle_steps = 20;
-  config.eval_batch_size = 16;
-  return config;
-}
-
 TEST_CASE("k accumulated micro-batches give the large batch's gradient and update", "[training]") {
   const Samples train = SkewedSamples(64, 5), validation = SkewedSamples(16, 6);
-  TrainingConfig large = SmallConfig();
+  TrainingConfig large = testing::SmallTrainingConfig();
   large.clip_norm = 0;  // compare raw gradients
   TrainingConfig accumulated = large;
   accumulated.batching.batch_size = 2;
@@ -216,7 +201,7 @@ TEST_CASE("k accumulated micro-batches give the large batch's gradient and updat
 
 TEST_CASE("training resumes from a checkpoint with the same next losses", "[training]") {
   const Samples train = SkewedSamples(80, 7), validation = SkewedSamples(16, 8);
-  TrainingConfig config = SmallConfig();
+  TrainingConfig config = testing::SmallTrainingConfig();
   config.loader.workers = 2;
   std::vector<double> straight;
   {
@@ -258,7 +243,7 @@ TEST_CASE("training resumes from a checkpoint with the same next losses", "[trai
 }
 
 TEST_CASE("a resume may change the schedule's length and nothing else", "[training]") {
-  TrainingConfig config = EffectiveConfig(SmallConfig());
+  TrainingConfig config = EffectiveConfig(testing::SmallTrainingConfig());
   const std::string fingerprint = config.Fingerprint();
   CHECK(MatchForResume(fingerprint, fingerprint).kind == ResumeMatch::kSame);
 
@@ -284,7 +269,7 @@ TEST_CASE("bf16 autocast trains on the CPU close to fp32", "[training]") {
   const std::string variant =
       GENERATE(as<std::string>{}, "fused", "batched", "checkpointed", "fused_recurrent");
   INFO(variant);
-  TrainingConfig fp32 = SmallConfig();
+  TrainingConfig fp32 = testing::SmallTrainingConfig();
   fp32.variant = variant;
   TrainingConfig bf16 = fp32;
   bf16.precision = Precision::kBFloat16;
