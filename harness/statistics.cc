@@ -257,6 +257,23 @@ std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
   return std::max(interval->high / interval->estimate - 1, 1 - interval->low / interval->estimate);
 }
 
+LineFit FitLine(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) {
+    throw std::invalid_argument("a line fit needs at least 2 (x, y) pairs");
+  }
+  const double mean_x = Mean(x), mean_y = Mean(y);
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mean_x) * (x[i] - mean_x);
+    sxy += (x[i] - mean_x) * (y[i] - mean_y);
+  }
+  if (!(sxx > 0)) throw std::invalid_argument("a line fit needs at least two distinct x");
+  LineFit fit;
+  fit.slope = sxy / sxx;
+  fit.intercept = mean_y - fit.slope * mean_x;
+  return fit;
+}
+
 PowerLawFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>& y,
                         double confidence) {
   if (x.size() != y.size() || x.size() < 2) {
@@ -274,14 +291,11 @@ PowerLawFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>&
     log_y.push_back(std::log(y[i]));
   }
   const double mean_x = Mean(log_x), mean_y = Mean(log_y);
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxx += (log_x[i] - mean_x) * (log_x[i] - mean_x);
-    sxy += (log_x[i] - mean_x) * (log_y[i] - mean_y);
-  }
+  double sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) sxx += (log_x[i] - mean_x) * (log_x[i] - mean_x);
   if (!(sxx > 0)) throw std::invalid_argument("a power-law fit needs at least two distinct x");
   PowerLawFit fit;
-  fit.exponent = sxy / sxx;
+  fit.exponent = FitLine(log_x, log_y).slope;
   fit.confidence = confidence;
   fit.points = x.size();
   const size_t dof = x.size() - 2;

@@ -99,6 +99,14 @@ std::optional<Interval> MedianInterval(const std::vector<double>& values, double
 std::optional<double> MedianRelativeHalfWidth(const std::vector<double>& values,
                                               double confidence = 0.95);
 
+// The least-squares line y = intercept + slope·x. Throws std::invalid_argument for fewer
+// than 2 points, sizes that differ, or x that are all equal.
+struct LineFit {
+  double intercept = 0;
+  double slope = 0;
+};
+LineFit FitLine(const std::vector<double>& x, const std::vector<double>& y);
+
 // A power law y = c·x^k fitted by least squares on log(y) = log(c) + k·log(x): the
 // exponent k and the half-width of its confidence interval (Student's t with n - 2 degrees
 // of freedom on the slope's standard error; infinite with 2 points, which fit exactly).

@@ -9,6 +9,7 @@
 #include "reports/gate.h"
 #include "reports/plot.h"
 #include "reports/report.h"
+#include "reports/scaling.h"
 #include "reports/training.h"
 
 namespace seqbench {
@@ -38,7 +39,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
-         name == "pipelines" || name == "gate" || name == "fit";
+         name == "pipelines" || name == "gate" || name == "fit" || name == "scaling";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -125,6 +126,17 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
       throw ReadmeError(error.what());
     }
   }
+  if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
+    if (!training_run) throw ReadmeError("scaling= needs a training run with data parallelism");
+    try {
+      const std::vector<ScalingRow> rows = ScalingRows(cases);
+      if (kind == "measured") return RenderScalingTable(rows);
+      if (kind == "model") return RenderScalingModel(rows);
+    } catch (const std::invalid_argument& error) {
+      throw ReadmeError(error.what());
+    }
+    throw ReadmeError("scaling=" + kind + ": give scaling=measured or scaling=model");
+  }
   if (Attribute(section, "plot").empty()) {
     return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);
   }
@@ -138,7 +150,14 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
   const std::string y = Attribute(section, "plot");
   std::string x = Attribute(section, "x");
   try {
-    if (training_run) {  // loss curves from the training_steps table
+    if (training_run && (y == "efficiency" || y == "model_efficiency")) {
+      ScalingPlotRequest request;
+      request.y = y;
+      request.x = x = y == "efficiency" ? (x.empty() ? "bandwidth" : x) : "ranks";
+      request.title = title;
+      request.output = output;
+      RenderScalingPlot(ScalingRows(cases), request);
+    } else if (training_run) {  // loss curves from the training_steps table
       LossPlotRequest request;
       request.x = x = x.empty() ? "step" : x;
       request.y = y;

@@ -117,27 +117,31 @@ struct RankTrace {
   std::map<std::string, torch::Tensor> weights;
 };
 
-// Trains `steps` steps on `ranks` ranks, one thread each, and returns every rank's trace.
+// Trains `steps` steps on the world ranks `members` of a world of `world_size` ranks, one
+// thread each, and returns every world rank's trace (empty for a rank outside the group).
 // `after_step` (rank, step) may throw to stop a rank, as a dying process would.
-std::vector<RankTrace> TrainOnRanks(const TrainingConfig& base, int64_t ranks, int steps,
-                                    const Samples& train, const Samples& validation,
-                                    std::function<void(int64_t, int)> after_step = nullptr) {
+std::vector<RankTrace> TrainOnMembers(const TrainingConfig& base,
+                                      const std::vector<int64_t>& members, int64_t world_size,
+                                      int steps, const Samples& train, const Samples& validation,
+                                      std::function<void(int64_t, int)> after_step = nullptr) {
   const int64_t port = FreeLocalPort();
   std::vector<std::future<RankTrace>> futures;
-  for (int64_t rank = 0; rank < ranks; ++rank) {
+  for (int64_t rank = 0; rank < world_size; ++rank) {
     futures.push_back(std::async(std::launch::async, [=, &train, &validation] {
       WorldEnvironment environment;
       environment.rank = rank;
-      environment.world_size = ranks;
+      environment.world_size = world_size;
       environment.master_port = port;
       World world(environment, std::chrono::seconds(20));
       TrainingConfig config = base;
-      config.data_parallel.ranks = ranks;
+      config.data_parallel.ranks = static_cast<int64_t>(members.size());
+      config.data_parallel.members = members;
       config.data_parallel.timeout = std::chrono::seconds(20);
       RankTrace trace;
+      const auto group = world.Group("test", members, config.data_parallel.timeout);
+      if (group == nullptr) return trace;
       {
-        Trainer trainer(config, train, validation,
-                        world.Group("test", ranks, config.data_parallel.timeout));
+        Trainer trainer(config, train, validation, group);
         for (int step = 0; step < steps; ++step) {
           const StepResult result = trainer.Step();
           trace.losses.push_back(result.loss);
@@ -156,6 +160,15 @@ std::vector<RankTrace> TrainOnRanks(const TrainingConfig& base, int64_t ranks, i
   std::vector<RankTrace> traces;
   for (auto& future : futures) traces.push_back(future.get());
   return traces;
+}
+
+// The world's first `ranks` ranks, as `seqbench train --nproc` gives a pipeline.
+std::vector<RankTrace> TrainOnRanks(const TrainingConfig& base, int64_t ranks, int steps,
+                                    const Samples& train, const Samples& validation,
+                                    std::function<void(int64_t, int)> after_step = nullptr) {
+  std::vector<int64_t> members(static_cast<size_t>(ranks));
+  for (int64_t rank = 0; rank < ranks; ++rank) members[rank] = rank;
+  return TrainOnMembers(base, members, ranks, steps, train, validation, std::move(after_step));
 }
 
 void CheckSameTrajectory(const RankTrace& single, const RankTrace& parallel, double tolerance) {
@@ -219,6 +232,37 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
       CHECK(parallel[0].losses[step] == Approx(single.losses[step]).epsilon(1e-3));
     }
   }
+}
+
+TEST_CASE("a group of world ranks 0 and 2 trains as ranks 0 and 1 would, rank 1 idle",
+          "[distributed]") {
+  if (!DistributedAvailable()) {
+    WARN("skipped: " << DistributedUnavailableReason());
+    return;
+  }
+  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  const TrainingConfig config = testing::SmallTrainingConfig();
+  const RankTrace single = TrainOnRanks(config, 1, 4, train, validation).front();
+  const auto traces = TrainOnMembers(config, {0, 2}, 3, 4, train, validation);
+  CHECK(traces[1].losses.empty());  // not a member: never trained
+  CheckSameTrajectory(single, traces[0], 1e-5);
+  CheckSameTrajectory(single, traces[2], 1e-5);
+  // Besides the gradient buckets, a step all-reduces its target count and its loss.
+  CHECK(traces[0].last_communication.count_allreduces == 2);
+  CHECK(traces[0].last_communication.count_allreduce_seconds > 0);
+}
+
+TEST_CASE("members must start at rank 0, ascend and lie in the world", "[distributed]") {
+  if (!DistributedAvailable()) {
+    WARN("skipped: " << DistributedUnavailableReason());
+    return;
+  }
+  WorldEnvironment environment;
+  environment.master_port = FreeLocalPort();
+  World world(environment, std::chrono::seconds(5));  // a world of one rank
+  const std::chrono::seconds timeout(5);
+  CHECK_THROWS_WITH(world.Group("a", {1}, timeout), Catch::Contains("start at world rank 0"));
+  CHECK_THROWS_WITH(world.Group("b", {0, 1}, timeout), Catch::Contains("below 1"));
 }
 
 TEST_CASE("a rank that dies makes its peers fail with c10d's error, not hang", "[distributed]") {

@@ -27,6 +27,7 @@
 #include "reports/readme.h"
 #include "reports/readme_sections.h"
 #include "reports/report.h"
+#include "reports/scaling.h"
 #include "reports/training.h"
 
 namespace seqbench {
@@ -1118,6 +1119,89 @@ TEST_CASE("report fit: exponents per variant and workload, x left out of the ser
   CHECK(count == 2 + rows.size());
   CHECK_THROWS_AS(FitComplexity(cases, "mode"), std::invalid_argument);
   CHECK_THROWS_AS(FitComplexity(cases, "nonsense"), std::invalid_argument);
+}
+
+// A training pipeline as the data-parallel pipeline stores it.
+CaseRecord Pipeline(const std::string& name, double ranks, double tokens_per_s, double step_s,
+                    double alpha_s = 0, double bucket_mb = 25) {
+  CaseRecord c;
+  c.identity.variant_name = c.identity.variant_key = name;
+  c.status = kStatusOk;
+  c.reference = "one_rank";
+  c.description = "ranks=" + FormatSignificant(ranks);
+  c.metrics = {{"ranks", ranks, "count"},
+               {"tokens_per_s", tokens_per_s, "tokens/s"},
+               {"runtime_mean_s", step_s, "s"}};
+  if (ranks > 1) {
+    c.metrics.push_back({"bucket_mb", bucket_mb, "MiB"});
+    c.metrics.push_back({"network_alpha_s", alpha_s, "s"});
+    c.metrics.push_back({"network_beta_s_per_byte", 1e-9, "s/B"});
+    c.metrics.push_back({"allreduce_bytes_per_step", 3e5, "bytes"});
+    c.metrics.push_back({"allreduce_buckets_per_step", 3, "count"});
+    c.metrics.push_back({"allreduce_s_per_step", 0.004, "s"});
+    c.metrics.push_back({"count_allreduces_per_step", 2, "count"});
+    c.metrics.push_back({"count_allreduce_s_per_step", 0.001, "s"});
+  }
+  return c;
+}
+
+TEST_CASE("scaling: efficiency against the one-rank reference, and the model's table",
+          "[reports][distributed]") {
+  const std::vector<CaseRecord> cases = {Pipeline("one_rank", 1, 1000, 0.080),
+                                         Pipeline("fast_link", 2, 1500, 0.050, 1e-4, 25),
+                                         Pipeline("slow_link", 2, 800, 0.095, 4e-3, 25),
+                                         Pipeline("slow_small", 2, 600, 0.120, 4e-3, 0.05)};
+  const std::vector<ScalingRow> rows = ScalingRows(cases);
+  REQUIRE(rows.size() == 3);  // the one-rank reference is not a row
+  // tokens/s ÷ (2 × 1000), by hand.
+  CHECK(rows[0].efficiency == Approx(0.75));
+  CHECK(rows[1].efficiency == Approx(0.40));
+  CHECK(rows[0].compute_s() == Approx(0.050 - 0.004 - 0.001));
+  // Without its reference a row has no efficiency, and says so with a dash.
+  const auto orphans = ScalingRows({cases[1]});
+  REQUIRE(orphans.size() == 1);
+  CHECK(std::isnan(orphans[0].efficiency));
+
+  for (const std::string& table :
+       {RenderScalingTable(rows), RenderScalingModel(rows, {2, 8, 64, 512})}) {
+    std::istringstream lines(table);
+    std::string line;
+    size_t width = 0, count = 0;
+    while (std::getline(lines, line)) {
+      if (line.rfind("|", 0) != 0) continue;  // the note under the table
+      const size_t cells = Cells(line).size();
+      if (width == 0) width = cells;
+      CHECK(cells == width);
+      ++count;
+    }
+    CHECK(count == 2 + rows.size());
+  }
+  // The model's step on 2 ranks is the compute plus the measured network's all-reduces:
+  // 3 buckets of 100 kB and 2 counts, T(2, n) = 2α + n·β.
+  const double alpha = 1e-4, beta = 1e-9;
+  const double modelled =
+      rows[0].compute_s() + 3 * (2 * alpha + 1e5 * beta) + 2 * (2 * alpha + 8 * beta);
+  const std::string model = RenderScalingModel(rows, {2});
+  CHECK(model.find(FormatSignificant(modelled * 1e3) + " ms") != std::string::npos);
+  CHECK(model.find("A model, not a measurement") != std::string::npos);
+
+  ScalingPlotRequest plot;
+  plot.y = "efficiency";
+  plot.x = "latency";
+  const std::string script = BuildScalingPlotScript(rows, plot);
+  // One line per bucket size, the fast link's point before the slow one's.
+  CHECK(script.find("'buckets of 25 MiB'") != std::string::npos);
+  CHECK(script.find("'buckets of 0.05 MiB'") != std::string::npos);
+  CHECK(script.find("0.1 75\n4 40\n") != std::string::npos);
+  plot.x = "bandwidth";  // 1/β = 1000 MB/s for every row: one point per line
+  CHECK(BuildScalingPlotScript(rows, plot).find("1000 75\n") != std::string::npos);
+  plot.x = "nonsense";
+  CHECK_THROWS_AS(BuildScalingPlotScript(rows, plot), std::invalid_argument);
+  plot.y = "model_efficiency";
+  CHECK(BuildScalingPlotScript(rows, plot).find("512 ") != std::string::npos);
+  plot.y = "nonsense";
+  CHECK_THROWS_AS(BuildScalingPlotScript(rows, plot), std::invalid_argument);
+  CHECK_THROWS_AS(RenderScalingTable({}), std::invalid_argument);
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/training/ring_model.h"
+
 namespace seqbench::stats {
 namespace {
 
@@ -335,6 +337,47 @@ TEST_CASE("power-law fit: exact laws, and a 95% interval that covers 95% of nois
   INFO(covered << " of " << kDraws << " intervals cover the true exponent");
   CHECK(covered >= 0.91 * kDraws);
   CHECK(covered <= 0.99 * kDraws);
+}
+
+TEST_CASE("line fit: the least-squares line of points off any line", "[statistics][fit]") {
+  // x = 1, 2, 3, 4; y = 1, 3, 2, 5: the normal equations by hand give slope 1.1 and
+  // intercept 2.75 - 1.1 * 2.5 = 0 (sxy = 5.5, sxx = 5).
+  const stats::LineFit fit = stats::FitLine({1, 2, 3, 4}, {1, 3, 2, 5});
+  CHECK(fit.slope == Approx(1.1).margin(1e-12));
+  CHECK(fit.intercept == Approx(0.0).margin(1e-12));
+  const stats::LineFit shifted = stats::FitLine({0, 10}, {7, 2});
+  CHECK(shifted.slope == Approx(-0.5));
+  CHECK(shifted.intercept == Approx(7.0));
+  CHECK_THROWS_AS(stats::FitLine({3, 3}, {1, 2}), std::invalid_argument);
+}
+
+TEST_CASE("ring all-reduce model: α and β come back from times the formula made",
+          "[statistics][fit][distributed]") {
+  const training::RingModel truth{2e-4, 1.0 / 5e8};  // 0.2 ms a message, 500 MB/s a link
+  // T(p, n) = 2(p-1)α + 2(p-1)/p·n·β, written out independently of AllReduceSeconds.
+  const auto ring = [&](int64_t p, double n) {
+    return 2.0 * (p - 1) * truth.alpha_s + 2.0 * (p - 1) / p * n * truth.beta_s_per_byte;
+  };
+  const std::vector<double> sizes = {4, 65536, 262144, 1048576};
+  for (const int64_t ranks : {2, 3, 8}) {
+    INFO(ranks << " ranks");
+    std::vector<double> times;
+    for (const double n : sizes) times.push_back(ring(ranks, n));
+    const training::RingModel fitted = training::FitRingModel(ranks, sizes, times);
+    CHECK(fitted.alpha_s == Approx(truth.alpha_s).epsilon(1e-9));
+    CHECK(fitted.beta_s_per_byte == Approx(truth.beta_s_per_byte).epsilon(1e-9));
+    CHECK(truth.AllReduceSeconds(ranks, 1e6) == Approx(ring(ranks, 1e6)).epsilon(1e-12));
+  }
+  CHECK(truth.AllReduceSeconds(1, 1e9) == 0);
+  CHECK_THROWS_AS(training::FitRingModel(1, sizes, sizes), std::invalid_argument);
+
+  // A step of 10 ms compute, 1 MB of gradients in 4 buckets and 2 count all-reduces: one
+  // rank is all compute; with more ranks the latency terms grow and efficiency falls.
+  const training::StepModel step{0.010, 1e6, 4, 2};
+  CHECK(step.Efficiency(truth, 1) == 1.0);
+  const double p8 = 0.010 + 4 * ring(8, 2.5e5) + 2 * ring(8, 8);
+  CHECK(step.StepSeconds(truth, 8) == Approx(p8).epsilon(1e-12));
+  CHECK(step.Efficiency(truth, 64) < step.Efficiency(truth, 8));
 }
 
 }  // namespace

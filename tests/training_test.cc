@@ -348,6 +348,25 @@ at_least = 1.0
              Catch::Contains("duplicate pipeline name 'plain'"));
   CHECK_THAT(error_of("over = \"plain\"", "over = \"nobody\""),
              Catch::StartsWith("23: ") && Catch::Contains("not a pipeline name"));
+  // members: the world ranks of a data-parallel pipeline, from rank 0 up.
+  {
+    std::string text = good;
+    text.replace(text.find("warmup_steps = 4"), 16, "members = [0, 3]");
+    const TrainingSuite with_members = ParseTrainingSuite(text, "t.toml");
+    const auto& options = with_members.pipelines[1].config.data_parallel;
+    CHECK(options.ranks == 2);
+    CHECK(options.Members() == std::vector<int64_t>{0, 3});
+    CHECK_FALSE(with_members.pipelines[1].ranks_from_world);
+    CHECK(with_members.pipelines[1].Describe().find("ranks=2") != std::string::npos);
+    CHECK(with_members.pipelines[1].Describe().find("members=0,3") != std::string::npos);
+    CHECK(with_members.pipelines[0].config.data_parallel.Members() == std::vector<int64_t>{0});
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "members = [1, 2]"),
+             Catch::StartsWith("19: ") && Catch::Contains("must start at rank 0"));
+  CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2, 2]"),
+             Catch::StartsWith("19: ") && Catch::Contains("ascend"));
+  CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2]\nranks = 3"),
+             Catch::Contains("give one of them"));
   if (!compat::AutocastSupports(c10::DeviceType::CPU, torch::kHalf)) {
     CHECK_THAT(error_of("warmup_steps = 4", "amp = \"fp16\""),
                Catch::Contains("not supported on the CPU"));

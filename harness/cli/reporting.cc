@@ -23,6 +23,7 @@
 #include "reports/readme.h"
 #include "reports/readme_sections.h"
 #include "reports/report.h"
+#include "reports/scaling.h"
 #include "reports/training.h"
 
 namespace po = boost::program_options;
@@ -95,6 +96,11 @@ int RunReport(const std::vector<std::string>& args) {
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
                      ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
                : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
+    // Data-parallel pipelines: where their time went, and the model beyond them.
+    if (const auto rows = ScalingRows(cases); run.kind == kRunKindTraining && !rows.empty()) {
+      text += "\n## Data-parallel scaling\n\n" + RenderScalingTable(rows) + "\n" +
+              RenderScalingModel(rows);
+    }
   }
   if (format == "csv") text = RenderCsv(run, cases);
   if (format == "json") text = RenderJson(run, cases);

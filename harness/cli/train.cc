@@ -411,12 +411,16 @@ int RunTrain(const std::vector<std::string>& args) {
                        "': compression applies to gradients sent between ranks; it trains on "
                        "one rank (start more with --nproc, or set ranks > 1)");
     }
-    if (data_parallel.ranks > world_size) {
-      throw UsageError("train: pipeline '" + spec.name + "' trains on " +
-                       std::to_string(data_parallel.ranks) + " ranks, but " +
-                       (world_size == 1 ? std::string("there is one; start with --nproc ") +
-                                              std::to_string(data_parallel.ranks)
-                                        : "the world has " + std::to_string(world_size)));
+    const int64_t needed = data_parallel.Members().back() + 1;  // world ranks 0..needed-1
+    if (needed > world_size) {
+      throw UsageError(
+          "train: pipeline '" + spec.name + "' trains on " +
+          (data_parallel.members.empty() ? std::to_string(data_parallel.ranks) + " ranks"
+                                         : "world rank " + std::to_string(needed - 1)) +
+          ", but " +
+          (world_size == 1
+               ? std::string("there is one; start with --nproc ") + std::to_string(needed)
+               : "the world has " + std::to_string(world_size)));
     }
   }
   for (const std::string& name : only) {
@@ -594,7 +598,10 @@ int RunTrain(const std::vector<std::string>& args) {
   for (size_t position = 0; position < pipelines.size() && !interrupted; ++position) {
     const PipelineSpec& spec = pipelines[position];
     const int64_t ranks = spec.config.data_parallel.ranks;
-    if (world && world->rank() >= ranks) continue;  // trained by the world's first ranks
+    if (world) {  // trained by its members only
+      const std::vector<int64_t> members = spec.config.data_parallel.Members();
+      if (std::find(members.begin(), members.end(), world->rank()) == members.end()) continue;
+    }
     std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines.size(), spec.name.c_str(),
                 spec.Describe().c_str(), (long long)spec.steps);
     std::fflush(stdout);

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -86,6 +87,22 @@ int64_t FreeLocalPort() {
   }
   close(fd);
   return ntohs(address.sin_port);
+}
+
+std::vector<int64_t> DataParallelOptions::Members() const {
+  if (!members.empty()) return members;
+  std::vector<int64_t> first(static_cast<size_t>(std::max<int64_t>(ranks, 1)));
+  for (size_t i = 0; i < first.size(); ++i) first[i] = static_cast<int64_t>(i);
+  return first;
+}
+
+CommunicationStats& CommunicationStats::operator+=(const CommunicationStats& other) {
+  buckets += other.buckets;
+  bytes += other.bytes;
+  allreduce_seconds += other.allreduce_seconds;
+  count_allreduces += other.count_allreduces;
+  count_allreduce_seconds += other.count_allreduce_seconds;
+  return *this;
 }
 
 #ifdef SEQBENCH_DISTRIBUTED
@@ -221,6 +238,23 @@ class GlooGroup : public DataParallelGroup {
     return std::make_unique<C10dReducer>(parameters, group_, options);
   }
 
+  double AllReduceSeconds(int64_t bytes, int64_t repetitions) override {
+    TORCH_CHECK(bytes >= 4 && repetitions >= 1, "an all-reduce probe of ", bytes, " bytes, ",
+                repetitions, " times");
+    std::vector<at::Tensor> tensors{torch::zeros({bytes / 4}, torch::kFloat32)};
+    group_->allreduce(tensors)->wait();  // the first carries the connection's set-up
+    std::vector<double> seconds;
+    for (int64_t i = 0; i < repetitions; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      group_->allreduce(tensors)->wait();
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    const size_t middle = seconds.size() / 2;
+    return seconds.size() % 2 == 1 ? seconds[middle] : (seconds[middle - 1] + seconds[middle]) / 2;
+  }
+
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };
@@ -257,10 +291,20 @@ World::~World() {
   }
 }
 
-std::shared_ptr<DataParallelGroup> World::Group(const std::string& name, int64_t ranks,
+std::shared_ptr<DataParallelGroup> World::Group(const std::string& name,
+                                                const std::vector<int64_t>& members,
                                                 std::chrono::seconds timeout) {
-  TORCH_CHECK(ranks >= 1 && ranks <= size(), "a group of ", ranks, " ranks in a world of ", size());
-  if (rank() >= ranks) return nullptr;
+  TORCH_CHECK(!members.empty() && members.front() == 0,
+              "a group's members start at world rank 0 (which writes the results)");
+  for (size_t i = 0; i < members.size(); ++i) {
+    TORCH_CHECK(members[i] < size() && (i == 0 || members[i] > members[i - 1]),
+                "a group's members are ascending world ranks below ", size(), "; got rank ",
+                members[i]);
+  }
+  const auto found = std::find(members.begin(), members.end(), rank());
+  if (found == members.end()) return nullptr;
+  const auto ranks = static_cast<int64_t>(members.size());
+  const auto group_rank = static_cast<int>(found - members.begin());
   // The ranks arrive when they have finished the pipelines before this one, which ranks
   // outside those pipelines skipped: wait for all of them without a deadline (Gloo's
   // rendezvous would give up after `timeout`). A rank 0 that dies takes the store with it,
@@ -284,7 +328,7 @@ std::shared_ptr<DataParallelGroup> World::Group(const std::string& name, int64_t
   }
   options->timeout = timeout;
   return std::make_shared<GlooGroup>(c10::make_intrusive<c10d::ProcessGroupGloo>(
-      store, static_cast<int>(rank()), static_cast<int>(ranks), options));
+      store, group_rank, static_cast<int>(ranks), options));
 }
 
 #else  // !SEQBENCH_DISTRIBUTED
@@ -302,7 +346,8 @@ World::World(const WorldEnvironment& environment, std::chrono::seconds timeout)
   throw std::runtime_error(DistributedUnavailableReason());
 }
 World::~World() = default;
-std::shared_ptr<DataParallelGroup> World::Group(const std::string&, int64_t, std::chrono::seconds) {
+std::shared_ptr<DataParallelGroup> World::Group(const std::string&, const std::vector<int64_t>&,
+                                                std::chrono::seconds) {
   throw std::runtime_error(DistributedUnavailableReason());
 }
 

@@ -1,7 +1,8 @@
 // Data-parallel training on LibTorch's own c10d: the processes of one training run form a
 // world (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), meet through
 // a c10d::TCPStore that rank 0 serves, and each pipeline that trains on k ranks gets a
-// process group of the world's first k ranks (Gloo; its own key prefix in the store).
+// process group of k of the world's ranks, rank 0 always among them (Gloo; its own key
+// prefix in the store).
 // Gradients are averaged by c10d::Reducer, the bucketed all-reduce behind PyTorch's
 // DistributedDataParallel that starts a bucket's all-reduce while backward still runs;
 // each bucket goes through the process group's all-reduce (no collective is written here),
@@ -58,10 +59,16 @@ int64_t FreeLocalPort();
 
 // How a pipeline's gradients travel.
 struct DataParallelOptions {
-  int64_t ranks = 1;                 // ranks that train the pipeline (the world's first ones)
+  int64_t ranks = 1;  // ranks that train the pipeline
+  // The world ranks that train it, ascending from 0; empty: the world's first `ranks`.
+  // (The network study puts each peer behind a link of its own and picks one per pipeline.)
+  std::vector<int64_t> members;
   double bucket_mb = 25;             // c10d::Reducer bucket cap, MiB (DDP's default)
   std::string compression;           // "" (float32 buckets) or "fp16" (c10d's FP16 compress hook)
   std::chrono::seconds timeout{60};  // a collective waiting longer than this fails
+
+  // `members`, or [0, ranks) when it is empty.
+  std::vector<int64_t> Members() const;
 };
 
 class DataParallelGroup;
@@ -82,9 +89,11 @@ class World {
   // After a failure that may have taken a rank with it: the destructor waits for nobody.
   void Abandon() { abandoned_ = true; }
 
-  // A process group of ranks [0, ranks) for the pipeline `name` (unique in the run), or
-  // nullptr on a rank outside it. Every rank inside calls it with the same arguments.
-  std::shared_ptr<DataParallelGroup> Group(const std::string& name, int64_t ranks,
+  // A process group of the world ranks `members` (ascending, the first 0) for the pipeline
+  // `name` (unique in the run), or nullptr on a rank outside it. Every member calls it with
+  // the same arguments; the group's rank i is members[i].
+  std::shared_ptr<DataParallelGroup> Group(const std::string& name,
+                                           const std::vector<int64_t>& members,
                                            std::chrono::seconds timeout);
 
  private:
@@ -95,13 +104,20 @@ class World {
   std::unique_ptr<State> state_;
 };
 
-// Communication measured on one rank since the last TakeStats().
+// Communication measured on one rank.
 struct CommunicationStats {
-  int64_t buckets = 0;  // all-reduces started
+  int64_t buckets = 0;  // gradient all-reduces started
   int64_t bytes = 0;    // bucket payload handed to c10d (each rank's share of the sum)
   // Summed over buckets, from the hook's launch to its future's completion: all-reduce
   // time, overlapped with backward or not.
   double allreduce_seconds = 0;
+  // The trainer's blocking all-reduces of a few numbers (the step's target count before
+  // forward, its loss and token counts after backward): each costs a network round trip
+  // that nothing overlaps.
+  int64_t count_allreduces = 0;
+  double count_allreduce_seconds = 0;
+
+  CommunicationStats& operator+=(const CommunicationStats& other);
 };
 
 // Averages gradients across a group through c10d::Reducer. Per optimizer step the trainer
@@ -130,6 +146,10 @@ class DataParallelGroup {
   // A reducer for `parameters` (each with requires_grad, all on one device).
   virtual std::unique_ptr<GradientReducer> MakeReducer(const std::vector<torch::Tensor>& parameters,
                                                        const DataParallelOptions& options) = 0;
+  // The median wall time of `repetitions` blocking all-reduces of `bytes` bytes of float32
+  // (after one untimed): what the pipeline fits the ring model's α and β to (ring_model.h).
+  // Every member calls it with the same arguments.
+  virtual double AllReduceSeconds(int64_t bytes, int64_t repetitions) = 0;
 };
 
 }  // namespace seqbench::training

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "harness/statistics.h"
+#include "harness/training/ring_model.h"
 #include "variants/core/registry.h"
 
 namespace seqbench::training {
@@ -89,6 +90,22 @@ void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const Pipe
   if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
 }
 
+namespace {
+
+// All-reduces from 4 B (all latency) to 1 MiB (mostly bandwidth) on the group, each the
+// median of 7, fitted to the ring model. About 40 all-reduces: under a second even behind
+// the network study's slowest emulated link.
+RingModel MeasureRingModel(DataParallelGroup& group) {
+  const std::vector<double> sizes = {4, 64 << 10, 256 << 10, 1 << 20};
+  std::vector<double> seconds;
+  for (const double bytes : sizes) {
+    seconds.push_back(group.AllReduceSeconds(static_cast<int64_t>(bytes), /*repetitions=*/7));
+  }
+  return FitRingModel(group.size(), sizes, seconds);
+}
+
+}  // namespace
+
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const PipelineFiles& files,
@@ -127,12 +144,19 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     std::shared_ptr<DataParallelGroup> group;
     const int64_t ranks = config.data_parallel.ranks;
     if (ranks > 1) {
-      if (world == nullptr || world->size() < ranks) {
-        throw std::invalid_argument("the pipeline trains on " + std::to_string(ranks) +
-                                    " ranks; start seqbench train " + "with --nproc " +
-                                    std::to_string(ranks) + " (or under torchrun)");
+      const std::vector<int64_t> members = config.data_parallel.Members();
+      if (world == nullptr || world->size() <= members.back()) {
+        throw std::invalid_argument("the pipeline trains on world ranks up to " +
+                                    std::to_string(members.back()) +
+                                    "; start seqbench train with --nproc " +
+                                    std::to_string(members.back() + 1) + " (or under torchrun)");
       }
-      group = world->Group(spec.name, ranks, config.data_parallel.timeout);
+      group = world->Group(spec.name, members, config.data_parallel.timeout);
+      // The network the gradients will cross, before they do: the ring model's α and β,
+      // from which the reports extrapolate to more ranks.
+      const RingModel network = MeasureRingModel(*group);
+      record.metrics.push_back({"network_alpha_s", network.alpha_s, "s"});
+      record.metrics.push_back({"network_beta_s_per_byte", network.beta_s_per_byte, "s/B"});
     }
     Trainer trainer(config, data.train, data.validation, group);
     trainer.set_run_uuid(files.run_uuid);
@@ -164,9 +188,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       const StepResult step = trainer.Step();
       ++steps_taken;
       if (steps_taken > spec.timing_warmup) {
-        communication.buckets += step.communication.buckets;
-        communication.bytes += step.communication.bytes;
-        communication.allreduce_seconds += step.communication.allreduce_seconds;
+        communication += step.communication;
         ++communication_steps;
       }
       elapsed_s += step.seconds;
@@ -235,6 +257,11 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
                                 "bytes"});
       record.metrics.push_back(
           {"allreduce_s_per_step", communication.allreduce_seconds / communication_steps, "s"});
+      record.metrics.push_back(
+          {"count_allreduces_per_step",
+           static_cast<double>(communication.count_allreduces) / communication_steps, "count"});
+      record.metrics.push_back({"count_allreduce_s_per_step",
+                                communication.count_allreduce_seconds / communication_steps, "s"});
     }
   } catch (const std::exception& error) {
     record.status = kStatusError;

@@ -171,9 +171,19 @@ StepResult Trainer::Step() {
   // The step's loss is the mean over every target of every rank: each rank weighs its
   // micro-batches by their share of the group's targets, times the group's size, since
   // the Reducer averages the ranks' gradients.
+  // The two blocking all-reduces of counts (here and after backward) are timed apart from
+  // the Reducer's: each is a network round trip that no computation hides.
+  const auto counted_sum = [&](const std::vector<double>& values) {
+    const auto begin = std::chrono::steady_clock::now();
+    std::vector<double> sums = group_->Sum(values);
+    result.communication.count_allreduces += 1;
+    result.communication.count_allreduce_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    return sums;
+  };
   double loss_weight_scale = 1;
   if (group_) {
-    total_targets = static_cast<int64_t>(group_->Sum({static_cast<double>(total_targets)})[0]);
+    total_targets = static_cast<int64_t>(counted_sum({static_cast<double>(total_targets)})[0]);
     loss_weight_scale = static_cast<double>(group_->size());
   }
 
@@ -195,12 +205,12 @@ StepResult Trainer::Step() {
     scaled.backward();
   }
   if (group_) {
-    const auto sums = group_->Sum({result.loss, static_cast<double>(result.tokens),
+    const auto sums = counted_sum({result.loss, static_cast<double>(result.tokens),
                                    static_cast<double>(result.padded_tokens)});
     result.loss = sums[0];
     result.tokens = static_cast<int64_t>(sums[1]);
     result.padded_tokens = static_cast<int64_t>(sums[2]);
-    result.communication = reducer_->TakeStats();
+    result.communication += reducer_->TakeStats();
   }
 
   const bool finite = !scaler_ || scaler_->UnscaleGradients(parameters_);

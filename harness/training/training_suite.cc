@@ -45,7 +45,8 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "device",
                                              "ranks",
                                              "bucket_mb",
-                                             "compression"};
+                                             "compression",
+                                             "members"};
 
 bool Boolean(const TomlReader& reader, const toml::node& node, const std::string& key) {
   if (!node.is_boolean()) reader.Fail(node.source(), "'" + key + "' must be true or false");
@@ -134,6 +135,36 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     } else if (key == "ranks") {
       c.data_parallel.ranks = reader.Integer(value, key, 1, 1024);
       spec.ranks_from_world = false;
+      if (!c.data_parallel.members.empty() &&
+          static_cast<int64_t>(c.data_parallel.members.size()) != c.data_parallel.ranks) {
+        reader.Fail(value.source(), "'ranks' is " + std::to_string(c.data_parallel.ranks) +
+                                        " but 'members' names " +
+                                        std::to_string(c.data_parallel.members.size()) +
+                                        " ranks: give one of them");
+      }
+    } else if (key == "members") {
+      // The world ranks that train the pipeline: rank 0 (which writes the results) and
+      // others in ascending order, e.g. [0, 2] for the peer behind the network study's
+      // second link.
+      const toml::array* array = value.as_array();
+      if (array == nullptr || array->empty()) {
+        reader.Fail(value.source(),
+                    std::string("'members' must be an array of world ranks such as [0, 2], got ") +
+                        TypeName(value));
+      }
+      std::vector<int64_t> members;
+      for (const toml::node& element : *array) {
+        const int64_t member = reader.Integer(element, key, 0, 1023);
+        if (members.empty() ? member != 0 : member <= members.back()) {
+          reader.Fail(element.source(),
+                      "'members' must start at rank 0 (which writes the results) and ascend, "
+                      "e.g. [0, 2]");
+        }
+        members.push_back(member);
+      }
+      c.data_parallel.members = members;
+      c.data_parallel.ranks = static_cast<int64_t>(members.size());
+      spec.ranks_from_world = false;
     } else if (key == "bucket_mb") {
       c.data_parallel.bucket_mb = reader.Number(value, key, 0);
       if (c.data_parallel.bucket_mb <= 0)
@@ -211,6 +242,11 @@ std::string PipelineSpec::Describe() const {
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
   if (c.data_parallel.ranks > 1) {
     text << " ranks=" << c.data_parallel.ranks << " bucket_mb=" << c.data_parallel.bucket_mb;
+    if (!c.data_parallel.members.empty()) {
+      text << " members=";
+      for (size_t i = 0; i < c.data_parallel.members.size(); ++i)
+        text << (i ? "," : "") << c.data_parallel.members[i];
+    }
     if (!c.data_parallel.compression.empty())
       text << " compression=" << c.data_parallel.compression;
   }
