@@ -43,6 +43,24 @@ std::string Bandwidth(double beta_s_per_byte) {
   return beta_s_per_byte > 0 ? FormatSignificant(1e-9 / beta_s_per_byte) + " GB/s" : "—";
 }
 
+// The model needs the compute alone. With one bucket a step, the gradients travel after
+// backward has produced the last of them, so the step is compute, that all-reduce and the
+// counts' all-reduces in sequence. With several, the buckets' times overlap backward and
+// one another (each counts its wait behind the previous one), and the stored figures do
+// not separate compute from communication: those rows stay out of the model.
+std::vector<ScalingRow> ModelRows(const std::vector<ScalingRow>& rows) {
+  std::vector<ScalingRow> usable;
+  for (const ScalingRow& row : rows) {
+    if (row.buckets <= 1.0) usable.push_back(row);
+  }
+  if (usable.empty()) {
+    throw std::invalid_argument(
+        "no data-parallel pipeline sends its gradients in one bucket a step, which the model "
+        "needs to separate compute from communication");
+  }
+  return usable;
+}
+
 }  // namespace
 
 double ScalingRow::compute_s() const {
@@ -107,9 +125,11 @@ std::string RenderScalingTable(const std::vector<ScalingRow>& rows) {
          "and their time.\n";
 }
 
-std::string RenderScalingModel(const std::vector<ScalingRow>& rows,
+std::string RenderScalingModel(const std::vector<ScalingRow>& all_rows,
                                const std::vector<int64_t>& extrapolate_to) {
-  if (rows.empty()) throw std::invalid_argument("no data-parallel pipeline with network metrics");
+  if (all_rows.empty())
+    throw std::invalid_argument("no data-parallel pipeline with network metrics");
+  const std::vector<ScalingRow> rows = ModelRows(all_rows);
   std::vector<std::string> headers = {"pipeline", "compute", "measured step"};
   for (const int64_t p : extrapolate_to) headers.push_back(std::to_string(p) + " ranks (model)");
   MarkdownTable table(headers);
@@ -132,6 +152,9 @@ std::string RenderScalingModel(const std::vector<ScalingRow>& rows,
          "buckets of n bytes in all and c count all-reduces per step, none overlapped with "
          "compute (so the efficiency is a lower bound). compute: the measured step minus "
          "its measured all-reduce time; α, β, n, k and c: as measured in the table above. "
+         "Only pipelines whose gradients travel in one bucket a step appear: with several, "
+         "the buckets overlap backward and one another, and the stored times do not "
+         "separate compute from communication. "
          "It leaves out contention, a cluster's hierarchy of links and the reduction's "
          "arithmetic.\n";
 }
@@ -187,7 +210,7 @@ std::string BuildScalingPlotScript(const std::vector<ScalingRow>& rows,
     script += "set yrange [0:*]\n";
     if (x_max / x_min >= 10) script += "set logscale x 10\n";
   } else if (request.y == "model_efficiency") {
-    for (const ScalingRow& row : rows) {
+    for (const ScalingRow& row : ModelRows(rows)) {
       std::string points;
       for (int64_t p = 1; p <= 512; p *= 2) {
         std::snprintf(line, sizeof(line), "%lld %.10g\n", static_cast<long long>(p),

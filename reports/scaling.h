@@ -46,8 +46,9 @@ std::string RenderScalingTable(const std::vector<ScalingRow>& rows);
 
 // The model's step time and efficiency of each row's workload on `extrapolate_to` ranks
 // under weak scaling (each rank keeps its share of the batch), from the row's measured
-// compute, gradient bytes, buckets and network; with the formula. Throws
-// std::invalid_argument when there is no row.
+// compute, gradient bytes, buckets and network; with the formula. Only rows with one
+// gradient bucket a step, whose compute the stored times separate. Throws
+// std::invalid_argument when there is no such row.
 std::string RenderScalingModel(const std::vector<ScalingRow>& rows,
                                const std::vector<int64_t>& extrapolate_to = {8, 64, 512});
 
