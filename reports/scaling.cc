@@ -30,8 +30,9 @@ training::StepModel Step(const ScalingRow& row) {
   return step;
 }
 
-std::string Milliseconds(double seconds) {
-  return std::isfinite(seconds) ? FormatSignificant(seconds * 1e3) + " ms" : "—";
+std::string Duration(double seconds) {
+  if (seconds == 0) return "0";  // a fit's negative intercept, clamped
+  return std::isfinite(seconds) ? FormatDuration(seconds) : "—";
 }
 
 std::string Percent(double ratio) {
@@ -107,12 +108,12 @@ std::string RenderScalingTable(const std::vector<ScalingRow>& rows) {
   for (const ScalingRow& row : rows) {
     table.AddRow(
         {row.pipeline, std::to_string(row.ranks), FormatSignificant(row.bucket_mb) + " MiB",
-         Milliseconds(row.alpha_s), Bandwidth(row.beta_s_per_byte), FormatCount(row.tokens_per_s),
-         Percent(row.efficiency), Milliseconds(row.step_s),
+         Duration(row.alpha_s), Bandwidth(row.beta_s_per_byte), FormatCount(row.tokens_per_s),
+         Percent(row.efficiency), Duration(row.step_s),
          FormatSignificant(row.buckets) + " × " +
              FormatBytes(std::llround(row.gradient_bytes / std::max(1.0, row.buckets))) + ", " +
-             Milliseconds(row.gradient_allreduce_s),
-         FormatSignificant(row.count_allreduces) + ", " + Milliseconds(row.count_allreduce_s)});
+             Duration(row.gradient_allreduce_s),
+         FormatSignificant(row.count_allreduces) + ", " + Duration(row.count_allreduce_s)});
   }
   return table.Render() +
          "\nα, 1/β: the ring all-reduce model's latency per message and bandwidth per link, "
@@ -135,11 +136,10 @@ std::string RenderScalingModel(const std::vector<ScalingRow>& all_rows,
   MarkdownTable table(headers);
   for (const ScalingRow& row : rows) {
     const training::StepModel step = Step(row);
-    std::vector<std::string> cells = {
-        row.pipeline, Milliseconds(step.compute_s),
-        Milliseconds(row.step_s) + " on " + std::to_string(row.ranks)};
+    std::vector<std::string> cells = {row.pipeline, Duration(step.compute_s),
+                                      Duration(row.step_s) + " on " + std::to_string(row.ranks)};
     for (const int64_t p : extrapolate_to) {
-      cells.push_back(Milliseconds(step.StepSeconds(Network(row), p)) + ", " +
+      cells.push_back(Duration(step.StepSeconds(Network(row), p)) + ", " +
                       Percent(step.Efficiency(Network(row), p)));
     }
     table.AddRow(cells);

@@ -110,6 +110,13 @@ TEST_CASE("torchrun's environment is read, and bad values are refused by name", 
   CHECK((child->rank == 1 && child->world_size == 3 && child->master_port == 4321));
 }
 
+// A build without c10d data parallelism skips these tests, saying why.
+bool SkippedWithoutDistributed() {
+  if (DistributedAvailable()) return false;
+  WARN("skipped: " << DistributedUnavailableReason());
+  return true;
+}
+
 struct RankTrace {
   std::vector<double> losses, validation;
   std::vector<int64_t> tokens;
@@ -187,10 +194,7 @@ void CheckSameTrajectory(const RankTrace& single, const RankTrace& parallel, dou
 
 TEST_CASE("two ranks with half the batch each follow one rank with the whole batch",
           "[distributed]") {
-  if (!DistributedAvailable()) {
-    WARN("skipped: " << DistributedUnavailableReason());
-    return;
-  }
+  if (SkippedWithoutDistributed()) return;
   const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
   SECTION("fixed batches, gradients accumulated over two micro-batches") {
     TrainingConfig config = testing::SmallTrainingConfig();
@@ -236,10 +240,7 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
 
 TEST_CASE("a group of world ranks 0 and 2 trains as ranks 0 and 1 would, rank 1 idle",
           "[distributed]") {
-  if (!DistributedAvailable()) {
-    WARN("skipped: " << DistributedUnavailableReason());
-    return;
-  }
+  if (SkippedWithoutDistributed()) return;
   const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
   const TrainingConfig config = testing::SmallTrainingConfig();
   const RankTrace single = TrainOnRanks(config, 1, 4, train, validation).front();
@@ -253,10 +254,7 @@ TEST_CASE("a group of world ranks 0 and 2 trains as ranks 0 and 1 would, rank 1 
 }
 
 TEST_CASE("members must start at rank 0, ascend and lie in the world", "[distributed]") {
-  if (!DistributedAvailable()) {
-    WARN("skipped: " << DistributedUnavailableReason());
-    return;
-  }
+  if (SkippedWithoutDistributed()) return;
   WorldEnvironment environment;
   environment.master_port = FreeLocalPort();
   World world(environment, std::chrono::seconds(5));  // a world of one rank
@@ -266,10 +264,7 @@ TEST_CASE("members must start at rank 0, ascend and lie in the world", "[distrib
 }
 
 TEST_CASE("a rank that dies makes its peers fail with c10d's error, not hang", "[distributed]") {
-  if (!DistributedAvailable()) {
-    WARN("skipped: " << DistributedUnavailableReason());
-    return;
-  }
+  if (SkippedWithoutDistributed()) return;
   const Samples train = RandomSamples(70, 13), validation = RandomSamples(20, 14);
   TrainingConfig config = testing::SmallTrainingConfig();
   const auto started = std::chrono::steady_clock::now();

@@ -238,7 +238,7 @@ class GlooGroup : public DataParallelGroup {
     return std::make_unique<C10dReducer>(parameters, group_, options);
   }
 
-  double AllReduceSeconds(int64_t bytes, int64_t repetitions) override {
+  std::vector<double> TimeAllReduces(int64_t bytes, int64_t repetitions) override {
     TORCH_CHECK(bytes >= 4 && repetitions >= 1, "an all-reduce probe of ", bytes, " bytes, ",
                 repetitions, " times");
     std::vector<at::Tensor> tensors{torch::zeros({bytes / 4}, torch::kFloat32)};
@@ -250,9 +250,7 @@ class GlooGroup : public DataParallelGroup {
       seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    std::sort(seconds.begin(), seconds.end());
-    const size_t middle = seconds.size() / 2;
-    return seconds.size() % 2 == 1 ? seconds[middle] : (seconds[middle - 1] + seconds[middle]) / 2;
+    return seconds;
   }
 
  private:

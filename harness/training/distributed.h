@@ -146,10 +146,10 @@ class DataParallelGroup {
   // A reducer for `parameters` (each with requires_grad, all on one device).
   virtual std::unique_ptr<GradientReducer> MakeReducer(const std::vector<torch::Tensor>& parameters,
                                                        const DataParallelOptions& options) = 0;
-  // The median wall time of `repetitions` blocking all-reduces of `bytes` bytes of float32
-  // (after one untimed): what the pipeline fits the ring model's α and β to (ring_model.h).
-  // Every member calls it with the same arguments.
-  virtual double AllReduceSeconds(int64_t bytes, int64_t repetitions) = 0;
+  // The wall times of `repetitions` blocking all-reduces of `bytes` bytes of float32
+  // (after one untimed): what the pipeline fits the ring model's α and β to
+  // (ring_model.h). Every member calls it with the same arguments.
+  virtual std::vector<double> TimeAllReduces(int64_t bytes, int64_t repetitions) = 0;
 };
 
 }  // namespace seqbench::training

@@ -99,7 +99,8 @@ RingModel MeasureRingModel(DataParallelGroup& group) {
   const std::vector<double> sizes = {4, 64 << 10, 256 << 10, 1 << 20};
   std::vector<double> seconds;
   for (const double bytes : sizes) {
-    seconds.push_back(group.AllReduceSeconds(static_cast<int64_t>(bytes), /*repetitions=*/7));
+    seconds.push_back(
+        stats::Median(group.TimeAllReduces(static_cast<int64_t>(bytes), /*repetitions=*/7)));
   }
   return FitRingModel(group.size(), sizes, seconds);
 }
