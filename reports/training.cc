@@ -42,7 +42,8 @@ TrainingCurves LoadCurves(const Store& store, int64_t run_id,
 
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
   MarkdownTable table({"pipeline", "options", "tokens/s", "× ref.", "peak memory", "× ref.",
-                       "padding eff.", "steps", "train loss", "val. loss", "status"});
+                       "optimizer state", "padding eff.", "steps", "train loss", "val. loss",
+                       "status"});
   std::string reference;
   for (const CaseRecord& c : cases) {
     reference = c.reference;
@@ -56,10 +57,13 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
     }
     const auto peak = c.MetricValue("peak_bytes");
     const auto efficiency = c.MetricValue("padding_efficiency");
+    // Runs stored before 8-bit AdamW have no optimizer-state figure.
+    const auto optimizer_state = c.MetricValue("optimizer_state_bytes");
     table.AddRow({c.name(), c.description, throughput,
                   ref ? Ratio(tokens_per_s, ref->MetricValue("tokens_per_s")) : "—",
                   peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
                   ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
+                  optimizer_state ? FormatBytes(static_cast<int64_t>(*optimizer_state)) : "—",
                   efficiency ? FormatSignificant(*efficiency * 100, 3) + "%" : "—",
                   std::to_string(c.iterations), Loss(c.MetricValue("final_train_loss")),
                   Loss(c.MetricValue("final_validation_loss")),
@@ -70,7 +74,8 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
          "every step after the pipeline's timing warmup (± the standard deviation over steps). "
          "× ref.: against `" +
          reference +
-         "`. Peak memory: live tensor bytes at their peak over the whole training. train "
+         "`. Peak memory: live tensor bytes at their peak over the whole training. Optimizer "
+         "state: the bytes of its moments (and their block scales) after the last step. train "
          "loss: mean over the last 10% of steps; val. loss: on the held-out samples after "
          "the last step (nats/token).\n";
 }
@@ -172,6 +177,7 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
     const std::map<std::string, std::string> kinds = {
         {"throughput", "tokens/s of " + e.variant + " / " + e.over},
         {"memory_ratio", "peak memory of " + e.variant + " / " + e.over},
+        {"optimizer_state_ratio", "optimizer state of " + e.variant + " / " + e.over},
         {"loss_match", "largest |training loss of " + e.variant + " − " + e.over + "| per step"},
         {"validation_loss_ratio", "validation loss of " + e.variant + " / " + e.over}};
     const auto kind = kinds.find(e.what);
@@ -189,6 +195,7 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
       };
       if (e.what == "throughput") value = ratio("tokens_per_s");
       if (e.what == "memory_ratio") value = ratio("peak_bytes");
+      if (e.what == "optimizer_state_ratio") value = ratio("optimizer_state_bytes");
       if (e.what == "validation_loss_ratio") value = ratio("final_validation_loss");
       if (e.what == "loss_match") {
         const auto a = curves.find(mine->key()), b = curves.find(theirs->key());

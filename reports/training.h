@@ -23,8 +23,8 @@ using TrainingCurves = std::map<std::string, std::vector<TrainingStepRecord>>;
 TrainingCurves LoadCurves(const Store& store, int64_t run_id, const std::vector<CaseRecord>& cases);
 
 // One row per pipeline: its options (the case's description), tokens/s (mean ± std over steps) and
-// the ratio to the reference pipeline, peak memory and its ratio, padding efficiency, steps, and
-// the final training and validation losses.
+// the ratio to the reference pipeline, peak memory and its ratio, the optimizer's state,
+// padding efficiency, steps, and the final training and validation losses.
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {
@@ -48,6 +48,7 @@ void RenderLossPlot(const std::vector<CaseRecord>& cases, const TrainingCurves& 
 // The training suite's [[expect]] kinds, between pipelines of one run:
 //   throughput             tokens/s of `variant` / tokens/s of `over`
 //   memory_ratio           peak bytes of `variant` / peak bytes of `over`
+//   optimizer_state_ratio  optimizer-state bytes of `variant` / those of `over`
 //   loss_match             largest |training loss difference| over the steps both ran
 //   validation_loss_ratio  final validation loss of `variant` / that of `over`
 //   all_correct            every pipeline finished with status ok

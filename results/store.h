@@ -46,7 +46,8 @@ inline constexpr int kSchemaVersion = 8;
 // suite file or the variant registry say today.
 struct Expectation {
   std::string what;     // speedup | memory_ratio | all_correct; training: throughput |
-                        // memory_ratio | loss_match | validation_loss_ratio | all_correct
+                        // memory_ratio | optimizer_state_ratio | loss_match |
+                        // validation_loss_ratio | all_correct
   std::string variant;  // the variant (or pipeline) name the ratio is about
   std::string over;     // the name it is compared with, on the same workload
   std::optional<double> at_least, at_most;

@@ -361,6 +361,17 @@ at_least = 1.0
     CHECK(with_members.pipelines[1].Describe().find("members=0,3") != std::string::npos);
     CHECK(with_members.pipelines[0].config.data_parallel.Members() == std::vector<int64_t>{0});
   }
+  {
+    std::string text = good;
+    text.replace(text.find("warmup_steps = 4"), 16, "optimizer = \"adamw8bit\"");
+    const TrainingSuite eight_bit = ParseTrainingSuite(text, "t.toml");
+    CHECK(eight_bit.pipelines[1].config.optimizer == OptimizerKind::kAdamW8bit);
+    CHECK(eight_bit.pipelines[0].config.optimizer == OptimizerKind::kAdamW);
+    CHECK(eight_bit.pipelines[1].Describe().find("optimizer=adamw8bit") != std::string::npos);
+    CHECK(eight_bit.pipelines[0].Describe().find("optimizer") == std::string::npos);
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"sgd\""),
+             Catch::StartsWith("19: ") && Catch::Contains("adamw8bit"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [1, 2]"),
              Catch::StartsWith("19: ") && Catch::Contains("must start at rank 0"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2, 2]"),

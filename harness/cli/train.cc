@@ -117,6 +117,7 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   number("workers", "workers");
   number("accumulation", "accumulation");
   text("amp", "amp");
+  text("optimizer", "optimizer");
   number("learning-rate", "learning_rate");
   number("warmup-steps", "warmup_steps");
   number("clip-norm", "clip_norm");
@@ -305,7 +306,9 @@ int RunTrain(const std::vector<std::string>& args) {
       "accumulation", po::value<std::string>(), "micro-batches per optimizer step")(
       "amp", po::value<std::string>(), "fp32 | bf16 | fp16 autocast")(
       "loss-scaling", "dynamic loss scaling (always on with fp16)")(
-      "learning-rate", po::value<std::string>(), "peak learning rate (AdamW)")(
+      "optimizer", po::value<std::string>(),
+      "adamw | adamw8bit (moments stored block-wise in 8 bits)")(
+      "learning-rate", po::value<std::string>(), "peak learning rate")(
       "warmup-steps", po::value<std::string>(), "linear warmup steps")(
       "restarts", "cosine schedule with warm restarts")(
       "clip-norm", po::value<std::string>(), "clip gradients to this global norm (0: off)")(
@@ -329,12 +332,13 @@ int RunTrain(const std::vector<std::string>& args) {
   if (values->count("data") && values->count("corpus"))
     throw UsageError("train: --data is the old spelling of --corpus; give one");
   static const char* kPipelineFlags[] = {
-      "corpus",        "data",         "max-length", "validation-samples",
-      "max-samples",   "variant",      "width",      "layers",
-      "heads",         "batching",     "batch-size", "token-budget",
-      "workers",       "accumulation", "amp",        "loss-scaling",
-      "learning-rate", "warmup-steps", "restarts",   "clip-norm",
-      "eval-every",    "seed",         "bucket-mb",  "compression"};
+      "corpus",      "data",          "max-length",   "validation-samples",
+      "max-samples", "variant",       "width",        "layers",
+      "heads",       "batching",      "batch-size",   "token-budget",
+      "workers",     "accumulation",  "amp",          "loss-scaling",
+      "optimizer",   "learning-rate", "warmup-steps", "restarts",
+      "clip-norm",   "eval-every",    "seed",         "bucket-mb",
+      "compression"};
   TrainingSuite suite;
   try {
     if (!suite_path.empty()) {

@@ -84,6 +84,17 @@ std::optional<Precision> ParsePrecision(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view OptimizerKindName(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW8bit ? "adamw8bit" : "adamw";
+}
+
+std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name) {
+  for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kAdamW8bit}) {
+    if (OptimizerKindName(kind) == name) return kind;
+  }
+  return std::nullopt;
+}
+
 torch::ScalarType AutocastDtype(Precision precision) {
   return precision == Precision::kFloat16 ? torch::kHalf : torch::kBFloat16;
 }

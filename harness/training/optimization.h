@@ -1,7 +1,8 @@
 // The pieces of a training step around the model: the learning-rate schedule, dynamic
 // loss scaling for float16 mixed precision (LibTorch's C++ API has no GradScaler), and
-// an autocast scope. AdamW and clipping by global norm are LibTorch's own
-// (torch::optim::AdamW, torch::nn::utils::clip_grad_norm_).
+// an autocast scope, and the choice of optimizer. AdamW and clipping by global norm are
+// LibTorch's own (torch::optim::AdamW, torch::nn::utils::clip_grad_norm_); 8-bit AdamW is
+// ours (adamw_8bit.h).
 //
 // Thread-safety: LearningRateAt() is pure. A DynamicLossScaler belongs to one training
 // loop. AutocastScope changes thread-local state: open and close it on one thread.
@@ -71,6 +72,11 @@ std::string_view PrecisionName(Precision precision);
 std::optional<Precision> ParsePrecision(std::string_view name);
 // The autocast dtype of a mixed mode (kFloat32 has none).
 torch::ScalarType AutocastDtype(Precision precision);
+
+// The optimizers a training pipeline can step with.
+enum class OptimizerKind { kAdamW, kAdamW8bit };
+std::string_view OptimizerKindName(OptimizerKind kind);  // adamw | adamw8bit
+std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name);
 
 // Turns autocast on for `device` while alive (nothing for kFloat32). Closing clears
 // autocast's cache of casted weights, which would be stale after the optimizer step.

@@ -247,6 +247,9 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     const auto padding = trainer.loader().EpochPadding();
     record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
     record.metrics.push_back({"ranks", static_cast<double>(ranks), "count"});
+    // After a resume the moments were loaded, so the size is the same as in one process.
+    record.metrics.push_back(
+        {"optimizer_state_bytes", static_cast<double>(trainer.optimizer_state_bytes()), "bytes"});
     if (ranks > 1 && communication_steps > 0) {
       // Rank 0's figures (the ranks' buckets are the same size).
       record.metrics.push_back({"bucket_mb", config.data_parallel.bucket_mb, "MiB"});

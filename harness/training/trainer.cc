@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "harness/text_data.h"
+#include "harness/training/adamw_8bit.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
 
@@ -79,6 +80,8 @@ std::string TrainingConfig::Fingerprint() const {
   // bucket size is not part of it: buckets change when gradients travel, not their sum.
   if (data_parallel.ranks > 1) out << " ranks=" << data_parallel.ranks;
   if (!data_parallel.compression.empty()) out << " compression=" << data_parallel.compression;
+  // Only when not AdamW, so that earlier checkpoints keep their fingerprint.
+  if (optimizer != OptimizerKind::kAdamW) out << " optimizer=" << OptimizerKindName(optimizer);
   return out.str();
 }
 
@@ -127,7 +130,11 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   decayed_options->weight_decay(config_.weight_decay);
   groups.emplace_back(decayed, std::move(decayed_options));
   groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
-  optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
+  if (config_.optimizer == OptimizerKind::kAdamW8bit) {
+    optimizer_ = std::make_unique<AdamW8bit>(std::move(groups), defaults);
+  } else {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
+  }
 
   if (group_) {
     // DDP's start: every rank begins from rank 0's weights (seeded alike, but a rank
@@ -142,6 +149,8 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
 }
 
 Trainer::~Trainer() = default;
+
+int64_t Trainer::optimizer_state_bytes() const { return OptimizerStateBytes(*optimizer_); }
 
 void Trainer::MakeLoader(LoaderPosition start) {
   LoaderOptions loader = config_.loader;

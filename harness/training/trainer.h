@@ -34,6 +34,7 @@ struct TrainingConfig {
   bool loss_scaling = false;  // dynamic loss scaling (always on for fp16)
   LossScalerOptions scaler;
   ScheduleOptions schedule;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
   double weight_decay = 0.01;  // AdamW, on matrices only (not gains)
   double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
   double clip_norm = 1.0;  // 0 = no clipping
@@ -95,6 +96,9 @@ class Trainer {
   const TrainingConfig& config() const { return config_; }
   Variant& variant() { return *variant_; }
   const DataLoader& loader() const { return *loader_; }
+  // The optimizer's per-parameter state (moments and their scales), in bytes: 0 before the
+  // first step, since both optimizers allocate their moments lazily.
+  int64_t optimizer_state_bytes() const;
 
  private:
   void MakeLoader(LoaderPosition start);
@@ -105,7 +109,7 @@ class Trainer {
   const Samples& validation_;
   std::unique_ptr<Variant> variant_;
   std::vector<torch::Tensor> parameters_;
-  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DataLoader> loader_;
   std::optional<DynamicLossScaler> scaler_;
   std::shared_ptr<DataParallelGroup> group_;

@@ -27,6 +27,7 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "pin_memory",
                                              "accumulation",
                                              "amp",
+                                             "optimizer",
                                              "loss_scaling",
                                              "initial_loss_scale",
                                              "growth_interval",
@@ -103,6 +104,8 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
       c.accumulation = reader.Integer(value, key, 1, 4096);
     } else if (key == "amp") {
       c.precision = *ParsePrecision(reader.Choice(value, key, {"fp32", "bf16", "fp16"}));
+    } else if (key == "optimizer") {
+      c.optimizer = *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit"}));
     } else if (key == "loss_scaling") {
       c.loss_scaling = Boolean(reader, value, key);
     } else if (key == "initial_loss_scale") {
@@ -240,6 +243,7 @@ std::string PipelineSpec::Describe() const {
   text << " workers=" << c.loader.workers << " accumulation=" << c.accumulation
        << " amp=" << PrecisionName(c.precision);
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
+  if (c.optimizer != OptimizerKind::kAdamW) text << " optimizer=" << OptimizerKindName(c.optimizer);
   if (c.data_parallel.ranks > 1) {
     text << " ranks=" << c.data_parallel.ranks << " bucket_mb=" << c.data_parallel.bucket_mb;
     if (!c.data_parallel.members.empty()) {
@@ -379,10 +383,10 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     }
   }
 
-  suite.expectations = ReadExpectations(
-      reader, root,
-      {"throughput", "memory_ratio", "loss_match", "validation_loss_ratio", "all_correct"}, names,
-      "a pipeline name");
+  suite.expectations = ReadExpectations(reader, root,
+                                        {"throughput", "memory_ratio", "optimizer_state_ratio",
+                                         "loss_match", "validation_loss_ratio", "all_correct"},
+                                        names, "a pipeline name");
   return suite;
 }
 

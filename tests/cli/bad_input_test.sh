@@ -102,6 +102,7 @@ refused "--learning-rate" train --db "$missing" --learning-rate 0
 refused "--learning-rate" train --db "$missing" --learning-rate inf
 refused "--batching" train --db "$missing" --batching sometimes
 refused "--amp" train --db "$missing" --amp fp8
+refused "--optimizer" train --db "$missing" --optimizer sgd
 refused "--width" train --db "$missing" --width 0
 refused "heads (3)" train --db "$missing" --width 64 --heads 3
 refused "--variant" train --db "$missing" --variant nosuch

@@ -1,0 +1,278 @@
+// 8-bit AdamW: the dynamic code, block-wise quantisation against a brute-force reference,
+// the update against torch::optim::AdamW, the state's size, and checkpoints.
+#include "harness/training/adamw_8bit.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include "harness/training/trainer.h"
+#include "tests/test_support.h"
+
+namespace seqbench::training {
+namespace {
+
+std::vector<float> Values(const torch::Tensor& tensor) {
+  const torch::Tensor flat = tensor.contiguous().to(torch::kFloat32).view(-1);
+  return std::vector<float>(flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+}
+
+// Magnitudes spread over eight decades, as Adam's moments are, with either sign.
+torch::Tensor SpreadValues(int64_t n, uint64_t seed, bool non_negative) {
+  std::mt19937_64 generator(seed);
+  std::uniform_real_distribution<double> exponent(-8, 0);
+  std::bernoulli_distribution negative(non_negative ? 0.0 : 0.5);
+  std::vector<float> values(n);
+  for (auto& value : values) {
+    value =
+        static_cast<float>(std::pow(10.0, exponent(generator)) * (negative(generator) ? -1 : 1));
+  }
+  return torch::tensor(values);
+}
+
+// A least-squares problem y = x·W*ᵀ + noise (loss floor 1e-4) whose weight is large enough (8192
+// elements) to be stored in 8 bits, and a small bias that stays in float32.
+struct ToyProblem {
+  torch::Tensor inputs, targets;
+  explicit ToyProblem(uint64_t seed) {
+    torch::manual_seed(seed);
+    inputs = torch::randn({256, 64});
+    targets = inputs.matmul(0.1 * torch::randn({128, 64}).t()) + 0.01 * torch::randn({256, 128});
+  }
+  torch::Tensor Loss(const torch::Tensor& weight, const torch::Tensor& bias) const {
+    return (inputs.matmul(weight.t()) + bias - targets).pow(2).mean();
+  }
+};
+
+// Runs `steps` of `optimizer` on the toy problem from fixed weights; returns {weight, bias}.
+template <typename MakeOptimizer>
+std::vector<torch::Tensor> Train(const ToyProblem& problem, int steps, MakeOptimizer make) {
+  torch::manual_seed(99);
+  torch::Tensor weight = (0.1 * torch::randn({128, 64})).requires_grad_();
+  torch::Tensor bias = torch::zeros({128}).requires_grad_();
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  torch::optim::AdamWOptions decayed(1e-2);
+  decayed.weight_decay(0.01);
+  torch::optim::AdamWOptions not_decayed(1e-2);
+  not_decayed.weight_decay(0);
+  groups.emplace_back(std::vector<torch::Tensor>{weight},
+                      std::make_unique<torch::optim::AdamWOptions>(decayed));
+  groups.emplace_back(std::vector<torch::Tensor>{bias},
+                      std::make_unique<torch::optim::AdamWOptions>(not_decayed));
+  auto optimizer = make(std::move(groups));
+  for (int i = 0; i < steps; ++i) {
+    optimizer->zero_grad();
+    problem.Loss(weight, bias).backward();
+    optimizer->step();
+  }
+  return {weight.detach().clone(), bias.detach().clone()};
+}
+
+}  // namespace
+
+TEST_CASE("the dynamic codes: 256 sorted values, dense near zero", "[adamw8bit]") {
+  for (const bool is_signed : {true, false}) {
+    INFO("signed " << is_signed);
+    const std::vector<float> code = Values(DynamicQuantizationCode(is_signed));
+    REQUIRE(code.size() == 256);
+    for (size_t i = 1; i < code.size(); ++i) CHECK(code[i - 1] < code[i]);
+    CHECK(code.back() == 1.0F);
+    CHECK(std::count(code.begin(), code.end(), 0.0F) == 1);
+    CHECK(code.front() == (is_signed ? Approx(-(0.9859375 + 1) / 2) : Approx(0.0)));
+    // Every decade from 1e-6 to 1 has values: 2^i of them (signed) or 2^(i+1) (unsigned),
+    // so that a moment 10^6 below its block's largest is still told from zero.
+    for (int decade = 0; decade < 7; ++decade) {
+      const double low = 0.1 * std::pow(10.0, decade - 6), high = std::pow(10.0, decade - 6);
+      const auto positives =
+          std::count_if(code.begin(), code.end(), [&](float v) { return v >= low && v < high; });
+      CHECK(positives == (is_signed ? 1 << decade : 2 << decade));
+    }
+  }
+}
+
+TEST_CASE("block-wise quantisation picks the nearest code value of each block's scale",
+          "[adamw8bit]") {
+  for (const bool is_signed : {true, false}) {
+    INFO("signed " << is_signed);
+    const torch::Tensor code_tensor = DynamicQuantizationCode(is_signed);
+    const std::vector<float> code = Values(code_tensor);
+    // 2.5 blocks, the third block's tail short; block 1 all zeros.
+    const int64_t n = 2 * kQuantizationBlock + kQuantizationBlock / 2;
+    torch::Tensor values = SpreadValues(n, 3, /*non_negative=*/!is_signed);
+    values.slice(0, kQuantizationBlock, 2 * kQuantizationBlock).zero_();
+    const BlockQuantized quantized = QuantizeBlockwise(values, code_tensor);
+    REQUIRE(quantized.indices.scalar_type() == torch::kUInt8);
+    REQUIRE(quantized.absmax.numel() == 3);
+    // The tensor operations (CUDA's form) pick the same indices as the C++ loop.
+    BlockQuantized with_tensor_ops{torch::empty_like(quantized.indices),
+                                   torch::empty_like(quantized.absmax)};
+    QuantizeBlockwiseWithTensorOps(values, code_tensor, with_tensor_ops);
+    CHECK(torch::equal(with_tensor_ops.indices, quantized.indices));
+    CHECK(torch::equal(with_tensor_ops.absmax, quantized.absmax));
+    const std::vector<float> x = Values(values),
+                             restored = Values(DequantizeBlockwise(quantized, code_tensor));
+    const std::vector<float> absmax = Values(quantized.absmax);
+    const torch::Tensor indices = quantized.indices.to(torch::kLong);
+    for (int64_t block = 0; block < 3; ++block) {
+      // The reference: the block's largest magnitude, by a plain loop.
+      float largest = 0;
+      const int64_t begin = block * kQuantizationBlock;
+      const int64_t end = std::min(n, begin + kQuantizationBlock);
+      for (int64_t i = begin; i < end; ++i) largest = std::max(largest, std::abs(x[i]));
+      CHECK(absmax[block] == largest);
+      for (int64_t i = begin; i < end; ++i) {
+        if (largest == 0) {
+          CHECK(restored[i] == 0.0F);
+          continue;
+        }
+        const double normalized = static_cast<double>(x[i]) / largest;
+        double nearest = 1e9;
+        for (const float value : code) nearest = std::min(nearest, std::abs(value - normalized));
+        const double chosen = code[indices[i].item<int64_t>()];
+        INFO("element " << i << " = " << x[i]);
+        // Nearest to within float32's rounding of the division.
+        CHECK(std::abs(chosen - normalized) <= nearest + 1e-7);
+        // A round trip within half a quantisation step: half the gap between the two code
+        // values around the element, at the block's scale.
+        const auto above = std::lower_bound(code.begin(), code.end(), normalized);
+        const double gap = above == code.begin() || above == code.end()
+                               ? 0.0
+                               : static_cast<double>(*above) - *(above - 1);
+        CHECK(std::abs(restored[i] - x[i]) <= (gap / 2 + 1e-7) * largest);
+      }
+    }
+  }
+}
+
+TEST_CASE("with float32 moments the update is torch's AdamW, bit for bit", "[adamw8bit]") {
+  const ToyProblem problem(1);
+  const auto reference = Train(problem, 30, [](auto groups) {
+    return std::make_unique<torch::optim::AdamW>(std::move(groups),
+                                                 torch::optim::AdamWOptions(1e-2));
+  });
+  AdamW8bitOptions float32_moments;
+  float32_moments.min_8bit_elements = int64_t{1} << 40;  // no tensor is large enough
+  const auto same = Train(problem, 30, [&](auto groups) {
+    return std::make_unique<AdamW8bit>(std::move(groups), torch::optim::AdamWOptions(1e-2),
+                                       float32_moments);
+  });
+  CHECK(torch::equal(same[0], reference[0]));
+  CHECK(torch::equal(same[1], reference[1]));
+}
+
+TEST_CASE("8-bit moments stay close to float32 AdamW over 100 steps", "[adamw8bit]") {
+  const ToyProblem problem(2);
+  const auto make_adamw = [](auto groups) {
+    return std::make_unique<torch::optim::AdamW>(std::move(groups),
+                                                 torch::optim::AdamWOptions(1e-2));
+  };
+  const auto make_8bit = [](AdamW8bitOptions options) {
+    return [options](auto groups) {
+      return std::make_unique<AdamW8bit>(std::move(groups), torch::optim::AdamWOptions(1e-2),
+                                         options);
+    };
+  };
+  torch::manual_seed(99);
+  const torch::Tensor start = 0.1 * torch::randn({128, 64});
+  AdamW8bitOptions fused;       // the C++ pass per block
+  AdamW8bitOptions tensor_ops;  // what CUDA runs
+  tensor_ops.fused_cpu = false;
+  tensor_ops.blocks_per_chunk = 3;  // 4 blocks: a chunk boundary and a short last chunk
+  for (const AdamW8bitOptions& options : {fused, tensor_ops}) {
+    INFO((options.fused_cpu ? "fused" : "tensor operations"));
+    // How far the 8-bit weight ends from fp32's, against the distance fp32's travelled.
+    // Early (10 steps, where the bias corrections matter most) and late (100 steps, near
+    // the loss floor). Measured: 2.4% and 0.3%. A second-moment bias correction left out
+    // measures 134% at 10 steps; a linear code instead of the dynamic one diverges.
+    const auto relative_distance = [&](int steps) {
+      const auto reference = Train(problem, steps, make_adamw);
+      const auto eight_bit = Train(problem, steps, make_8bit(options));
+      return (eight_bit[0] - reference[0]).norm().item<double>() /
+             (reference[0] - start).norm().item<double>();
+    };
+    CHECK(relative_distance(10) < 0.1);
+    CHECK(relative_distance(100) < 0.02);
+    const auto reference = Train(problem, 100, make_adamw);
+    const auto eight_bit = Train(problem, 100, make_8bit(options));
+    // The same loss at the end: within 1% of the drop (measured 3e-6 of it).
+    const double start_loss = problem.Loss(start, torch::zeros({128})).item<double>();
+    const double reference_loss = problem.Loss(reference[0], reference[1]).item<double>();
+    const double eight_bit_loss = problem.Loss(eight_bit[0], eight_bit[1]).item<double>();
+    INFO("loss from " << start_loss << " to " << reference_loss << " (fp32), " << eight_bit_loss
+                      << " (8-bit)");
+    CHECK(std::abs(eight_bit_loss - reference_loss) < 0.01 * (start_loss - reference_loss));
+    // Quantised for real: the paths are not the same.
+    CHECK_FALSE(torch::equal(eight_bit[0], reference[0]));
+  }
+  // The two forms are one arithmetic: they end together, far closer than to fp32.
+  const auto a = Train(problem, 100, make_8bit(fused));
+  const auto b = Train(problem, 100, make_8bit(tensor_ops));
+  const auto reference = Train(problem, 100, make_adamw);
+  const double forms_apart = (a[0] - b[0]).norm().item<double>();
+  const double fp32_apart = (a[0] - reference[0]).norm().item<double>();
+  INFO("fused vs tensor operations " << forms_apart << ", fused vs fp32 " << fp32_apart);
+  CHECK(forms_apart < 0.1 * fp32_apart);
+  // Chunks of blocks are bookkeeping: one chunk or many, the same numbers.
+  AdamW8bitOptions one_chunk = tensor_ops;
+  one_chunk.blocks_per_chunk = 64;
+  CHECK(torch::equal(Train(problem, 100, make_8bit(one_chunk))[0], b[0]));
+}
+
+TEST_CASE("8-bit AdamW's state is a quarter of AdamW's, and checkpoints resume it", "[adamw8bit]") {
+  std::mt19937_64 generator(11);
+  Samples train(80), validation(16);
+  std::uniform_int_distribution<int64_t> byte(0, 255), length(8, 40);
+  for (auto* samples : {&train, &validation}) {
+    for (auto& sample : *samples) {
+      sample.resize(length(generator));
+      for (auto& token : sample) token = byte(generator);
+    }
+  }
+  TrainingConfig adamw = testing::SmallTrainingConfig();
+  adamw.model.width = 64;  // 260 × 64 embedding, 64 × 64 projections: 4096+ elements each
+  TrainingConfig eight_bit = adamw;
+  eight_bit.optimizer = OptimizerKind::kAdamW8bit;
+  Trainer fp32_trainer(adamw, train, validation);
+  Trainer eight_bit_trainer(eight_bit, train, validation);
+  CHECK(eight_bit_trainer.optimizer_state_bytes() == 0);  // moments come with the first step
+  fp32_trainer.Step();
+  eight_bit_trainer.Step();
+  // The expected sizes, parameter by parameter: 8 bytes per element for AdamW; for 8 bits,
+  // 2 bytes per element plus two float32 scales per block, or 8 below 4096 elements.
+  int64_t expected_fp32 = 0, expected_8bit = 0;
+  for (const auto& parameter : fp32_trainer.variant().parameters().values()) {
+    const int64_t n = parameter.numel();
+    expected_fp32 += 8 * n;
+    expected_8bit += n >= 4096 ? 2 * n + 8 * ((n + 2047) / 2048) : 8 * n;
+  }
+  CHECK(fp32_trainer.optimizer_state_bytes() == expected_fp32);
+  CHECK(eight_bit_trainer.optimizer_state_bytes() == expected_8bit);
+  const double ratio = static_cast<double>(expected_8bit) / static_cast<double>(expected_fp32);
+  INFO("8-bit / fp32 state: " << ratio);
+  CHECK(ratio < 0.3);
+
+  // A resume continues with the same losses, bit for bit: the 8-bit state round-trips.
+  std::vector<double> straight;
+  for (int i = 0; i < 6; ++i) straight.push_back(eight_bit_trainer.Step().loss);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "seqbench_adamw8bit_test.pt").string();
+  {
+    Trainer first(eight_bit, train, validation);
+    for (int i = 0; i < 4; ++i) first.Step();
+    first.Save(path);
+  }
+  Trainer second(eight_bit, train, validation);
+  second.Load(path);
+  for (int i = 4; i < 7; ++i) {
+    INFO("step " << i + 1);
+    CHECK(second.Step().loss == straight[i - 1]);
+  }
+  // A checkpoint of the other optimizer is another configuration.
+  Trainer fp32_resume(adamw, train, validation);
+  CHECK_THROWS_WITH(fp32_resume.Load(path), Catch::Contains("different training configuration"));
+  std::filesystem::remove(path);
+}
+
+}  // namespace seqbench::training
