@@ -41,7 +41,14 @@ inline uint8_t NearestCodeIndex(const float* code, float x) {
 // Quantises values[0, count) as one block into indices; returns the block's absmax.
 float QuantizeBlock(const float* values, int64_t count, const float* code, uint8_t* indices) {
   float absmax = 0;
-  for (int64_t j = 0; j < count; ++j) absmax = std::max(absmax, std::abs(values[j]));
+  bool nan = false;
+  for (int64_t j = 0; j < count; ++j) {
+    absmax = std::max(absmax, std::abs(values[j]));
+    nan = nan || std::isnan(values[j]);
+  }
+  // As amax does: a NaN moment makes its block NaN, so that a diverged step shows as one
+  // instead of being rounded to a finite code value.
+  if (nan) absmax = std::numeric_limits<float>::quiet_NaN();
   const float divisor = std::max(absmax, std::numeric_limits<float>::min());
   for (int64_t j = 0; j < count; ++j) indices[j] = NearestCodeIndex(code, values[j] / divisor);
   return absmax;
@@ -53,8 +60,8 @@ void CheckCpuCode(const torch::Tensor& code) {
               "the code must be 256 contiguous float32 values");
 }
 
-// The constants of one parameter's update, as float32: what the tensor operations cast
-// their double scalars to.
+// The constants of one parameter's update, as float32, as the tensor operations cast
+// their double scalars.
 struct MomentUpdate {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, decay, sqrt_bias_correction2, eps,
       negative_step_size;
@@ -218,10 +225,12 @@ AdamW8bit::ParameterState& AdamW8bit::StateOf(size_t group, size_t index,
   if (state.step > 0 || state.first.indices.defined() || state.first_fp32.defined()) return state;
   state.quantized = parameter.numel() >= options_.min_8bit_elements;
   if (state.quantized) {
-    // Zero moments quantise to index of 0 with absmax 0; QuantizeBlockwise says so.
-    const torch::Tensor zeros = torch::zeros({parameter.numel()}, parameter.options());
-    state.first = QuantizeBlockwise(zeros, signed_code_);
-    state.second = QuantizeBlockwise(zeros, unsigned_code_);
+    // Zero moments: a block of absmax 0 dequantises to zeros whatever its indices.
+    const auto bytes = parameter.options().dtype(torch::kUInt8);
+    const auto scales = parameter.options().dtype(torch::kFloat32);
+    const int64_t n = parameter.numel();
+    state.first = {torch::zeros({n}, bytes), torch::zeros({BlockCount(n)}, scales)};
+    state.second = {torch::zeros({n}, bytes), torch::zeros({BlockCount(n)}, scales)};
   } else {
     state.first_fp32 = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
     state.second_fp32 = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);

@@ -4,14 +4,18 @@
 // float32) and, per element, the index of the nearest value of a 256-entry "dynamic"
 // code (a sign, a decimal exponent from 10^-6 to 10^0 and a linear fraction), so that
 // small moments keep their relative precision beside large ones in the same block. The
-// update itself runs in float32: each group of blocks is dequantised, updated exactly as
-// torch::optim::AdamW updates its float32 moments, applied to the parameter, and
-// quantised again. State per element: 2 bytes plus 8 bytes per block, against AdamW's 8.
+// update itself runs in float32: each group of blocks is dequantised, updated with
+// torch::optim::AdamW's formulas (decoupled decay, both bias corrections, eps after the
+// square root), applied to the parameter, and quantised again. State per element: 2 bytes
+// plus 8 bytes per block, against AdamW's 8.
 //
 // Two implementations of that arithmetic: on the CPU, one pass per block in C++ (the
-// block's float32 moments in a 16 KiB scratch, blocks in parallel), as bitsandbytes'
-// fused kernel does on the GPU; on other devices, tensor operations over groups of blocks,
-// which allocate float32 temporaries for a group and launch a kernel per operation.
+// block's float32 moments in a scratch, blocks in parallel), as bitsandbytes' fused kernel
+// does on the GPU; on other devices, tensor operations over groups of blocks, which
+// allocate float32 temporaries for a group and launch a kernel per operation. The tensor
+// operations are torch::optim::AdamW's, in its order (bit for bit with float32 moments);
+// the C++ pass rounds in its own order (ATen's vectorised kernels fuse multiply-adds where
+// the CPU has FMA), so the two agree to rounding, not to the bit.
 //
 // As in bitsandbytes, a tensor of fewer than `min_8bit_elements` elements (RMSNorm gains,
 // biases) keeps float32 moments: its bytes are negligible and its quantisation error
