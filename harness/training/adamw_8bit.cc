@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -67,6 +68,18 @@ struct MomentUpdate {
       negative_step_size;
 };
 
+// Calls visit(block, start, count) for every block of an n-element tensor, blocks in
+// parallel; count is kQuantizationBlock except for a shorter last block.
+template <typename Visit>
+void ForEachBlockInParallel(int64_t n, const Visit& visit) {
+  at::parallel_for(0, BlockCount(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t start = block * kQuantizationBlock;
+      visit(block, start, std::min(kQuantizationBlock, n - start));
+    }
+  });
+}
+
 // One parameter's step on the CPU: for each block, dequantise its moments, update them,
 // the parameter with them, and quantise them again, in one pass over the block.
 // parameter, grad: [n] float32; the moments' indices [n] and absmax [blocks], in place.
@@ -77,29 +90,26 @@ void UpdateBlocksOnCpu(float* parameter, const float* grad, int64_t n, BlockQuan
   uint8_t* second_indices = second.indices.data_ptr<uint8_t>();
   float* first_absmax = first.absmax.data_ptr<float>();
   float* second_absmax = second.absmax.data_ptr<float>();
-  at::parallel_for(0, BlockCount(n), 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> first_values(kQuantizationBlock), second_values(kQuantizationBlock);
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t start = block * kQuantizationBlock;
-      const int64_t count = std::min(kQuantizationBlock, n - start);
-      const float first_scale = first_absmax[block], second_scale = second_absmax[block];
-      for (int64_t j = 0; j < count; ++j) {
-        const int64_t i = start + j;
-        const float g = grad[i];
-        float m = signed_code[first_indices[i]] * first_scale;
-        float v = unsigned_code[second_indices[i]] * second_scale;
-        m = m * u.beta1 + u.one_minus_beta1 * g;
-        v = v * u.beta2 + u.one_minus_beta2 * g * g;
-        const float denominator = std::sqrt(v) / u.sqrt_bias_correction2 + u.eps;
-        parameter[i] = parameter[i] * u.decay + u.negative_step_size * (m / denominator);
-        first_values[j] = m;
-        second_values[j] = v;
-      }
-      first_absmax[block] =
-          QuantizeBlock(first_values.data(), count, signed_code, first_indices + start);
-      second_absmax[block] =
-          QuantizeBlock(second_values.data(), count, unsigned_code, second_indices + start);
+  ForEachBlockInParallel(n, [&](int64_t block, int64_t start, int64_t count) {
+    // The block's float32 moments between dequantising and quantising: 16 KiB of stack.
+    std::array<float, kQuantizationBlock> first_values, second_values;
+    const float first_scale = first_absmax[block], second_scale = second_absmax[block];
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t i = start + j;
+      const float g = grad[i];
+      float m = signed_code[first_indices[i]] * first_scale;
+      float v = unsigned_code[second_indices[i]] * second_scale;
+      m = m * u.beta1 + u.one_minus_beta1 * g;
+      v = v * u.beta2 + u.one_minus_beta2 * g * g;
+      const float denominator = std::sqrt(v) / u.sqrt_bias_correction2 + u.eps;
+      parameter[i] = parameter[i] * u.decay + u.negative_step_size * (m / denominator);
+      first_values[j] = m;
+      second_values[j] = v;
     }
+    first_absmax[block] =
+        QuantizeBlock(first_values.data(), count, signed_code, first_indices + start);
+    second_absmax[block] =
+        QuantizeBlock(second_values.data(), count, unsigned_code, second_indices + start);
   });
 }
 
@@ -154,12 +164,8 @@ void QuantizeBlockwise(const torch::Tensor& values, const torch::Tensor& code,
   const float* code_values = code.data_ptr<float>();
   uint8_t* indices = out.indices.data_ptr<uint8_t>();
   float* absmax = out.absmax.data_ptr<float>();
-  at::parallel_for(0, BlockCount(n), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t start = block * kQuantizationBlock;
-      absmax[block] = QuantizeBlock(input + start, std::min(kQuantizationBlock, n - start),
-                                    code_values, indices + start);
-    }
+  ForEachBlockInParallel(n, [&](int64_t block, int64_t start, int64_t count) {
+    absmax[block] = QuantizeBlock(input + start, count, code_values, indices + start);
   });
 }
 
@@ -216,14 +222,9 @@ AdamW8bit::AdamW8bit(std::vector<torch::optim::OptimizerParamGroup> groups,
 AdamW8bit::ParameterState& AdamW8bit::StateOf(size_t group, size_t index,
                                               const torch::Tensor& parameter) {
   ParameterState& state = states_[group][index];
-  if (!signed_code_.defined()) {
-    signed_code_ = DynamicQuantizationCode(/*is_signed=*/true).to(parameter.device());
-    unsigned_code_ = DynamicQuantizationCode(/*is_signed=*/false).to(parameter.device());
-  }
-  TORCH_CHECK(parameter.device() == signed_code_.device(),
-              "AdamW8bit keeps every parameter on one device");
-  if (state.step > 0 || state.first.indices.defined() || state.first_fp32.defined()) return state;
-  state.quantized = parameter.numel() >= options_.min_8bit_elements;
+  EnsureCodesOn(parameter.device());
+  if (state.first.indices.defined() || state.first_fp32.defined()) return state;
+  state.quantized = Quantizes(parameter);
   if (state.quantized) {
     // Zero moments: a block of absmax 0 dequantises to zeros whatever its indices.
     const auto bytes = parameter.options().dtype(torch::kUInt8);
@@ -236,6 +237,14 @@ AdamW8bit::ParameterState& AdamW8bit::StateOf(size_t group, size_t index,
     state.second_fp32 = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
   }
   return state;
+}
+
+void AdamW8bit::EnsureCodesOn(const torch::Device& device) {
+  if (!signed_code_.defined()) {
+    signed_code_ = DynamicQuantizationCode(/*is_signed=*/true).to(device);
+    unsigned_code_ = DynamicQuantizationCode(/*is_signed=*/false).to(device);
+  }
+  TORCH_CHECK(device == signed_code_.device(), "AdamW8bit keeps every parameter on one device");
 }
 
 torch::Tensor AdamW8bit::step(LossClosure closure) {
@@ -351,7 +360,8 @@ void AdamW8bit::load(torch::serialize::InputArchive& archive) {
       archive.read(Key(g, i, "step"), value);
       const int64_t step = value.toInt();
       if (step == 0) continue;
-      StateOf(g, i, parameter);  // the codes and the quantized choice for this size
+      EnsureCodesOn(parameter.device());
+      state.quantized = Quantizes(parameter);
       archive.read(Key(g, i, "quantized"), value);
       TORCH_CHECK(value.toBool() == state.quantized, Key(g, i, "quantized"),
                   " differs from this optimizer's choice for ", parameter.numel(), " elements");
@@ -378,7 +388,6 @@ int64_t AdamW8bit::StateBytes() const {
   int64_t bytes = 0;
   for (const auto& group : states_) {
     for (const ParameterState& state : group) {
-      if (state.step == 0) continue;
       for (const torch::Tensor* tensor :
            {&state.first.indices, &state.first.absmax, &state.second.indices, &state.second.absmax,
             &state.first_fp32, &state.second_fp32}) {

@@ -94,7 +94,13 @@ class AdamW8bit : public torch::optim::Optimizer {
     BlockQuantized first, second;           // when quantized
     torch::Tensor first_fp32, second_fp32;  // otherwise: [shape of the parameter]
   };
+  // The state of a parameter about to step: zero moments, allocated at its first step.
   ParameterState& StateOf(size_t group, size_t index, const torch::Tensor& parameter);
+  // The two codes, made on the device of the first parameter that needs them.
+  void EnsureCodesOn(const torch::Device& device);
+  bool Quantizes(const torch::Tensor& parameter) const {
+    return parameter.numel() >= options_.min_8bit_elements;
+  }
 
   AdamW8bitOptions options_;
   torch::Tensor signed_code_, unsigned_code_;        // [256] float32 on the parameters' device
