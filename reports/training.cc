@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <stdexcept>
 
 #include "reports/format.h"
@@ -30,6 +31,19 @@ std::string Loss(std::optional<double> value) {
   std::snprintf(text, sizeof(text), "%.3f", *value);
   return text;
 }
+
+// The expectations that divide one metric of `variant` by the same of `over`: the kind,
+// what it is called in the check's table, and the metric.
+struct RatioKind {
+  const char* what;
+  const char* measure;
+  const char* metric;
+};
+constexpr RatioKind kRatioKinds[] = {
+    {"throughput", "tokens/s", "tokens_per_s"},
+    {"memory_ratio", "peak memory", "peak_bytes"},
+    {"optimizer_state_ratio", "optimizer state", "optimizer_state_bytes"},
+    {"validation_loss_ratio", "validation loss", "final_validation_loss"}};
 
 }  // namespace
 
@@ -174,30 +188,25 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
       continue;
     }
     ExpectationOutcome outcome;
-    const std::map<std::string, std::string> kinds = {
-        {"throughput", "tokens/s of " + e.variant + " / " + e.over},
-        {"memory_ratio", "peak memory of " + e.variant + " / " + e.over},
-        {"optimizer_state_ratio", "optimizer state of " + e.variant + " / " + e.over},
-        {"loss_match", "largest |training loss of " + e.variant + " − " + e.over + "| per step"},
-        {"validation_loss_ratio", "validation loss of " + e.variant + " / " + e.over}};
-    const auto kind = kinds.find(e.what);
-    if (kind == kinds.end())
+    const bool loss_match = e.what == "loss_match";
+    const auto ratio_kind =
+        std::find_if(std::begin(kRatioKinds), std::end(kRatioKinds),
+                     [&](const RatioKind& kind) { return e.what == kind.what; });
+    if (!loss_match && ratio_kind == std::end(kRatioKinds))
       throw std::invalid_argument("unknown training expectation '" + e.what + "'");
-    outcome.expectation = kind->second + " " + DescribeBound(e);
+    outcome.expectation =
+        (loss_match ? "largest |training loss of " + e.variant + " − " + e.over + "| per step"
+                    : std::string(ratio_kind->measure) + " of " + e.variant + " / " + e.over) +
+        " " + DescribeBound(e);
     const CaseRecord* mine = FindPipeline(cases, e.variant);
     const CaseRecord* theirs = FindPipeline(cases, e.over);
     std::optional<double> value;
     if (mine && theirs && mine->status == "ok" && theirs->status == "ok") {
-      const auto ratio = [&](const char* metric) -> std::optional<double> {
-        const auto a = mine->MetricValue(metric), b = theirs->MetricValue(metric);
-        if (!a || !b || *b <= 0) return std::nullopt;
-        return *a / *b;
-      };
-      if (e.what == "throughput") value = ratio("tokens_per_s");
-      if (e.what == "memory_ratio") value = ratio("peak_bytes");
-      if (e.what == "optimizer_state_ratio") value = ratio("optimizer_state_bytes");
-      if (e.what == "validation_loss_ratio") value = ratio("final_validation_loss");
-      if (e.what == "loss_match") {
+      if (!loss_match) {
+        const auto a = mine->MetricValue(ratio_kind->metric);
+        const auto b = theirs->MetricValue(ratio_kind->metric);
+        if (a && b && *b > 0) value = *a / *b;
+      } else {
         const auto a = curves.find(mine->key()), b = curves.find(theirs->key());
         if (a != curves.end() && b != curves.end()) {
           const size_t common = std::min(a->second.size(), b->second.size());
@@ -212,8 +221,7 @@ std::vector<ExpectationOutcome> EvaluateTrainingExpectations(
     }
     if (value) {
       outcome.held = (!e.at_least || *value >= *e.at_least) && (!e.at_most || *value <= *e.at_most);
-      outcome.measured =
-          FormatSignificant(*value) + (e.what == "loss_match" ? "" : "×") + outcome.measured;
+      outcome.measured = FormatSignificant(*value) + (loss_match ? "" : "×") + outcome.measured;
     } else {
       outcome.measured =
           !mine || !theirs ? "no pipeline '" + (!mine ? e.variant : e.over) + "' in the run"

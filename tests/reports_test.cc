@@ -780,7 +780,8 @@ std::vector<CaseRecord> Pipelines() {
     c.iterations = 50;
     c.metrics = {{"tokens_per_s", tokens_per_s, "tokens/s"},
                  {"peak_bytes", name == "scan" ? 3000.0 : 1000.0, "bytes"},
-                 {"final_validation_loss", name == "bf16" ? 2.2 : 2.0, "nats/token"}};
+                 {"final_validation_loss", name == "bf16" ? 2.2 : 2.0, "nats/token"},
+                 {"optimizer_state_bytes", name == "bf16" ? 2016.0 : 8000.0, "bytes"}};
     cases.push_back(c);
   }
   return cases;
@@ -857,6 +858,12 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   CHECK(outcome("validation_loss_ratio", "bf16", 1.11).held);
   CHECK_FALSE(outcome("validation_loss_ratio", "bf16", 1.09).held);
   CHECK(outcome("memory_ratio", "scan", 3.0).held);
+  const auto state = outcome("optimizer_state_ratio", "bf16", 0.3);
+  CHECK(state.held);
+  CHECK_THAT(state.expectation, Catch::StartsWith("optimizer state of bf16 / plain"));
+  CHECK_THAT(state.measured, Catch::StartsWith("0.252"));
+  CHECK_FALSE(outcome("optimizer_state_ratio", "scan", 0.3).held);
+  CHECK_THROWS_AS(outcome("optimizer_state", "scan", 0.3), std::invalid_argument);
   // Pipelines have no baseline comparison: finishing ok is what "correct" means for them.
   Expectation all_correct;
   all_correct.what = "all_correct";
