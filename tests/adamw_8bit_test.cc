@@ -287,21 +287,11 @@ TEST_CASE("8-bit AdamW's state is a quarter of AdamW's, and checkpoints resume i
   CHECK(ratio < 0.3);
 
   // A resume continues with the same losses, bit for bit: the 8-bit state round-trips.
-  std::vector<double> straight;
-  for (int i = 0; i < 6; ++i) straight.push_back(eight_bit_trainer.Step().loss);
   const std::string path =
       (std::filesystem::temp_directory_path() / "seqbench_adamw8bit_test.pt").string();
-  {
-    Trainer first(eight_bit, train, validation);
-    for (int i = 0; i < 4; ++i) first.Step();
-    first.Save(path);
-  }
-  Trainer second(eight_bit, train, validation);
-  second.Load(path);
-  for (int i = 4; i < 7; ++i) {
-    INFO("step " << i + 1);
-    CHECK(second.Step().loss == straight[i - 1]);
-  }
+  const auto losses = testing::StepAcrossResume(eight_bit, train, validation, path, 4, 7);
+  CHECK(losses.loaded_step == 4);
+  CHECK(losses.resumed == losses.straight);
   // A checkpoint of the other optimizer is another configuration.
   Trainer fp32_resume(adamw, train, validation);
   CHECK_THROWS_WITH(fp32_resume.Load(path), Catch::Contains("different training configuration"));

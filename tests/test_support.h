@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "harness/equivalence.h"
 #include "harness/text_data.h"
@@ -40,6 +41,38 @@ inline training::TrainingConfig SmallTrainingConfig() {
   config.schedule.cycle_steps = 20;
   config.eval_batch_size = 16;
   return config;
+}
+
+// The losses of steps save_at+1 .. until, twice: straight through from a new trainer, and
+// from a trainer that loaded the checkpoint another wrote at step save_at (into `path`,
+// left there). With everything the trajectory depends on in the checkpoint, the two are
+// equal bit for bit.
+struct LossesAcrossResume {
+  std::vector<double> straight, resumed;
+  int64_t loaded_step = 0;  // the resumed trainer's step() after Load
+};
+inline LossesAcrossResume StepAcrossResume(const training::TrainingConfig& config,
+                                           const training::Samples& train,
+                                           const training::Samples& validation,
+                                           const std::string& path, int save_at, int until) {
+  LossesAcrossResume losses;
+  {
+    training::Trainer trainer(config, train, validation);
+    for (int i = 0; i < until; ++i) {
+      const double loss = trainer.Step().loss;
+      if (i >= save_at) losses.straight.push_back(loss);
+    }
+  }
+  {
+    training::Trainer first(config, train, validation);
+    for (int i = 0; i < save_at; ++i) first.Step();
+    first.Save(path);
+  }
+  training::Trainer second(config, train, validation);
+  second.Load(path);
+  losses.loaded_step = second.step();
+  for (int i = save_at; i < until; ++i) losses.resumed.push_back(second.Step().loss);
+  return losses;
 }
 
 inline std::unique_ptr<Variant> MakeVariant(const std::string& key, const ModelConfig& config,

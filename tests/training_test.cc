@@ -203,25 +203,12 @@ TEST_CASE("training resumes from a checkpoint with the same next losses", "[trai
   const Samples train = SkewedSamples(80, 7), validation = SkewedSamples(16, 8);
   TrainingConfig config = testing::SmallTrainingConfig();
   config.loader.workers = 2;
-  std::vector<double> straight;
-  {
-    Trainer trainer(config, train, validation);
-    for (int i = 0; i < 14; ++i) straight.push_back(trainer.Step().loss);  // crosses an epoch
-  }
   const std::string path =
       (std::filesystem::temp_directory_path() / "seqbench_training_test.pt").string();
-  {
-    Trainer first(config, train, validation);
-    for (int i = 0; i < 8; ++i) first.Step();
-    first.Save(path);
-  }
-  Trainer second(config, train, validation);
-  second.Load(path);
-  CHECK(second.step() == 8);
-  for (int i = 8; i < 14; ++i) {
-    INFO("step " << i + 1);
-    CHECK(second.Step().loss == straight[i]);  // bit for bit: same data, same state
-  }
+  // 14 steps cross an epoch; bit for bit: same data, same state.
+  const auto losses = testing::StepAcrossResume(config, train, validation, path, 8, 14);
+  CHECK(losses.loaded_step == 8);
+  CHECK(losses.resumed == losses.straight);
   const CheckpointModel model = ReadCheckpointModel(path);
   CHECK(model.step == 8);
   CHECK(model.model.width == 16);
@@ -326,13 +313,16 @@ at_least = 1.0
   CHECK(IsTrainingSuiteText(good));
   CHECK_FALSE(IsTrainingSuiteText("name = \"x\"\n[grid]\nbatch = 1\n"));
 
-  const auto error_of = [&](const std::string& from, const std::string& to) {
+  // The good suite with its text `from` replaced by `to`.
+  const auto edited = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     const auto at = text.find(from);
     REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
+    return text.replace(at, from.size(), to);
+  };
+  const auto error_of = [&](const std::string& from, const std::string& to) {
     try {
-      ParseTrainingSuite(text, "t.toml");
+      ParseTrainingSuite(edited(from, to), "t.toml");
     } catch (const SuiteError& error) {
       return std::to_string(error.line()) + ": " + error.message();
     }
@@ -350,9 +340,8 @@ at_least = 1.0
              Catch::StartsWith("23: ") && Catch::Contains("not a pipeline name"));
   // members: the world ranks of a data-parallel pipeline, from rank 0 up.
   {
-    std::string text = good;
-    text.replace(text.find("warmup_steps = 4"), 16, "members = [0, 3]");
-    const TrainingSuite with_members = ParseTrainingSuite(text, "t.toml");
+    const TrainingSuite with_members =
+        ParseTrainingSuite(edited("warmup_steps = 4", "members = [0, 3]"), "t.toml");
     const auto& options = with_members.pipelines[1].config.data_parallel;
     CHECK(options.ranks == 2);
     CHECK(options.Members() == std::vector<int64_t>{0, 3});
@@ -362,9 +351,8 @@ at_least = 1.0
     CHECK(with_members.pipelines[0].config.data_parallel.Members() == std::vector<int64_t>{0});
   }
   {
-    std::string text = good;
-    text.replace(text.find("warmup_steps = 4"), 16, "optimizer = \"adamw8bit\"");
-    const TrainingSuite eight_bit = ParseTrainingSuite(text, "t.toml");
+    const TrainingSuite eight_bit =
+        ParseTrainingSuite(edited("warmup_steps = 4", "optimizer = \"adamw8bit\""), "t.toml");
     CHECK(eight_bit.pipelines[1].config.optimizer == OptimizerKind::kAdamW8bit);
     CHECK(eight_bit.pipelines[0].config.optimizer == OptimizerKind::kAdamW);
     CHECK(eight_bit.pipelines[1].Describe().find("optimizer=adamw8bit") != std::string::npos);
