@@ -46,6 +46,14 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
     add("step_flops", result.cost.flops, "FLOP");
     add("step_bytes", result.cost.bytes, "bytes");
   }
+  // Gradient checkpointing's price, in steps of the recurrence run again per position:
+  // machine-independent, so schedules compare exactly where their times are noisy.
+  if (result.work.mode == Mode::kTrain && result.work.positions > 0) {
+    add("recompute_factor",
+        static_cast<double>(result.work.recomputed_positions) /
+            static_cast<double>(result.work.positions),
+        "ratio");
+  }
   // The threads really in force, which the identity's `threads` asked for.
   if (result.threads.intra_op >= 0) add("threads_intra_op", result.threads.intra_op, "count");
   if (result.threads.blas >= 0) add("threads_blas", result.threads.blas, "count");

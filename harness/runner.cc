@@ -223,9 +223,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     const std::string skip_reason = variant->SkipReason(mode, batch, workload.generate_tokens);
     if (!skip_reason.empty()) return skip(skip_reason);
     const FamilyEntry& family = GlobalFamilies().Get(caps.family);
-    if (family.step_cost) {
-      result.cost = family.step_cost(model, variant->Work(mode, batch, workload.generate_tokens));
-    }
+    result.work = variant->Work(mode, batch, workload.generate_tokens);
+    if (family.step_cost) result.cost = family.step_cost(model, result.work);
     p.tolerance = caps.ToleranceFor(dtype);
     std::string reference_skipped;
     const StepOutcome* reference = nullptr;

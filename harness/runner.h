@@ -43,6 +43,7 @@ struct CaseResult {
   MemoryUsage memory;
   int64_t tokens_per_step = 0;  // non-padding tokens (generated tokens in generate mode)
   ThreadsInForce threads;       // what was in force while the case ran
+  StepWork work;                // what one timed step evaluates, by the variant
   StepCost cost;                // of one timed step, by the family's formula (0: unknown)
   double wall_s = 0;            // the whole case, checks and warmup included
 };

@@ -76,9 +76,14 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       continue;
     }
     const bool speedup = e.what == "speedup";
-    outcome.expectation = (speedup ? e.variant + " speedup over " + e.over
-                                   : e.variant + " activation memory / " + e.over) +
-                          " " + DescribeBound(e) + where;
+    // The other kinds are one metric of `variant` over the same metric of `over`.
+    const std::string metric =
+        e.what == "recompute_ratio" ? "recompute_factor" : "activation_bytes";
+    const std::string quantity =
+        e.what == "recompute_ratio" ? " recomputation / " : " activation memory / ";
+    outcome.expectation =
+        (speedup ? e.variant + " speedup over " + e.over : e.variant + quantity + e.over) + " " +
+        DescribeBound(e) + where;
     bool any = false, all_hold = true;
     for (const CaseRecord& candidate : cases) {
       if (candidate.name() != e.variant || !Matches(candidate, e.where)) continue;
@@ -93,9 +98,11 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
         ratio = Speedup(candidate, *other);
         if (ratio) interval = SpeedupInterval(candidate, *other);
       } else {
-        const auto mine = candidate.MetricValue("activation_bytes");
-        const auto theirs = other->MetricValue("activation_bytes");
+        const auto mine = candidate.MetricValue(metric);
+        const auto theirs = other->MetricValue(metric);
         if (mine && theirs && *theirs > 0) ratio = *mine / *theirs;
+        // Neither recomputes: equal, where 0/0 would say nothing.
+        if (mine && theirs && *mine == 0 && *theirs == 0) ratio = 1;
       }
       const bool usable = ratio && candidate.status == "ok" && other->status == "ok";
       // A timing bound falls short only when the whole interval misses it: a point estimate

@@ -31,6 +31,8 @@ inline constexpr double kCheckConfidence = 0.95;
 // which falls short only when its whole 95% bootstrap interval (harness/statistics.h)
 // misses the bound (with fewer than 3 samples a side, when the ratio itself does);
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
+// recompute_ratio: recompute_factor of `variant` / that of `over` (1 when both are 0), the
+// machine-independent price of two checkpointing schedules;
 // all_correct: every case ok (skipped cases count as not run, not as failures).
 // Each matching pair must hold; no matching pair is a failure.
 std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,

@@ -32,6 +32,7 @@ std::optional<double> XValue(const CaseRecord& c, const std::string& x) {
   if (x == "seq_len") return static_cast<double>(c.workload().seq_len);
   if (x == "batch") return static_cast<double>(c.workload().batch);
   if (x == "layers") return static_cast<double>(c.workload().layers);
+  if (x == "memory") return c.MetricValue("activation_bytes");
   return std::nullopt;
 }
 
@@ -42,6 +43,7 @@ std::optional<double> YValue(const CaseRecord& c, const std::string& y, const st
     return stats::Median(c.samples_s);
   }
   if (y == "memory") return c.MetricValue("activation_bytes");
+  if (y == "recompute") return c.MetricValue("recompute_factor");
   if (y == "tokens_per_s") return MedianThroughput(c);
   if (y == "speedup") {
     for (const CaseRecord& other : cases) {
@@ -66,14 +68,19 @@ std::string SeriesSuffix(const CaseRecord& c, const std::set<std::string>& varyi
 }  // namespace
 
 std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
-  if (request.x != "seq_len" && request.x != "batch" && request.x != "layers") {
-    throw std::invalid_argument("--x must be seq_len, batch or layers, got '" + request.x + "'");
+  if (request.x != "seq_len" && request.x != "batch" && request.x != "layers" &&
+      request.x != "memory") {
+    throw std::invalid_argument("--x must be seq_len, batch, layers or memory, got '" + request.x +
+                                "'");
   }
   if (request.y != "runtime" && request.y != "memory" && request.y != "tokens_per_s" &&
-      request.y != "speedup") {
-    throw std::invalid_argument("--y must be runtime, memory, tokens_per_s or speedup, got '" +
-                                request.y + "'");
+      request.y != "speedup" && request.y != "recompute") {
+    throw std::invalid_argument(
+        "--y must be runtime, memory, tokens_per_s, speedup or recompute, got '" + request.y + "'");
   }
+  // Against a measurement rather than a workload field, a line is a registered variant
+  // across its option settings (a schedule across budgets), not one named case.
+  const bool trade_off = request.x == "memory";
   if (request.y == "speedup" && request.over.empty()) {
     throw std::invalid_argument("--y speedup needs --over VARIANT, the variant it is relative to");
   }
@@ -96,7 +103,8 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     const auto y = YValue(c, request.y, request.over, cases);
     if (!x || !y || *y <= 0 || (c.status != "ok" && c.status != "mismatch")) continue;
     if (request.y == "speedup" && c.name() == request.over) continue;
-    const std::string name = c.name() + SeriesSuffix(c, varying);
+    const std::string name =
+        (trade_off ? c.identity.variant_key : c.name()) + SeriesSuffix(c, varying);
     if (!series.count(name)) order.push_back(name);
     series[name].emplace_back(*x, *y);
     y_min = first ? *y : std::min(y_min, *y);
@@ -119,10 +127,15 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
   } else if (request.y == "memory") {
     y_axis = y_max < (1 << 30) ? Axis{"activation memory (MiB)", 1.0 / (1 << 20)}
                                : Axis{"activation memory (GiB)", 1.0 / (1 << 30)};
+  } else if (request.y == "recompute") {
+    y_axis = Axis{"recurrence steps run again per step", 1};
   }
-  const std::string x_label = request.x == "seq_len" ? "sequence length T (tokens)"
-                              : request.x == "batch" ? "batch size B"
-                                                     : "layers L";
+  const Axis x_axis = request.x == "seq_len" ? Axis{"sequence length T (tokens)", 1}
+                      : request.x == "batch" ? Axis{"batch size B", 1}
+                      : request.x == "layers"
+                          ? Axis{"layers L", 1}
+                          : Axis{"activation memory of a train step (MiB)", 1.0 / (1 << 20)};
+  const std::string& x_label = x_axis.label;
   if (request.y == "speedup" && request.x == "layers") {
     // The wavefront's ideal: L*T cells on a critical path of T+L-1.
     int64_t steps = 0;
@@ -145,7 +158,7 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     script += "$series" + std::to_string(i) + " << EOD\n";
     for (const auto& [x, y] : points) {
       char line[64];
-      std::snprintf(line, sizeof(line), "%.10g %.10g\n", x, y * y_axis.scale);
+      std::snprintf(line, sizeof(line), "%.10g %.10g\n", x * x_axis.scale, y * y_axis.scale);
       script += line;
     }
     script += "EOD\n";

@@ -13,8 +13,9 @@
 namespace seqbench {
 
 struct PlotRequest {
-  std::string x = "seq_len";  // seq_len | batch | layers
-  std::string y = "runtime";  // runtime | memory | tokens_per_s | speedup
+  std::string x = "seq_len";  // seq_len | batch | layers | memory (activation bytes: one
+                              // line per registered variant across its options)
+  std::string y = "runtime";  // runtime | memory | tokens_per_s | speedup | recompute
   std::string over;           // y = speedup: median runtime of this variant / the case's,
                               // on the same workload; x = layers also draws the ideal
                               // wavefront speedup L*T/(T+L-1)

@@ -45,7 +45,8 @@ inline constexpr int kSchemaVersion = 8;
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
 // suite file or the variant registry say today.
 struct Expectation {
-  std::string what;     // speedup | memory_ratio | all_correct; training: throughput |
+  std::string what;     // speedup | memory_ratio | recompute_ratio | all_correct; training:
+                        // throughput |
                         // memory_ratio | optimizer_state_ratio | loss_match |
                         // validation_loss_ratio | all_correct
   std::string variant;  // the variant (or pipeline) name the ratio is about

@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "harness/statistics.h"
 #include "reports/check.h"
@@ -765,6 +766,67 @@ TEST_CASE("plots: one series per variant, units on the axes, log axes over decad
   CHECK_THAT(content.str(), Catch::Contains("<svg") && Catch::Contains(">batched<") &&
                                 Catch::Contains(">scan<") &&
                                 Catch::Contains("sequence length T (tokens)"));
+}
+
+// Two checkpointing schedules at three budgets each, and the store-everything variant:
+// activation memory grows with the budget, recomputation falls.
+std::vector<CaseRecord> ScheduleCases() {
+  std::vector<CaseRecord> cases;
+  const auto add = [&](const std::string& key, int64_t budget, double memory_mib,
+                       double recompute) {
+    CaseRecord c = Case(key, "train", 4, {0.1, 0.1});
+    c.identity.variant_name = key + "_" + std::to_string(budget);
+    c.identity.options = "max_states=" + std::to_string(budget);
+    for (Metric& metric : c.metrics) {
+      if (metric.name == "activation_bytes") metric.value = memory_mib * (1 << 20);
+    }
+    c.metrics.push_back({"recompute_factor", recompute, "ratio"});
+    cases.push_back(c);
+  };
+  for (const auto& [budget, memory, binomial, bisection] :
+       std::vector<std::tuple<int64_t, double, double, double>>{
+           {4, 6, 8.5, 31.0}, {16, 9, 1.4, 2.4}, {64, 21, 0.75, 0.75}}) {
+    add("checkpointed_binomial", budget, memory, binomial);
+    add("checkpointed_logarithmic", budget, memory, bisection);
+  }
+  add("batched", 257, 64, 0);
+  return cases;
+}
+
+TEST_CASE("trade-off plots: a line per registered variant across its budgets, and "
+          "recompute_ratio",
+          "[reports][plot][check]") {
+  const auto cases = ScheduleCases();
+  PlotRequest request;
+  request.x = "memory";
+  request.y = "recompute";
+  const std::string script = BuildGnuplotScript(cases, request);
+  // One series per schedule (not per named case), its x in MiB; batched recomputes
+  // nothing, which a log axis cannot place, so it is left out.
+  CHECK(std::count(script.begin(), script.end(), '$') == 2 * 2);
+  CHECK_THAT(script, Catch::Contains("title 'checkpointed_binomial'") &&
+                         Catch::Contains("title 'checkpointed_logarithmic'") &&
+                         Catch::Contains("activation memory of a train step (MiB)") &&
+                         Catch::Contains("recurrence steps run again per step") &&
+                         Catch::Contains("\n6 8.5\n") && !Catch::Contains("binomial_4"));
+  const std::vector<Expectation> expectations = {
+      {"recompute_ratio", "checkpointed_binomial_4", "checkpointed_logarithmic_4", std::nullopt,
+       1.0, {}, 1},
+      {"recompute_ratio", "checkpointed_logarithmic_16", "checkpointed_binomial_16",
+       std::nullopt, 1.0, {}, 2},
+      {"recompute_ratio", "checkpointed_binomial_64", "checkpointed_logarithmic_64",
+       std::nullopt, 1.0, {}, 3},
+      {"recompute_ratio", "batched_257", "batched_257", std::nullopt, 1.0, {}, 4},
+  };
+  const auto outcomes = EvaluateExpectations(expectations, cases);
+  REQUIRE(outcomes.size() == expectations.size());
+  CHECK(outcomes[0].held);
+  CHECK_THAT(outcomes[0].measured, Catch::Contains("0.274×"));
+  CHECK_THAT(outcomes[0].expectation, Catch::Contains("recomputation"));
+  CHECK_FALSE(outcomes[1].held);  // bisection recomputes 1.7x binomial's
+  CHECK(outcomes[2].held);        // equal
+  CHECK(outcomes[3].held);        // neither recomputes: 1, not 0/0
+  CHECK_THAT(outcomes[3].measured, Catch::Contains("1×"));
 }
 
 // Three training pipelines: two on one curve (up to rounding), one on another.

@@ -118,8 +118,9 @@ int RunReadme(const std::vector<std::string>& args) {
       "<!-- seqbench:end --> from the latest complete run that matches, and leaves the\n"
       "rest of the file byte for byte. Attributes: suite=NAME (required); any workload field\n"
       "as a filter (device=cpu, batch=1, mode=train, ...);\n"
-      "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup,\n"
-      "x=seq_len|batch|layers, over=VARIANT (speedup), file=PATH.svg (relative to the README).\n"
+      "and for a plot instead of tables: plot=runtime|memory|tokens_per_s|speedup|recompute,\n"
+      "x=seq_len|batch|layers|memory, over=VARIANT (speedup), file=PATH.svg (relative to the\n"
+      "README).\n"
       "Training runs (seqbench train) render their pipeline table, or with\n"
       "plot=loss|validation_loss|loss_difference (with over=PIPELINE) and x=step|time their\n"
       "loss curves; pipelines=A,B,... picks\n"
@@ -444,9 +445,10 @@ int RunPlot(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   selection.Declare(options, hidden, positional);
   options.add_options()("x", po::value(&request.x)->default_value("seq_len"),
-                        "seq_len, batch or layers")("y",
-                                                    po::value(&request.y)->default_value("runtime"),
-                                                    "runtime, memory, tokens_per_s or speedup")(
+                        "seq_len, batch, layers, or memory (activation memory: one line per "
+                        "registered variant across its options, e.g. --y recompute)")(
+      "y", po::value(&request.y)->default_value("runtime"),
+      "runtime, memory, tokens_per_s, speedup or recompute")(
       "over", po::value(&request.over), "with --y speedup: the variant it is relative to")(
       "out", po::value(&request.output), "the SVG file (default: run<ID>_<y>.svg)");
   const auto values = ParseArguments(args, options, hidden, positional, "plot");
