@@ -154,7 +154,7 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'generate_tokens' must be between 1 and"},
       {"expect without bound", WithLine(41, ""), 37, "needs 'at_least' or 'at_most'"},
       {"expect with unknown what", WithLine(38, "what = \"faster\""), 38,
-       "'what' must be one of speedup, memory_ratio, all_correct"},
+       "'what' must be one of speedup, memory_ratio, recompute_ratio, all_correct"},
       {"duplicate variant name", WithLine(22, "name = \"baseline\""), 20,
        "duplicate variant name 'baseline'"},
       {"newline in the suite name", WithLine(1, "name = \"a\\nsystem 'id'\""), 1,
