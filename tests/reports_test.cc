@@ -793,8 +793,7 @@ std::vector<CaseRecord> ScheduleCases() {
   return cases;
 }
 
-TEST_CASE("trade-off plots: a line per registered variant across its budgets, and "
-          "recompute_ratio",
+TEST_CASE("trade-off plots: a line per variant across its budgets; recompute_ratio",
           "[reports][plot][check]") {
   const auto cases = ScheduleCases();
   PlotRequest request;
@@ -810,12 +809,27 @@ TEST_CASE("trade-off plots: a line per registered variant across its budgets, an
                          Catch::Contains("recurrence steps run again per step") &&
                          Catch::Contains("\n6 8.5\n") && !Catch::Contains("binomial_4"));
   const std::vector<Expectation> expectations = {
-      {"recompute_ratio", "checkpointed_binomial_4", "checkpointed_logarithmic_4", std::nullopt,
-       1.0, {}, 1},
-      {"recompute_ratio", "checkpointed_logarithmic_16", "checkpointed_binomial_16",
-       std::nullopt, 1.0, {}, 2},
-      {"recompute_ratio", "checkpointed_binomial_64", "checkpointed_logarithmic_64",
-       std::nullopt, 1.0, {}, 3},
+      {"recompute_ratio",
+       "checkpointed_binomial_4",
+       "checkpointed_logarithmic_4",
+       std::nullopt,
+       1.0,
+       {},
+       1},
+      {"recompute_ratio",
+       "checkpointed_logarithmic_16",
+       "checkpointed_binomial_16",
+       std::nullopt,
+       1.0,
+       {},
+       2},
+      {"recompute_ratio",
+       "checkpointed_binomial_64",
+       "checkpointed_logarithmic_64",
+       std::nullopt,
+       1.0,
+       {},
+       3},
       {"recompute_ratio", "batched_257", "batched_257", std::nullopt, 1.0, {}, 4},
   };
   const auto outcomes = EvaluateExpectations(expectations, cases);
