@@ -314,38 +314,10 @@ TEST_CASE("the scheduled variants match batched and count their recomputation",
       }
     }
   }
-  auto too_small = testing::MakeVariant("checkpointed_binomial", config, weights, torch::kFloat32,
-                                        {{"max_states", 1}});
-  CHECK_THROWS_WITH(too_small->TrainStep(batch), Catch::Contains("at least 2"));
-}
-
-TEST_CASE("checkpointed takes a budget of states instead of K", "[checkpoint_schedule]") {
-  const ModelConfig config = testing::SmallSimpleRnn();
-  const ParameterSet weights = simple_rnn::InitWeights(config, 5);
-  const int64_t length = 21;
-  const Batch batch = MakeBatch({3, length, 4}, config.vocab_size, 8);
-  // T = 21 in 12 states: K = 7 (3 segments + 7 states = 10). K = 8 and 9 fit too, but
-  // leave a shorter last segment (the one not recomputed): 16 and 18 steps run again, not 14.
-  REQUIRE(simple_rnn::UniformSegmentLength(length, 12) == 7);
-  auto budgeted =
-      testing::MakeVariant("checkpointed", config, weights, torch::kFloat64, {{"max_states", 12}});
-  auto every_7 = testing::MakeVariant("checkpointed", config, weights, torch::kFloat64,
-                                      {{"checkpoint_every", 7}});
-  auto every_8 = testing::MakeVariant("checkpointed", config, weights, torch::kFloat64,
-                                      {{"checkpoint_every", 8}});
-  CHECK(budgeted->Work(Mode::kTrain, batch, 0).recomputed_positions == 3 * 14);
-  CHECK(every_8->Work(Mode::kTrain, batch, 0).recomputed_positions == 3 * 16);
-  const auto result =
-      CheckEquivalence(*budgeted, *every_7, Mode::kTrain, batch, Tolerance{0.0, 0.0});
-  CHECK(result.gradients.within);
-  // Below the least uniform budget (2·sqrt(21) ≈ 9.2): skipped with the reason, not run.
-  auto starved =
-      testing::MakeVariant("checkpointed", config, weights, torch::kFloat64, {{"max_states", 9}});
-  CHECK_THAT(starved->SkipReason(Mode::kTrain, batch, 0), Catch::Contains("below"));
-  CHECK(budgeted->SkipReason(Mode::kTrain, batch, 0).empty());
-  auto both = testing::MakeVariant("checkpointed", config, weights, torch::kFloat64,
-                                   {{"max_states", 12}, {"checkpoint_every", 4}});
-  CHECK_THROWS_WITH(both->TrainStep(batch), Catch::Contains("not both"));
+  // Refused when set up, as an option a suite gave.
+  CHECK_THROWS_WITH(testing::MakeVariant("checkpointed_binomial", config, weights, torch::kFloat32,
+                                         {{"max_states", 1}}),
+                    Catch::Contains("at least 2"));
 }
 
 }  // namespace

@@ -57,14 +57,14 @@ namespace {
 
 using Kind = ReversalAction::Kind;
 
-// Writes the actions that reverse [a,b). On entry the current state and the top snapshot
-// are both the state at a; `free_slots` more snapshots may be pushed; `sweep` says the
-// range ends at T, so its first advances are the forward pass's.
+// Writes the actions that reverse [a,b) of `steps` steps. On entry the current state and
+// the top snapshot are both the state at a; `free_slots` more snapshots may be pushed.
 class Planner {
  public:
-  Planner(CheckpointSchedule schedule, int64_t segment) : schedule_(schedule), segment_(segment) {}
+  Planner(CheckpointSchedule schedule, int64_t steps, int64_t segment)
+      : schedule_(schedule), steps_(steps), segment_(segment) {}
 
-  void Reverse(int64_t a, int64_t b, int64_t free_slots, bool sweep) {
+  void Reverse(int64_t a, int64_t b, int64_t free_slots) {
     const int64_t length = b - a;
     if (length == 1) {
       Emit(Kind::kReverse);
@@ -78,13 +78,15 @@ class Planner {
       }
       return;
     }
-    const int64_t split = Split(length, free_slots, sweep);
+    // A range that ends at T lies on the forward sweep: its first advances are the
+    // forward pass's.
+    const int64_t split = Split(length, free_slots, /*sweep=*/b == steps_);
     Emit(Kind::kAdvance, split);
     Emit(Kind::kPush);
-    Reverse(a + split, b, free_slots - 1, sweep);
+    Reverse(a + split, b, free_slots - 1);
     Emit(Kind::kPop);
     Emit(Kind::kRestore);
-    Reverse(a, a + split, free_slots, false);
+    Reverse(a, a + split, free_slots);
   }
 
   std::vector<ReversalAction> actions;
@@ -116,6 +118,7 @@ class Planner {
   }
 
   CheckpointSchedule schedule_;
+  int64_t steps_;
   int64_t segment_;
 };
 
@@ -124,8 +127,9 @@ class Planner {
 ReversalPlan PlanReversal(CheckpointSchedule schedule, int64_t length, int64_t max_states) {
   if (length < 1) throw std::invalid_argument("a reversal plan needs at least one step");
   if (max_states < 2) {
-    throw std::invalid_argument("a reversal plan needs max_states >= 2 (the start state and " +
-                                std::string("the current one), got ") + std::to_string(max_states));
+    throw std::invalid_argument(
+        "a reversal plan needs max_states >= 2 (the start state and the current one), got " +
+        std::to_string(max_states));
   }
   int64_t segment = length;
   if (schedule == CheckpointSchedule::kUniform) {
@@ -141,10 +145,10 @@ ReversalPlan PlanReversal(CheckpointSchedule schedule, int64_t length, int64_t m
   plan.schedule = schedule;
   plan.length = length;
   plan.max_states = max_states;
-  Planner planner(schedule, segment);
+  Planner planner(schedule, length, segment);
   planner.actions.push_back({Kind::kPush});
   // One state is the current one; one snapshot is the start's.
-  planner.Reverse(0, length, max_states - 2, true);
+  planner.Reverse(0, length, max_states - 2);
   planner.actions.push_back({Kind::kPop});
   plan.actions = std::move(planner.actions);
 
@@ -353,15 +357,18 @@ Capabilities ScheduledCheckpointing::capabilities() const {
   return caps;
 }
 
+void ScheduledCheckpointing::OnSetup() {
+  const int64_t max_states = OptionOr("max_states", 2);
+  TORCH_CHECK(max_states >= 2, "checkpointed_", CheckpointScheduleName(schedule_),
+              ": max_states must be at least 2 (the start state and the current one), got ",
+              max_states);
+}
+
 int64_t ScheduledCheckpointing::MaxStates(int64_t length) const {
   const int64_t fallback = static_cast<int64_t>(std::ceil(
                                std::log2(static_cast<double>(std::max<int64_t>(length, 2))))) +
                            1;
-  const int64_t max_states = OptionOr("max_states", fallback);
-  TORCH_CHECK(max_states >= 2, "checkpointed_", CheckpointScheduleName(schedule_),
-              ": max_states must be at least 2 (the start state and the current one), got ",
-              max_states);
-  return max_states;
+  return OptionOr("max_states", fallback);
 }
 
 StepWork ScheduledCheckpointing::Work(Mode mode, const Batch& batch, int64_t num_tokens) const {

@@ -99,6 +99,9 @@ class ScheduledCheckpointing : public Variant {
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override;
   ForwardOutput Forward(const Batch& batch) override;
 
+ protected:
+  void OnSetup() override;  // refuses max_states < 2
+
  private:
   int64_t MaxStates(int64_t length) const;
 

@@ -107,12 +107,16 @@ class Checkpointed final : public Variant {
                           config().num_heads, segments);
   }
 
+ protected:
+  void OnSetup() override {
+    TORCH_CHECK(!(HasBudget() && OptionOr("checkpoint_every", 0) != 0),
+                "checkpointed: set checkpoint_every or max_states, not both");
+  }
+
  private:
   bool HasBudget() const { return OptionOr("max_states", 0) != 0; }
 
   int64_t SegmentLength(int64_t length) const {
-    TORCH_CHECK(!(HasBudget() && OptionOr("checkpoint_every", 0) != 0),
-                "checkpointed: set checkpoint_every or max_states, not both");
     if (HasBudget()) {
       const auto fitting = UniformSegmentLength(length, OptionOr("max_states", 0));
       TORCH_CHECK(fitting, "checkpointed: max_states = ", OptionOr("max_states", 0),
