@@ -11,6 +11,9 @@
 #include "tests/test_support.h"
 #include "variants/attention/model.h"
 #include "variants/lstm/model.h"
+#include "variants/min_gru/model.h"
+#include "variants/min_lstm/model.h"
+#include "variants/qrnn/model.h"
 
 namespace seqbench {
 namespace {
@@ -38,7 +41,8 @@ StepCost CostOf(const ModelConfig& config, const StepWork& work) {
 }
 
 TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]") {
-  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily, attention::kFamily}) {
+  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily, attention::kFamily,
+                                   qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
     INFO(family);
     for (const int64_t layers : {1, 3}) {
       ModelConfig config = Tiny(family);
@@ -60,6 +64,11 @@ TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]"
   CHECK(CostOf(Tiny(simple_rnn::kFamily), one).flops == Approx(640 + 160 + 256));
   // lstm: x·W_ihᵀ and h·W_hhᵀ, each [8,32] = 512, and the head 256.
   CHECK(CostOf(Tiny(lstm::kFamily), one).flops == Approx(512 + 512 + 256));
+  // qrnn: the convolution [16,24] = 768; min_gru: z, h, o [8,8] = 384; min_lstm: f, i, h, o
+  // [8,8] = 512; each with the head's 256.
+  CHECK(CostOf(Tiny(qrnn::kFamily), one).flops == Approx(768 + 256));
+  CHECK(CostOf(Tiny(min_gru::kFamily), one).flops == Approx(384 + 256));
+  CHECK(CostOf(Tiny(min_lstm::kFamily), one).flops == Approx(512 + 256));
   // attention (gelu, F = 32): q, k, v, o [8,8] = 4·128 = 512; the feed-forward's [8,32]
   // and [32,8] = 2·512; the head 256; and 4·D = 32 per (query, key) pair attended.
   CHECK(CostOf(Tiny(attention::kFamily), one).flops == Approx(512 + 1024 + 256));

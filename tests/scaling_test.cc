@@ -8,6 +8,9 @@
 #include "harness/memory.h"
 #include "tests/test_support.h"
 #include "variants/lstm/model.h"
+#include "variants/min_gru/model.h"
+#include "variants/min_lstm/model.h"
+#include "variants/qrnn/model.h"
 
 namespace seqbench {
 namespace {
@@ -38,7 +41,8 @@ int64_t TrainStepBytes(const std::string& key, const ModelConfig& config, int64_
 TEST_CASE("every variant that claims O(T) allocates at most 2.3x the bytes at 2T", "[scaling]") {
   constexpr int64_t kShort = 96, kLong = 2 * kShort;
   constexpr double kLinearBound = 2.3;  // 2 for linear work, plus slack for fixed costs
-  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily}) {
+  for (const std::string family :
+       {simple_rnn::kFamily, lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
     const ModelConfig config = SmallModel(family);
     for (const std::string& key : testing::VariantsOf(family, "")) {
       const Capabilities& caps = GlobalVariants().Get(key).capabilities;
