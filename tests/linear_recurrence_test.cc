@@ -21,10 +21,11 @@ using testing::MakeVariant;
 // h_t = a_t⊙h_{t−1} + b_t as the formula reads, one step at a time under autograd.
 torch::Tensor LiteralRecurrence(const torch::Tensor& a, const torch::Tensor& b,
                                 const torch::Tensor& h0) {
+  const auto a_steps = a.unbind(1), b_steps = b.unbind(1);
   std::vector<torch::Tensor> states;
   torch::Tensor state = h0;
-  for (int64_t t = 0; t < a.size(1); ++t) {
-    state = a.select(1, t) * state + b.select(1, t);
+  for (size_t t = 0; t < a_steps.size(); ++t) {
+    state = a_steps[t] * state + b_steps[t];
     states.push_back(state);
   }
   return torch::stack(states, 1);
@@ -45,24 +46,31 @@ RecurrenceGradients Differentiate(Fn recurrence, const torch::Tensor& a, const t
   return {h.detach(), a_leaf.grad(), b_leaf.grad(), h0_leaf.grad()};
 }
 
+// Both of its evaluations: the CPU kernel, and the tensor-op passes that run off the CPU.
 TEST_CASE("LinearRecurrence equals the literal loop, gradients included", "[recurrence_families]") {
-  for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
-    DYNAMIC_SECTION(DtypeName(dtype)) {
-      torch::manual_seed(3);
-      const auto options = torch::TensorOptions().dtype(dtype);
-      const int64_t batch = 3, steps = 17, width = 5;
-      const auto a = torch::rand({batch, steps, width}, options) * 1.2 - 0.1;  // some a < 0
-      const auto b = torch::randn({batch, steps, width}, options);
-      const auto h0 = torch::randn({batch, width}, options);
-      const auto upstream = torch::randn({batch, steps, width}, options);
-      const auto expected = Differentiate(LiteralRecurrence, a, b, h0, upstream);
-      const auto actual = Differentiate(LinearRecurrence, a, b, h0, upstream);
-      const double rtol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
-      const double atol = dtype == torch::kFloat64 ? 1e-12 : 1e-6;
-      CHECK(torch::allclose(actual.h, expected.h, rtol, atol));
-      CHECK(torch::allclose(actual.d_a, expected.d_a, rtol, atol));
-      CHECK(torch::allclose(actual.d_b, expected.d_b, rtol, atol));
-      CHECK(torch::allclose(actual.d_h0, expected.d_h0, rtol, atol));
+  using Recurrence =
+      torch::Tensor (*)(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&);
+  const std::pair<const char*, Recurrence> evaluations[] = {
+      {"kernel", LinearRecurrence}, {"tensor ops", detail::LinearRecurrenceWithTensorOps}};
+  for (const auto& [name, evaluation] : evaluations) {
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      DYNAMIC_SECTION(name << " " << DtypeName(dtype)) {
+        torch::manual_seed(3);
+        const auto options = torch::TensorOptions().dtype(dtype);
+        const int64_t batch = 3, steps = 17, width = 5;
+        const auto a = torch::rand({batch, steps, width}, options) * 1.2 - 0.1;  // some a < 0
+        const auto b = torch::randn({batch, steps, width}, options);
+        const auto h0 = torch::randn({batch, width}, options);
+        const auto upstream = torch::randn({batch, steps, width}, options);
+        const auto expected = Differentiate(LiteralRecurrence, a, b, h0, upstream);
+        const auto actual = Differentiate(evaluation, a, b, h0, upstream);
+        const double rtol = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+        const double atol = dtype == torch::kFloat64 ? 1e-12 : 1e-6;
+        CHECK(torch::allclose(actual.h, expected.h, rtol, atol));
+        CHECK(torch::allclose(actual.d_a, expected.d_a, rtol, atol));
+        CHECK(torch::allclose(actual.d_b, expected.d_b, rtol, atol));
+        CHECK(torch::allclose(actual.d_h0, expected.d_h0, rtol, atol));
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include "harness/equivalence.h"
 #include "harness/workload.h"
+#include "tests/test_support.h"
 #include "variants/core/registry.h"
 #include "variants/lstm/model.h"
 
@@ -82,7 +83,10 @@ const std::vector<Shape> kShapes = {
 
 TEST_CASE("every lstm variant equals torch::nn::LSTM: outputs, final state, gradients", "[lstm]") {
   const Tolerance tolerance{1e-9, 1e-11};
-  for (const std::string key : {"lstm_loop", "lstm_fused", "lstm_torch", "lstm_wavefront"}) {
+  // Every registered lstm variant, so that a new one is held to the module too.
+  const std::vector<std::string> keys = testing::VariantsOf(lstm::kFamily, "");
+  REQUIRE(keys.size() >= 5);
+  for (const std::string& key : keys) {
     for (const Shape& shape : kShapes) {
       DYNAMIC_SECTION(key << " L=" << shape.layers << " H=" << shape.hidden << " B=" << shape.batch
                           << " T=" << shape.steps) {
@@ -129,7 +133,7 @@ TEST_CASE("float32 lstm variants stay within their declared tolerance", "[lstm]"
   const ModelConfig config = LstmConfig(shape);
   const ParameterSet weights = lstm::InitWeights(config, 9);
   const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 10);
-  for (const std::string key : {"lstm_loop", "lstm_fused", "lstm_wavefront"}) {
+  for (const std::string& key : testing::VariantsOf(lstm::kFamily, "lstm_torch")) {
     DYNAMIC_SECTION(key) {
       auto reference = CreateVariant("lstm_torch");
       auto candidate = CreateVariant(key);

@@ -22,9 +22,9 @@ void ForwardRows(const scalar_t* a, const scalar_t* b, const scalar_t* h0, scala
   }
 }
 
-// Backward through one sequence. carry = ∂loss/∂h_t through the recurrence, i.e.
-// d_h[t] + a[t+1]·carry_{t+1}: then d_b[t] = carry, d_a[t] = carry·h[t-1], and
-// d_h0 = a[0]·carry_0. `carry` (width values) ends as d_h0.
+// Backward through one sequence. total_t = ∂loss/∂h_t = d_h[t] + a[t+1]·total_{t+1}; then
+// d_b[t] = total_t, d_a[t] = total_t·h[t-1] and d_h0 = a[0]·total_0. `carry` (width values)
+// holds a[t+1]·total_{t+1} on the way down and ends as d_h0.
 template <typename scalar_t>
 void BackwardRows(const scalar_t* a, const scalar_t* h, const scalar_t* h0, const scalar_t* d_h,
                   scalar_t* d_a, scalar_t* d_b, scalar_t* carry, int64_t steps, int64_t width) {
@@ -108,11 +108,13 @@ variable_list BackwardTensors(const torch::Tensor& a, const torch::Tensor& h,
 
 class LinearRecurrenceFunction : public torch::autograd::Function<LinearRecurrenceFunction> {
  public:
+  // use_kernel: the raw CPU kernel (CPU tensors only), else the tensor-op passes.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor a, torch::Tensor b,
-                               torch::Tensor h0) {
+                               torch::Tensor h0, bool use_kernel) {
     a = a.contiguous(), b = b.contiguous(), h0 = h0.contiguous();
-    torch::Tensor h = a.is_cpu() ? ForwardCpu(a, b, h0) : ForwardTensors(a, b, h0);
+    torch::Tensor h = use_kernel ? ForwardCpu(a, b, h0) : ForwardTensors(a, b, h0);
     ctx->save_for_backward({a, h, h0});
+    ctx->saved_data["use_kernel"] = use_kernel;
     return h;
   }
 
@@ -121,24 +123,43 @@ class LinearRecurrenceFunction : public torch::autograd::Function<LinearRecurren
     const torch::Tensor& a = saved[0];
     // In the inputs' type: under autocast, h's consumer may hand back a bf16 gradient.
     const torch::Tensor d_h = grad_outputs[0].to(a.scalar_type()).contiguous();
-    return a.is_cpu() ? BackwardCpu(a, saved[1], saved[2], d_h)
-                      : BackwardTensors(a, saved[1], saved[2], d_h);
+    variable_list grads = ctx->saved_data["use_kernel"].toBool()
+                              ? BackwardCpu(a, saved[1], saved[2], d_h)
+                              : BackwardTensors(a, saved[1], saved[2], d_h);
+    grads.emplace_back();  // for use_kernel
+    return grads;
   }
 };
 
-}  // namespace
-
-torch::Tensor LinearRecurrence(const torch::Tensor& a, const torch::Tensor& b,
-                               const torch::Tensor& h0) {
+torch::Tensor CheckedLinearRecurrence(const torch::Tensor& a, const torch::Tensor& b,
+                                      const torch::Tensor& h0, bool use_kernel) {
   TORCH_CHECK(a.dim() == 3 && a.sizes() == b.sizes(),
               "LinearRecurrence: a and b must both be [B,T,N], got ", a.sizes(), " and ",
               b.sizes());
   TORCH_CHECK(h0.dim() == 2 && h0.size(0) == a.size(0) && h0.size(1) == a.size(2),
               "LinearRecurrence: h0 must be [B,N] = [", a.size(0), ",", a.size(2), "], got ",
               h0.sizes());
+  TORCH_CHECK(a.device() == b.device() && a.device() == h0.device(),
+              "LinearRecurrence: a, b and h0 must be on one device, got ", a.device(), ", ",
+              b.device(), " and ", h0.device());
   const auto dtype =
       c10::promoteTypes(c10::promoteTypes(a.scalar_type(), b.scalar_type()), h0.scalar_type());
-  return LinearRecurrenceFunction::apply(a.to(dtype), b.to(dtype), h0.to(dtype));
+  return LinearRecurrenceFunction::apply(a.to(dtype), b.to(dtype), h0.to(dtype),
+                                         use_kernel && a.is_cpu());
+}
+
+}  // namespace
+
+namespace detail {
+torch::Tensor LinearRecurrenceWithTensorOps(const torch::Tensor& a, const torch::Tensor& b,
+                                            const torch::Tensor& h0) {
+  return CheckedLinearRecurrence(a, b, h0, /*use_kernel=*/false);
+}
+}  // namespace detail
+
+torch::Tensor LinearRecurrence(const torch::Tensor& a, const torch::Tensor& b,
+                               const torch::Tensor& h0) {
+  return CheckedLinearRecurrence(a, b, h0, /*use_kernel=*/true);
 }
 
 torch::Tensor LogSpaceLinearRecurrence(const torch::Tensor& log_a, const torch::Tensor& log_b) {

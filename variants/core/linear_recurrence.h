@@ -17,9 +17,16 @@ namespace seqbench {
 // builds for a loop of tensor ops. On CPU a kernel over raw memory (vectorised over N,
 // parallel over B); elsewhere the same pass in tensor ops over unbound steps.
 // a, b: [B,T,N]; h0: [B,N] -> h: [B,T,N]. Differentiable in a, b and h0. Inputs of
-// different floating types are promoted to a common one.
+// different floating types are promoted to a common one; all three on one device.
 torch::Tensor LinearRecurrence(const torch::Tensor& a, const torch::Tensor& b,
                                const torch::Tensor& h0);
+
+namespace detail {
+// LinearRecurrence() through its tensor-op passes whatever the device: what runs off the
+// CPU, exposed so that the CPU tests hold it to the literal loop too.
+torch::Tensor LinearRecurrenceWithTensorOps(const torch::Tensor& a, const torch::Tensor& b,
+                                            const torch::Tensor& h0);
+}  // namespace detail
 
 // The same recurrence from h0 = 0 as a parallel scan in log space, for b > 0:
 //   A_t = Σ_{r≤t} log a_r,   log h_t = A_t + logcumsumexp_{s≤t}(log b_s − A_s)

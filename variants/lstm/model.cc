@@ -79,6 +79,30 @@ torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
   return keep.defined() ? torch::where(keep, updated, old) : updated;
 }
 
+LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
+                        const torch::Tensor& mask) {
+  const auto projected =
+      torch::matmul(x, layer.weight_ih.t()) + (layer.bias_ih + layer.bias_hh);  // [B,T,4H]
+  const auto recurrent = layer.weight_hh.t();
+  torch::Tensor h = torch::zeros({x.size(0), x.size(2)}, x.options());
+  torch::Tensor c = h;
+  // Unbound once: a per-step select's backward would scatter into a [B,T,4H] zero buffer at
+  // every step (O(T^2)); unbind's is one stack.
+  const std::vector<torch::Tensor> projected_steps = projected.unbind(1);
+  const std::vector<torch::Tensor> mask_steps =
+      mask.defined() ? mask.unbind(1) : std::vector<torch::Tensor>();
+  std::vector<torch::Tensor> outputs;
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    const auto gates = torch::addmm(projected_steps[t], h, recurrent);
+    auto [h_next, c_next] = FusedCellUpdate(gates, c);
+    const auto keep = mask.defined() ? mask_steps[t].unsqueeze(1) : torch::Tensor();
+    c = KeepWhere(keep, c_next, c);
+    h = KeepWhere(keep, h_next, h);
+    outputs.push_back(h);
+  }
+  return {torch::stack(outputs, 1), h, c};
+}
+
 Capabilities LstmVariant::LstmCapabilities(const std::string& category) {
   return LanguageModelCapabilities(kFamily, category);
 }

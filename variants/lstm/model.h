@@ -65,6 +65,16 @@ std::pair<torch::Tensor, torch::Tensor> FusedCellUpdate(const torch::Tensor& gat
 torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
                         const torch::Tensor& old);
 
+// One layer as lstm_fused runs it: the input projection of all T steps as one GEMM with both
+// biases folded in, then one [H,4H] recurrent addmm and FusedCellUpdate() a step (steps
+// unbound once). x: [B,T,H]; mask: [B,T] bool or undefined -> {outputs [B,T,H], h [B,H],
+// c [B,H]} (h_n and c_n of the layer: padding keeps the state).
+struct LayerOutputs {
+  torch::Tensor outputs, h, c;
+};
+LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
+                        const torch::Tensor& mask);
+
 // Base of every lstm variant: Forward() is the shared embedding, Run() and the head.
 // The family's step cost (FamilyEntry::step_cost): LanguageModelCost() with 16·D² FLOPs
 // per position and layer (the input and recurrent [D,4D] GEMMs).

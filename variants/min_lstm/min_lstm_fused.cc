@@ -1,6 +1,6 @@
 // `min_lstm_fused`: the sequential recurrence as one autograd node per layer
 // (LinearRecurrence): a single pass over raw memory forward and one back, saving a and s,
-// where the reference builds three nodes and saves three tensors a step.
+// where the reference builds a handful of nodes a step, each saving its inputs.
 #include "variants/core/linear_recurrence.h"
 #include "variants/core/registry.h"
 #include "variants/min_lstm/model.h"

@@ -232,12 +232,17 @@ torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
   TORCH_CHECK(static_cast<int64_t>(states.size()) == num_layers, "expected ", num_layers,
               " layer states, got ", states.size());
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    const LayerWeights& weights_l = weights.layers[layer];
-    const auto inputs = ProjectFused(RmsNorm(h, weights_l.norm), weights_l, num_heads, mask);
-    const auto o = mixer(inputs, mask, states[layer]);  // [B,T,H,dh]
-    h = h + torch::matmul(o.flatten(-2), weights_l.w_o);
+    h = LayerForward(h, weights.layers[layer], mask, num_heads, mixer, states[layer]);
   }
   return h;
+}
+
+torch::Tensor LayerForward(const torch::Tensor& h, const LayerWeights& layer,
+                           const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
+                           torch::Tensor& state) {
+  const auto inputs = ProjectFused(RmsNorm(h, layer.norm), layer, num_heads, mask);
+  const auto o = mixer(inputs, mask, state);  // [B,T,H,dh]
+  return h + torch::matmul(o.flatten(-2), layer.w_o);
 }
 
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights) {

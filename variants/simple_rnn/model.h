@@ -95,6 +95,12 @@ TimeMixer StepLoopMixer();
 // RecurrenceThroughTime() over sigmoid decays: the step loop with its backward by hand.
 TimeMixer ThroughTimeMixer();
 
+// One layer on the residual stream: h + mix(projections of RMSNorm(h))·W_o, carrying
+// `state` ([B,H,dh,dh], read and replaced). h: [B,T,D] -> [B,T,D]; mask: [B,T] or undefined.
+torch::Tensor LayerForward(const torch::Tensor& h, const LayerWeights& layer,
+                           const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
+                           torch::Tensor& state);
+
 // Embedding and every layer, with the time mixing delegated. tokens: [B,T]; mask: [B,T]
 // or undefined; states: one [B,H,dh,dh] per layer, carried in and out (empty: zeros).
 // Returns the residual stream h: [B,T,D].
