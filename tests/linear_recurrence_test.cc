@@ -116,9 +116,14 @@ ModelConfig SmallModel(const std::string& family, int64_t layers = 2) {
   return config;
 }
 
+// The family's variant of category "reference", as `seqbench verify` picks it.
 std::string ReferenceOf(const std::string& family) {
-  if (family == qrnn::kFamily) return "qrnn_loop";
-  return family + "_sequential";
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    const Capabilities& caps = entry->capabilities;
+    if (caps.family == family && caps.category == "reference") return entry->key;
+  }
+  FAIL("family " << family << " has no reference variant");
+  return "";
 }
 
 // σ as the README writes it, for the element-by-element formulas below.

@@ -17,6 +17,11 @@ torch::Tensor WeightInit::LogitUniform(int64_t width, double low, double high) {
   return torch::log(p / (1.0 - p));
 }
 
+void ValidateResidualModel(const ModelConfig& config, const char* family) {
+  TORCH_CHECK(config.vocab_size > 0 && config.width > 0 && config.num_layers > 0, family,
+              " needs positive vocab_size, width and layers");
+}
+
 ParameterSet InitResidualModel(
     const ModelConfig& config, uint64_t seed,
     const std::function<void(int64_t layer, WeightInit& init, ParameterSet& weights)>& add_layer) {
@@ -38,7 +43,8 @@ ForwardOutput ResidualModelForward(const ParameterSet& parameters, const ModelCo
                                    const Batch& batch, const LayerMixer& mix) {
   torch::Tensor h = torch::embedding(parameters["embedding"], batch.tokens);  // [B,T,D]
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    h = h + mix(layer, RmsNorm(h, parameters[LayerParameterName(layer, "norm")]));
+    const LayerParameters param(parameters, layer);
+    h = h + mix(param, RmsNorm(h, param("norm")));
   }
   auto logits = LanguageModelHead(h, parameters["norm_out"], parameters["w_out"]);
   auto loss = NextTokenLoss(logits, batch);

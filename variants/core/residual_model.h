@@ -39,15 +39,35 @@ class WeightInit {
   at::Generator generator_;
 };
 
+// Throws unless the sizes the frame reads (vocab_size, width, layers) are positive; `family`
+// names the model in the message. Each family's FamilyEntry::validate.
+void ValidateResidualModel(const ModelConfig& config, const char* family);
+
 // embedding [V,D] N(0,1); per layer l: layers.{l}.norm [D] (a Gain), then whatever
 // `add_layer(l, init, weights)` inserts; norm_out [D] (a Gain); w_out [D,V] N(0, 1/D).
 ParameterSet InitResidualModel(
     const ModelConfig& config, uint64_t seed,
     const std::function<void(int64_t layer, WeightInit& init, ParameterSet& weights)>& add_layer);
 
-// One layer's time mixing. u: [B,T,D], the layer's normalised input -> [B,T,D], its
-// contribution to the residual stream.
-using LayerMixer = std::function<torch::Tensor(int64_t layer, const torch::Tensor& u)>;
+// One layer's parameters by their names within the layer: param("w_z") is
+// layers.{layer}.w_z of the model's ParameterSet (the tensor itself, no copy).
+class LayerParameters {
+ public:
+  LayerParameters(const ParameterSet& parameters, int64_t layer)
+      : parameters_(parameters), layer_(layer) {}
+  torch::Tensor operator()(const char* name) const {
+    return parameters_[LayerParameterName(layer_, name)];
+  }
+
+ private:
+  const ParameterSet& parameters_;
+  int64_t layer_;
+};
+
+// One layer's time mixing, reading its weights through `param`. u: [B,T,D], the layer's
+// normalised input -> [B,T,D], its contribution to the residual stream.
+using LayerMixer =
+    std::function<torch::Tensor(const LayerParameters& param, const torch::Tensor& u)>;
 
 // The whole model with `mix` as every layer's time mixing.
 ForwardOutput ResidualModelForward(const ParameterSet& parameters, const ModelConfig& config,

@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -77,10 +78,11 @@ class SegmentBackward : public torch::autograd::Node {
 
 std::vector<torch::Tensor> CheckpointedSegment(const SegmentFn& segment, const torch::Tensor& input,
                                                const std::vector<torch::Tensor>& parameters) {
-  bool needs_graph = torch::GradMode::is_enabled() && input.requires_grad();
-  for (const torch::Tensor& parameter : parameters) {
-    needs_graph = needs_graph || (torch::GradMode::is_enabled() && parameter.requires_grad());
-  }
+  const bool needs_graph =
+      torch::GradMode::is_enabled() &&
+      (input.requires_grad() ||
+       std::any_of(parameters.begin(), parameters.end(),
+                   [](const torch::Tensor& parameter) { return parameter.requires_grad(); }));
   if (!needs_graph) return segment(input);
   std::vector<torch::Tensor> outputs;
   {

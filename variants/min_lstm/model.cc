@@ -6,10 +6,7 @@
 
 namespace seqbench::min_lstm {
 
-void ValidateConfig(const ModelConfig& config) {
-  TORCH_CHECK(config.vocab_size > 0 && config.width > 0 && config.num_layers > 0,
-              "min_lstm needs positive vocab_size, width and layers");
-}
+void ValidateConfig(const ModelConfig& config) { ValidateResidualModel(config, kFamily); }
 
 ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
   ValidateConfig(config);
@@ -35,10 +32,7 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
 ForwardOutput ForwardWith(const ParameterSet& parameters, const ModelConfig& config,
                           const Batch& batch, const RecurrenceFn& recurrence) {
   return ResidualModelForward(
-      parameters, config, batch, [&](int64_t layer, const torch::Tensor& u) {
-        const auto param = [&](const char* name) {
-          return parameters[LayerParameterName(layer, name)];
-        };
+      parameters, config, batch, [&](const LayerParameters& param, const torch::Tensor& u) {
         const GateInputs gates{torch::matmul(u, param("w_f")) + param("b_f"),
                                torch::matmul(u, param("w_i")) + param("b_i"),
                                torch::matmul(u, param("w_h"))};

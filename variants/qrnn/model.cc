@@ -6,10 +6,7 @@
 
 namespace seqbench::qrnn {
 
-void ValidateConfig(const ModelConfig& config) {
-  TORCH_CHECK(config.vocab_size > 0 && config.width > 0 && config.num_layers > 0,
-              "qrnn needs positive vocab_size, width and layers");
-}
+void ValidateConfig(const ModelConfig& config) { ValidateResidualModel(config, kFamily); }
 
 ParameterSet InitWeights(const ModelConfig& config, uint64_t seed) {
   ValidateConfig(config);
@@ -31,11 +28,10 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
 
 ForwardOutput ForwardWith(const ParameterSet& parameters, const ModelConfig& config,
                           const Batch& batch, const LayerFn& layer_fn) {
-  return ResidualModelForward(
-      parameters, config, batch, [&](int64_t layer, const torch::Tensor& u) {
-        return layer_fn(u, LayerWeights{parameters[LayerParameterName(layer, "w_conv")],
-                                        parameters[LayerParameterName(layer, "b_conv")]});
-      });
+  return ResidualModelForward(parameters, config, batch,
+                              [&](const LayerParameters& param, const torch::Tensor& u) {
+                                return layer_fn(u, LayerWeights{param("w_conv"), param("b_conv")});
+                              });
 }
 
 Capabilities BaseCapabilities(const std::string& category) {

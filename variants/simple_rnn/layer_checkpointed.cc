@@ -22,13 +22,11 @@ class LayerCheckpointed final : public Variant {
   }
 
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = Variant::Work(mode, batch, num_tokens);
     // Every layer's time mixing runs again in backward. The family's cost counts a
     // recomputed position as its recurrence only (what `checkpointed` re-runs), so this
     // variant's FLOPs leave out its recomputed projections, 10·D² per position and layer:
     // its GFLOP/s is understated by that much.
-    if (mode == Mode::kTrain) work.recomputed_positions = work.positions;
-    return work;
+    return WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
   }
 
   ForwardOutput Forward(const Batch& batch) override {
