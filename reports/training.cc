@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include "reports/format.h"
 #include "reports/markdown.h"
@@ -29,6 +30,21 @@ std::string Loss(std::optional<double> value) {
   if (!value) return "—";
   char text[32];
   std::snprintf(text, sizeof(text), "%.3f", *value);
+  return text;
+}
+
+// "against `plain`" when every row has one reference; otherwise which rows are against
+// which: "against each pipeline's own baseline: `a` for a, b; `c` for c, d".
+std::string DescribeReferences(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& references) {
+  if (references.empty()) return "against the reference pipeline";
+  if (references.size() == 1) return "against `" + references.front().first + "`";
+  std::string text = "against each pipeline's own baseline: ";
+  for (size_t i = 0; i < references.size(); ++i) {
+    text += (i ? "; `" : "`") + references[i].first + "` for ";
+    for (size_t j = 0; j < references[i].second.size(); ++j)
+      text += (j ? ", " : "") + references[i].second[j];
+  }
   return text;
 }
 
@@ -58,9 +74,16 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
   MarkdownTable table({"pipeline", "options", "tokens/s", "× ref.", "peak memory", "× ref.",
                        "optimizer state", "padding eff.", "steps", "train loss", "val. loss",
                        "status"});
-  std::string reference;
+  // Each reference with the pipelines measured against it, in the table's order.
+  std::vector<std::pair<std::string, std::vector<std::string>>> references;
   for (const CaseRecord& c : cases) {
-    reference = c.reference;
+    const auto group = std::find_if(references.begin(), references.end(),
+                                    [&](const auto& entry) { return entry.first == c.reference; });
+    if (group == references.end()) {
+      references.push_back({c.reference, {c.name()}});
+    } else {
+      group->second.push_back(c.name());
+    }
     const CaseRecord* ref = FindPipeline(cases, c.reference);
     const auto tokens_per_s = c.MetricValue("tokens_per_s");
     const auto std_tokens_per_s = c.MetricValue("tokens_per_s_stddev");
@@ -86,9 +109,9 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
   return table.Render() +
          "\ntokens/s: non-padding tokens per second of wall time, loader waits included, over "
          "every step after the pipeline's timing warmup (± the standard deviation over steps). "
-         "× ref.: against `" +
-         reference +
-         "`. Peak memory: live tensor bytes at their peak over the whole training. Optimizer "
+         "× ref.: " +
+         DescribeReferences(references) +
+         ". Peak memory: live tensor bytes at their peak over the whole training. Optimizer "
          "state: the bytes of its moments (and their block scales) after the last step. train "
          "loss: mean over the last 10% of steps; val. loss: on the held-out samples after "
          "the last step (nats/token).\n";

@@ -909,6 +909,24 @@ TEST_CASE("the training table is rectangular, escaped, and relative to the refer
   CHECK(rows[3][3] == " 1.5× ");  // tokens/s over plain's
   CHECK(rows[3][5] == " 3× ");    // peak memory over plain's
   CHECK(rows[2][3] == " 1× ");
+  CHECK_THAT(markdown, Catch::Contains("× ref.: against `plain`."));
+
+  // Two groups in one run, each row against its own baseline.
+  auto grouped = Pipelines();
+  grouped[1].reference = "bf16";  // scan (1500 tokens/s) against bf16 (900)
+  grouped[2].reference = "bf16";
+  const std::string two = RenderTrainingTable(grouped);
+  std::istringstream grouped_lines(two);
+  std::vector<std::vector<std::string>> grouped_rows;
+  while (std::getline(grouped_lines, line)) {
+    if (!line.empty() && line[0] == '|') grouped_rows.push_back(Cells(line));
+  }
+  REQUIRE(grouped_rows.size() == 5);
+  CHECK(grouped_rows[2][3] == " 1× ");     // plain against itself
+  CHECK(grouped_rows[3][3] == " 1.67× ");  // scan against bf16, not plain
+  CHECK(grouped_rows[4][3] == " 1× ");     // bf16 against itself
+  CHECK_THAT(two, Catch::Contains("against each pipeline's own baseline: `plain` for plain; "
+                                  "`bf16` for scan, bf16."));
 }
 
 TEST_CASE("training expectations: loss curves, throughput and validation loss",

@@ -350,6 +350,23 @@ at_least = 1.0
     CHECK(with_members.pipelines[1].Describe().find("members=0,3") != std::string::npos);
     CHECK(with_members.pipelines[0].config.data_parallel.Members() == std::vector<int64_t>{0});
   }
+  // reference: each pipeline's ratios against its own baseline, the suite's by default.
+  {
+    const TrainingSuite grouped =
+        ParseTrainingSuite(edited("warmup_steps = 4",
+                                  "reference = \"budget\"\nclip_norm = 0\nweight_decay = 0\n"
+                                  "warmup_steps = 0\nmin_lr_ratio = 1"),
+                           "t.toml");
+    CHECK(grouped.pipelines[0].reference == "plain");
+    CHECK(grouped.pipelines[1].reference == "budget");
+    CHECK(grouped.pipelines[0].Describe().find("clip") == std::string::npos);
+    CHECK_THAT(grouped.pipelines[1].Describe(), Catch::Contains("weight_decay=0") &&
+                                                    Catch::Contains("lr=constant") &&
+                                                    Catch::Contains("clip=off"));
+    CHECK_THAT(error_of("warmup_steps = 4", "reference = \"nobody\""),
+               Catch::StartsWith("19: ") && Catch::Contains("reference 'nobody'") &&
+                   Catch::Contains("budget, plain"));
+  }
   {
     const TrainingSuite eight_bit =
         ParseTrainingSuite(edited("warmup_steps = 4", "optimizer = \"adamw8bit\""), "t.toml");

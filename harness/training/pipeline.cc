@@ -125,7 +125,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   record.category = "training pipeline";
   // The options that tell pipelines apart, for the training table.
   record.description = spec.Describe();
-  record.reference = suite.reference;
+  record.reference = spec.reference;
   record.status = kStatusOk;
 
   const auto started = std::chrono::steady_clock::now();

@@ -60,7 +60,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
   TrainingConfig& c = spec.config;
   for (auto&& [key_node, value] : table) {
     const std::string key(key_node.str());
-    if (key == "name") continue;
+    if (key == "name" || key == "reference") continue;
     if (key == "variant") {
       c.variant = reader.String(value, key);
       if (!GlobalVariants().Contains(c.variant)) {
@@ -244,6 +244,14 @@ std::string PipelineSpec::Describe() const {
        << " amp=" << PrecisionName(c.precision);
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
   if (c.optimizer != OptimizerKind::kAdamW) text << " optimizer=" << OptimizerKindName(c.optimizer);
+  // Only what departs from warmup + cosine, decay and clipping, which most pipelines keep.
+  if (c.weight_decay == 0) text << " weight_decay=0";
+  if (c.schedule.restarts) {
+    text << " lr=sgdr";
+  } else if (c.schedule.warmup_steps == 0 && c.schedule.min_ratio == 1) {
+    text << " lr=constant";
+  }
+  if (c.clip_norm == 0) text << " clip=off";
   if (c.data_parallel.ranks > 1) {
     text << " ranks=" << c.data_parallel.ranks << " bucket_mb=" << c.data_parallel.bucket_mb;
     if (!c.data_parallel.members.empty()) {
@@ -353,6 +361,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   std::set<std::string> names;
   std::vector<std::string> pipeline_keys = kTrainKeys;
   pipeline_keys.push_back("name");
+  pipeline_keys.push_back("reference");
   for (const toml::node& element : *pipelines.as_array()) {
     const toml::table& table = *element.as_table();
     reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
@@ -380,6 +389,19 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     suite.reference = reader.String(*n, "reference");
     if (names.count(suite.reference) == 0) {
       reader.Fail(n->source(), "reference '" + suite.reference + "' is not a pipeline name");
+    }
+  }
+  const toml::array& pipeline_tables = *pipelines.as_array();
+  for (size_t i = 0; i < suite.pipelines.size(); ++i) {
+    PipelineSpec& spec = suite.pipelines[i];
+    spec.reference = suite.reference;
+    if (auto* n = pipeline_tables[i].as_table()->get("reference")) {
+      spec.reference = reader.String(*n, "reference");
+      if (names.count(spec.reference) == 0) {
+        reader.Fail(n->source(), "pipeline '" + spec.name + "': reference '" + spec.reference +
+                                     "' is not a pipeline name; the pipelines: " +
+                                     Joined(std::vector<std::string>(names.begin(), names.end())));
+      }
     }
   }
 

@@ -20,6 +20,10 @@ namespace seqbench::training {
 
 struct PipelineSpec {
   std::string name;  // unique in the suite; the case key and "variant" of reports
+  // The pipeline this one's ratios are against in the reports (default: the suite's
+  // reference), so that one suite can hold several combinations, each beside its own
+  // baseline.
+  std::string reference;
   TrainingConfig config;
   int64_t steps = 100;
   int64_t eval_every = 50;    // validation loss every this many steps, and at the end
@@ -44,7 +48,7 @@ struct TrainingSuite {
   std::string path, text, name, description;
   DataOptions data;
   uint64_t data_seed = 1;  // the train/validation split
-  std::string reference;   // the pipeline ratios in the report are against
+  std::string reference;   // the pipelines' default reference (PipelineSpec::reference)
   std::vector<PipelineSpec> pipelines;
   std::vector<Expectation> expectations;  // what: throughput | memory_ratio | loss_match |
                                           // validation_loss_ratio | all_correct

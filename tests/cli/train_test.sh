@@ -156,6 +156,12 @@ variant = "fused"
 [[pipelines]]
 name = "scan"
 variant = "scan"
+[[pipelines]]
+name = "scan_accumulated"
+variant = "scan"
+batch_size = 4
+accumulation = 2
+reference = "scan"
 [[expect]]
 what = "loss_match"
 variant = "scan"
@@ -180,4 +186,8 @@ printf '# x\n<!-- seqbench:begin suite=tiny -->\n<!-- seqbench:end -->\n<!-- seq
 "$seqbench" readme "$work/README.md" --db "$work/s.db" || fail "readme failed"
 grep -q "^| scan | variant=scan batching=fixed B=8" "$work/README.md" || fail "$(cat "$work/README.md")"
 grep -q "<svg" "$work/loss.svg" || fail "no loss plot written"
+# A pipeline's own reference is stored with its case and named under the table.
+[[ $(sqlite3 "$work/s.db" "SELECT group_concat(reference) FROM (SELECT reference FROM cases ORDER BY position)") == plain,plain,scan ]] ||
+  fail "references: $(sqlite3 "$work/s.db" "SELECT variant_name, reference FROM cases")"
+grep -qF '`plain` for plain, scan; `scan` for scan_accumulated' "$work/README.md" || fail "$(cat "$work/README.md")"
 echo "train_test: all checks passed"
