@@ -62,19 +62,22 @@ Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
 
 LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
                          const torch::Tensor& mask) {
-  const int64_t d = u.size(-1);
-  const int64_t head_width = d / num_heads;
   const auto fused_weight = torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);  // [D,4D]
-  const auto projected = torch::matmul(u, fused_weight);  // [B,T,4D]
+  return SplitProjections(torch::matmul(u, fused_weight), layer.b_g, num_heads, mask);
+}
+
+LayerInputs SplitProjections(const torch::Tensor& projected, const torch::Tensor& b_g,
+                             int64_t num_heads, const torch::Tensor& mask) {
+  const int64_t head_width = projected.size(-1) / 4 / num_heads;
   auto parts = projected.chunk(4, -1);
-  std::vector<int64_t> head_shape(u.sizes().begin(), u.sizes().end() - 1);
+  std::vector<int64_t> head_shape(projected.sizes().begin(), projected.sizes().end() - 1);
   head_shape.push_back(num_heads);
   head_shape.push_back(head_width);
   LayerInputs inputs;
   inputs.q = parts[0].reshape(head_shape) * (1.0 / std::sqrt(static_cast<double>(head_width)));
   inputs.k = parts[1].reshape(head_shape);
   inputs.v = parts[2].reshape(head_shape);
-  inputs.decay_logits = (parts[3] + layer.b_g).reshape(head_shape);
+  inputs.decay_logits = (parts[3] + b_g).reshape(head_shape);
   if (mask.defined()) {
     inputs.k = inputs.k.masked_fill(~mask.unsqueeze(-1).unsqueeze(-1), 0.0);
   }

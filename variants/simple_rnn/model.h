@@ -52,6 +52,10 @@ struct LayerInputs {
 // undefined tensor when there is no padding.
 LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
                          const torch::Tensor& mask);
+// The split alone, for variants that compute the product u·[W_q W_k W_v W_g] their own way
+// (int8_dynamic). projected: [B,T,4D]; b_g: [D].
+LayerInputs SplitProjections(const torch::Tensor& projected, const torch::Tensor& b_g,
+                             int64_t num_heads, const torch::Tensor& mask);
 
 // The per-position decay g = sigmoid(decay_logits), forced to 1 at padding positions so
 // that padding leaves the state unchanged. [B,T,H,dh]
