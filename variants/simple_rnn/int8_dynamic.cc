@@ -34,16 +34,6 @@ class Int8Dynamic final : public Variant, public IncrementalDecoder {
     return caps;
   }
 
-  // Generate: the prompt once, then one position per new token, as stepwise.
-  StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = Variant::Work(mode, batch, num_tokens);
-    if (mode == Mode::kGenerate) {
-      work.positions = batch.batch_size() * (batch.max_length() + num_tokens - 1);
-      work.head_positions = batch.batch_size() * num_tokens;
-    }
-    return work;
-  }
-
   ForwardOutput Forward(const Batch& batch) override {
     const bool has_padding = batch.lengths.min().item<int64_t>() < batch.max_length();
     const torch::Tensor mask = has_padding ? batch.PaddingMask() : torch::Tensor();
