@@ -39,7 +39,8 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
-         name == "pipelines" || name == "gate" || name == "fit" || name == "scaling";
+         name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
+         name == "recall";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -136,6 +137,16 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
       throw ReadmeError(error.what());
     }
     throw ReadmeError("scaling=" + kind + ": give scaling=measured or scaling=model");
+  }
+  if (const std::string what = Attribute(section, "recall"); !what.empty()) {
+    if (!training_run || what != "accuracy") {
+      throw ReadmeError("recall=accuracy (the only form) needs a training run of the recall task");
+    }
+    try {
+      return RenderRecallTable(cases);
+    } catch (const std::invalid_argument& error) {
+      throw ReadmeError(error.what());
+    }
   }
   if (Attribute(section, "plot").empty()) {
     return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iterator>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -24,6 +26,14 @@ const CaseRecord* FindPipeline(const std::vector<CaseRecord>& cases, const std::
 std::string Ratio(std::optional<double> mine, std::optional<double> theirs) {
   if (!mine || !theirs || *theirs <= 0) return "—";
   return FormatSignificant(*mine / *theirs) + "×";
+}
+
+// Exact, with thousands separated: parameter counts are compared digit by digit.
+std::string Count(std::optional<double> value) {
+  if (!value) return "—";
+  std::string digits = std::to_string(static_cast<int64_t>(std::llround(*value)));
+  for (auto i = static_cast<int64_t>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return digits;
 }
 
 std::string Loss(std::optional<double> value) {
@@ -71,9 +81,17 @@ TrainingCurves LoadCurves(const Store& store, int64_t run_id,
 }
 
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
-  MarkdownTable table({"pipeline", "options", "tokens/s", "× ref.", "peak memory", "× ref.",
-                       "optimizer state", "padding eff.", "steps", "train loss", "val. loss",
-                       "status"});
+  // Runs stored before the parameter count have none; their tables keep their columns.
+  const bool counted = std::any_of(cases.begin(), cases.end(), [](const CaseRecord& c) {
+    return c.MetricValue("parameters").has_value();
+  });
+  std::vector<std::string> header = {"pipeline", "options"};
+  if (counted) header.push_back("parameters");
+  for (const char* column : {"tokens/s", "× ref.", "peak memory", "× ref.", "optimizer state",
+                             "padding eff.", "steps", "train loss", "val. loss", "status"}) {
+    header.push_back(column);
+  }
+  MarkdownTable table(header);
   // Each reference with the pipelines measured against it, in the table's order.
   std::vector<std::pair<std::string, std::vector<std::string>>> references;
   for (const CaseRecord& c : cases) {
@@ -96,15 +114,21 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
     const auto efficiency = c.MetricValue("padding_efficiency");
     // Runs stored before 8-bit AdamW have no optimizer-state figure.
     const auto optimizer_state = c.MetricValue("optimizer_state_bytes");
-    table.AddRow({c.name(), c.description, throughput,
-                  ref ? Ratio(tokens_per_s, ref->MetricValue("tokens_per_s")) : "—",
-                  peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
-                  ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
-                  optimizer_state ? FormatBytes(static_cast<int64_t>(*optimizer_state)) : "—",
-                  efficiency ? FormatSignificant(*efficiency * 100, 3) + "%" : "—",
-                  std::to_string(c.iterations), Loss(c.MetricValue("final_train_loss")),
-                  Loss(c.MetricValue("final_validation_loss")),
-                  c.status + (c.message.empty() ? "" : ": " + c.message)});
+    std::vector<std::string> row = {c.name(), c.description};
+    if (counted) row.push_back(Count(c.MetricValue("parameters")));
+    const std::vector<std::string> measured = {
+        throughput,
+        ref ? Ratio(tokens_per_s, ref->MetricValue("tokens_per_s")) : "—",
+        peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
+        ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
+        optimizer_state ? FormatBytes(static_cast<int64_t>(*optimizer_state)) : "—",
+        efficiency ? FormatSignificant(*efficiency * 100, 3) + "%" : "—",
+        std::to_string(c.iterations),
+        Loss(c.MetricValue("final_train_loss")),
+        Loss(c.MetricValue("final_validation_loss")),
+        c.status + (c.message.empty() ? "" : ": " + c.message)};
+    row.insert(row.end(), measured.begin(), measured.end());
+    table.AddRow(row);
   }
   return table.Render() +
          "\ntokens/s: non-padding tokens per second of wall time, loader waits included, over "
@@ -115,6 +139,66 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
          "state: the bytes of its moments (and their block scales) after the last step. train "
          "loss: mean over the last 10% of steps; val. loss: on the held-out samples after "
          "the last step (nats/token).\n";
+}
+
+namespace {
+
+constexpr char kRecallPrefix[] = "recall_accuracy_d";
+
+// The distances any case has a recall accuracy at, ascending.
+std::set<int64_t> RecallDistances(const std::vector<CaseRecord>& cases) {
+  std::set<int64_t> distances;
+  for (const CaseRecord& c : cases) {
+    for (const Metric& metric : c.metrics) {
+      if (metric.name.rfind(kRecallPrefix, 0) == 0) {
+        distances.insert(std::stoll(metric.name.substr(sizeof(kRecallPrefix) - 1)));
+      }
+    }
+  }
+  return distances;
+}
+
+}  // namespace
+
+bool HasRecallScores(const std::vector<CaseRecord>& cases) {
+  return !RecallDistances(cases).empty();
+}
+
+std::string RenderRecallTable(const std::vector<CaseRecord>& cases) {
+  const std::set<int64_t> distances = RecallDistances(cases);
+  if (distances.empty()) {
+    throw std::invalid_argument(
+        "no pipeline of this run has recall accuracies: they come from a training suite with "
+        "[data] corpus = \"recall\"");
+  }
+  std::vector<std::string> header = {"pipeline", "options", "parameters"};
+  for (const int64_t d : distances) header.push_back("d = " + std::to_string(d));
+  header.push_back("val. loss");
+  header.push_back("status");
+  MarkdownTable table(header);
+  std::map<int64_t, int64_t> fewest;  // the fewest held-out samples a distance had in a row
+  for (const CaseRecord& c : cases) {
+    std::vector<std::string> row = {c.name(), c.description, Count(c.MetricValue("parameters"))};
+    for (const int64_t d : distances) {
+      const auto accuracy = c.MetricValue(kRecallPrefix + std::to_string(d));
+      row.push_back(accuracy ? FormatSignificant(*accuracy * 100, 3) + "%" : "—");
+      if (const auto n = c.MetricValue("recall_samples_d" + std::to_string(d))) {
+        const auto samples = static_cast<int64_t>(*n);
+        fewest[d] = fewest.count(d) ? std::min(fewest[d], samples) : samples;
+      }
+    }
+    row.push_back(Loss(c.MetricValue("final_validation_loss")));
+    row.push_back(c.status + (c.message.empty() ? "" : ": " + c.message));
+    table.AddRow(row);
+  }
+  std::string counts;
+  for (const auto& [d, n] : fewest)
+    counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " at d = " + std::to_string(d);
+  return table.Render() +
+         "\nd: the positions between the queried key's value and the query. Each cell: "
+         "the share of held-out samples whose answer is the trained model's greedy (argmax) "
+         "prediction (" +
+         counts + " samples). Chance is 10% (the values are the 10 digits).\n";
 }
 
 std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,

@@ -22,10 +22,18 @@ using TrainingCurves = std::map<std::string, std::vector<TrainingStepRecord>>;
 // Each case's logged steps, read from the store (the pipelines of one run).
 TrainingCurves LoadCurves(const Store& store, int64_t run_id, const std::vector<CaseRecord>& cases);
 
-// One row per pipeline: its options (the case's description), tokens/s (mean ± std over steps) and
+// One row per pipeline: its options (the case's description), its parameter count (when
+// the run stored one), tokens/s (mean ± std over steps) and
 // the ratio to the reference pipeline, peak memory and its ratio, the optimizer's state,
 // padding efficiency, steps, and the final training and validation losses.
 std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
+
+// The long-range study's table (training suites with [data] corpus = "recall"): one row per
+// pipeline with its parameter count, its greedy accuracy on the recall answer at each
+// distance any pipeline was scored at (ascending), and its final validation loss. Throws
+// std::invalid_argument when no case has a recall accuracy.
+std::string RenderRecallTable(const std::vector<CaseRecord>& cases);
+bool HasRecallScores(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {
   std::string x = "step";  // step | time (seconds since the pipeline started)

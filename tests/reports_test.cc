@@ -929,6 +929,54 @@ TEST_CASE("the training table is rectangular, escaped, and relative to the refer
                                   "`bf16` for scan, bf16."));
 }
 
+// The rows of the Markdown tables in `markdown`, split into cells.
+std::vector<std::vector<std::string>> TableRows(const std::string& markdown) {
+  std::istringstream lines(markdown);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '|') rows.push_back(Cells(line));
+  }
+  return rows;
+}
+
+TEST_CASE("the recall table: a column per distance, ascending, from each row's metrics",
+          "[reports][training][recall]") {
+  auto cases = Pipelines();
+  CHECK_FALSE(HasRecallScores(cases));
+  CHECK_THROWS_WITH(RenderRecallTable(cases), Catch::Contains("corpus = \"recall\""));
+  // Runs before the parameter count keep their columns.
+  const size_t columns = TableRows(RenderTrainingTable(cases))[0].size();
+  // plain scored at 64 and 8 (stored out of order), scan at 8 only, bf16 at none.
+  cases[0].metrics.push_back({"recall_accuracy_d64", 0.25, "ratio"});
+  cases[0].metrics.push_back({"recall_samples_d64", 40, "count"});
+  cases[0].metrics.push_back({"recall_accuracy_d8", 0.875, "ratio"});
+  cases[0].metrics.push_back({"recall_samples_d8", 48, "count"});
+  cases[1].metrics.push_back({"recall_accuracy_d8", 1.0, "ratio"});
+  cases[1].metrics.push_back({"recall_samples_d8", 44, "count"});
+  cases[0].metrics.push_back({"parameters", 1234567, "count"});
+  REQUIRE(HasRecallScores(cases));
+  const std::string markdown = RenderRecallTable(cases);
+  const auto rows = TableRows(markdown);
+  REQUIRE(rows.size() == 5);
+  for (const auto& row : rows) CHECK(row.size() == rows[0].size());
+  CHECK(rows[0][3] == " d = 8 ");
+  CHECK(rows[0][4] == " d = 64 ");
+  CHECK(rows[2][2] == " 1,234,567 ");
+  CHECK(rows[2][3] == " 87.5% ");
+  CHECK(rows[2][4] == " 25% ");
+  CHECK(rows[3][3] == " 100% ");
+  CHECK(rows[3][4] == " — ");
+  CHECK(rows[4][3] == " — ");
+  CHECK_THAT(markdown, Catch::Contains("44 at d = 8") && Catch::Contains("40 at d = 64"));
+  // The training table gains the parameters column once a case has a count.
+  const auto training = TableRows(RenderTrainingTable(cases));
+  CHECK(training[0].size() == columns + 1);
+  CHECK(training[0][2] == " parameters ");
+  CHECK(training[2][2] == " 1,234,567 ");
+  CHECK(training[3][2] == " — ");
+}
+
 TEST_CASE("training expectations: loss curves, throughput and validation loss",
           "[reports][training]") {
   const auto cases = Pipelines();

@@ -96,6 +96,10 @@ int RunReport(const std::vector<std::string>& args) {
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
                      ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
                : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
+    // The recall task's pipelines: accuracy against distance.
+    if (run.kind == kRunKindTraining && HasRecallScores(cases)) {
+      text += "\n## Recall accuracy against distance\n\n" + RenderRecallTable(cases);
+    }
     // Data-parallel pipelines: where their time went, and the model beyond them.
     if (const auto rows = ScalingRows(cases); run.kind == kRunKindTraining && !rows.empty()) {
       text += "\n## Data-parallel scaling\n\n" + RenderScalingTable(rows) + "\n" +

@@ -289,7 +289,8 @@ int RunTrain(const std::vector<std::string>& args) {
       "resume", po::value(&resume), "load this checkpoint first and continue to --steps")(
       "label", po::value(&label), "a free label stored with the run, for selecting it later")(
       "corpus", po::value<std::string>(),
-      "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic ([data] corpus)")(
+      "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic ([data] corpus); "
+      "recall (its distances) from a suite only")(
       "data-path", po::value<std::string>(),
       "corpus location ([data] path; default: the Debian package's); also with a suite")(
       "max-length", po::value<std::string>(), "longest sample in tokens (longer text is split)")(
@@ -650,6 +651,7 @@ int RunTrain(const std::vector<std::string>& args) {
   RecordRunEnd(store, run_id);
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
   if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
+  if (HasRecallScores(records)) std::printf("%s\n", RenderRecallTable(records).c_str());
   std::printf("run %lld %s\n", (long long)run_id,
               interrupted ? "interrupted: the finished pipelines and every logged step are stored"
                           : "complete");

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "harness/statistics.h"
+#include "harness/training/recall_task.h"
 #include "harness/training/ring_model.h"
 #include "variants/core/registry.h"
 
@@ -40,6 +41,7 @@ CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& sp
   w.width = config.model.width;
   w.heads = config.model.num_heads;
   w.vocab_size = config.model.vocab_size;
+  w.ffn = config.model.ffn;
   return identity;
 }
 
@@ -243,6 +245,19 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     if (!checkpoint.empty() && record.status == kStatusOk) {  // never save diverged weights
       trainer.Save(checkpoint);
       say("checkpoint at step " + std::to_string(trainer.step()) + ": " + checkpoint);
+    }
+    int64_t parameters = 0;
+    for (const auto& item : trainer.variant().parameters()) parameters += item.value().numel();
+    record.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
+    if (suite.data.corpus == "recall" && record.status == kStatusOk && !outcome.interrupted) {
+      // What the long-range study reads: the trained model's greedy answers, by distance.
+      for (const RecallScore& score :
+           ScoreRecall(trainer.variant(), data.validation, config.eval_batch_size, device)) {
+        const std::string suffix = "_d" + std::to_string(score.distance);
+        record.metrics.push_back({"recall_accuracy" + suffix, score.accuracy(), "ratio"});
+        record.metrics.push_back(
+            {"recall_samples" + suffix, static_cast<double>(score.total), "count"});
+      }
     }
     const auto padding = trainer.loader().EpochPadding();
     record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});

@@ -30,7 +30,7 @@ text::Corpus LoadCorpus(const DataOptions& options) {
   if (options.corpus == "daily_dialog") return text::LoadDailyDialog(path);
   throw std::invalid_argument("unknown corpus '" + options.corpus +
                               "'; known: daily_dialog, edict, fortunes, rotten_tomatoes, "
-                              "synthetic");
+                              "recall, synthetic");
 }
 
 Samples SyntheticSamples(const DataOptions& options, std::mt19937_64& generator) {
@@ -72,6 +72,13 @@ TrainingData LoadTrainingData(const DataOptions& options, uint64_t seed) {
   std::string name = options.corpus;
   if (options.corpus == "synthetic") {
     samples = SyntheticSamples(options, generator);
+  } else if (options.corpus == "recall") {
+    if (RecallMaxLength(options.recall) > options.max_length) {
+      throw std::invalid_argument("max_length " + std::to_string(options.max_length) +
+                                  " is below the longest recall " + "sample (" +
+                                  std::to_string(RecallMaxLength(options.recall)) + " tokens)");
+    }
+    samples = MakeRecallSamples(options.recall, options.synthetic_samples, generator);
   } else {
     const text::Corpus corpus = LoadCorpus(options);
     samples = SplitToMaxLength(corpus.sequences, options.max_length);

@@ -9,11 +9,12 @@
 #include <string>
 
 #include "harness/training/batching.h"
+#include "harness/training/recall_task.h"
 
 namespace seqbench::training {
 
 struct DataOptions {
-  // fortunes | edict | rotten_tomatoes | daily_dialog | synthetic
+  // fortunes | edict | rotten_tomatoes | daily_dialog | synthetic | recall
   std::string corpus = "fortunes";
   std::string path;  // "" = where the Debian package installs it (fortunes, edict)
   int64_t max_length = 256;
@@ -30,6 +31,9 @@ struct DataOptions {
   int64_t synthetic_min_length = 8;
   int64_t synthetic_median_length = 64;
   double synthetic_sigma = 0.8;
+  // recall: synthetic_samples associative-recall samples (harness/training/recall_task.h),
+  // every one at most max_length tokens, which must hold RecallMaxLength(recall).
+  RecallOptions recall;
 };
 
 struct TrainingData {

@@ -54,6 +54,57 @@ bool Boolean(const TomlReader& reader, const toml::node& node, const std::string
   return node.as_boolean()->get();
 }
 
+const std::vector<std::string> kModelKeys = {"width", "layers", "heads", "ffn"};
+
+// Applies [model] (or a pipeline's `model = { ... }`) over `model`.
+void ApplyModelKeys(const TomlReader& reader, const toml::table& table, ModelConfig& model) {
+  if (auto* n = table.get("width")) model.width = reader.Integer(*n, "width", 1, 1 << 16);
+  if (auto* n = table.get("layers")) model.num_layers = reader.Integer(*n, "layers", 1, 1024);
+  if (auto* n = table.get("heads")) model.num_heads = reader.Integer(*n, "heads", 1, 1 << 16);
+  if (auto* n = table.get("ffn")) model.ffn = reader.Choice(*n, "ffn", {"gelu", "swiglu", "geglu"});
+}
+
+// [data]'s recall_* keys, and that max_length holds the longest recall sample.
+void ReadRecallOptions(const TomlReader& reader, const toml::table& data, DataOptions& options) {
+  const toml::node* distances = data.get("recall_distances");
+  const toml::node* pairs = data.get("recall_pairs");
+  if (options.corpus != "recall") {
+    if (distances || pairs) {
+      reader.Fail((distances ? distances : pairs)->source(),
+                  "recall_distances and recall_pairs need corpus = \"recall\"");
+    }
+    return;
+  }
+  if (pairs) options.recall.pairs = reader.Integer(*pairs, "recall_pairs", 1, 26);
+  if (distances == nullptr) {
+    reader.Fail(data.source(),
+                "corpus = \"recall\" needs recall_distances, e.g. recall_distances = [16, 64]");
+  }
+  const toml::array* array = distances->as_array();
+  if (array == nullptr || array->empty()) {
+    reader.Fail(distances->source(),
+                "'recall_distances' must be an array of distances such as [16, 64, 256], got " +
+                    std::string(TypeName(*distances)));
+  }
+  options.recall.distances.clear();
+  for (const toml::node& element : *array) {
+    const int64_t distance = reader.Integer(element, "recall_distances", 1, 1 << 20);
+    if (distance < 2 * options.recall.pairs) {
+      reader.Fail(element.source(), "recall distance " + std::to_string(distance) +
+                                        " must be at least 2 x recall_pairs (" +
+                                        std::to_string(2 * options.recall.pairs) +
+                                        ") so that filler separates the pairs from the query");
+    }
+    options.recall.distances.push_back(distance);
+  }
+  if (RecallMaxLength(options.recall) > options.max_length) {
+    reader.Fail(distances->source(),
+                "the longest recall sample has " + std::to_string(RecallMaxLength(options.recall)) +
+                    " tokens but max_length is " + std::to_string(options.max_length) +
+                    "; raise max_length to at least that");
+  }
+}
+
 // Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`.
 void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, PipelineSpec& spec,
                     bool& cycle_set) {
@@ -234,6 +285,9 @@ std::string PipelineSpec::Describe() const {
   std::ostringstream text;
   text << "variant=" << c.variant;
   for (const auto& [name, value] : c.variant_options) text << " " << name << "=" << value;
+  if (model_overridden) {
+    text << " D=" << c.model.width << " L=" << c.model.num_layers << " H=" << c.model.num_heads;
+  }
   text << " batching=" << BatchingPolicyName(c.batching.policy);
   if (c.batching.policy == BatchingPolicy::kTokenBudget) {
     text << " budget=" << c.batching.token_budget;
@@ -306,13 +360,15 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   };
 
   const toml::table& data = table_or_empty("data");
-  reader.CheckKeys(data, "[data]",
-                   {"corpus", "path", "max_length", "validation_samples", "max_samples",
-                    "synthetic_samples", "synthetic_min_length", "synthetic_lengths",
-                    "synthetic_median_length", "synthetic_sigma", "seed"});
+  reader.CheckKeys(
+      data, "[data]",
+      {"corpus", "path", "max_length", "validation_samples", "max_samples", "synthetic_samples",
+       "synthetic_min_length", "synthetic_lengths", "synthetic_median_length", "synthetic_sigma",
+       "recall_distances", "recall_pairs", "seed"});
   if (auto* n = data.get("corpus")) {
     suite.data.corpus = reader.Choice(
-        *n, "corpus", {"fortunes", "edict", "rotten_tomatoes", "daily_dialog", "synthetic"});
+        *n, "corpus",
+        {"fortunes", "edict", "rotten_tomatoes", "daily_dialog", "synthetic", "recall"});
   }
   if (auto* n = data.get("path")) suite.data.path = reader.String(*n, "path");
   if (auto* n = data.get("max_length"))
@@ -336,18 +392,14 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     suite.data.synthetic_sigma = reader.Number(*n, "synthetic_sigma", 0);
   }
   if (auto* n = data.get("seed")) suite.data_seed = reader.Integer(*n, "seed", 0, INT64_MAX);
+  ReadRecallOptions(reader, data, suite.data);
 
   PipelineSpec defaults;
   defaults.config.model.family = "simple_rnn";
   defaults.config.model.vocab_size = text::kVocabularySize;
   const toml::table& model = table_or_empty("model");
-  reader.CheckKeys(model, "[model]", {"width", "layers", "heads"});
-  if (auto* n = model.get("width"))
-    defaults.config.model.width = reader.Integer(*n, "width", 1, 1 << 16);
-  if (auto* n = model.get("layers"))
-    defaults.config.model.num_layers = reader.Integer(*n, "layers", 1, 1024);
-  if (auto* n = model.get("heads"))
-    defaults.config.model.num_heads = reader.Integer(*n, "heads", 1, 1 << 16);
+  reader.CheckKeys(model, "[model]", kModelKeys);
+  ApplyModelKeys(reader, model, defaults.config.model);
 
   const toml::table& train = table_or_empty("train");
   reader.CheckKeys(train, "[train]", kTrainKeys);
@@ -362,6 +414,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   std::vector<std::string> pipeline_keys = kTrainKeys;
   pipeline_keys.push_back("name");
   pipeline_keys.push_back("reference");
+  pipeline_keys.push_back("model");
   for (const toml::node& element : *pipelines.as_array()) {
     const toml::table& table = *element.as_table();
     reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
@@ -377,6 +430,16 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
     }
     bool cycle_set = default_cycle_set;
     ApplyTrainKeys(reader, table, spec, cycle_set);
+    // A pipeline's own sizes over [model]'s, e.g. to match another family's parameter count.
+    if (const toml::node* n = table.get("model")) {
+      if (!n->is_table()) {
+        reader.Fail(n->source(), "'model' must be a table such as { layers = 5 }, got " +
+                                     std::string(TypeName(*n)));
+      }
+      reader.CheckKeys(*n->as_table(), "a pipeline's model", kModelKeys);
+      ApplyModelKeys(reader, *n->as_table(), spec.config.model);
+      spec.model_overridden = true;
+    }
     // The cosine decays over the whole run unless the suite says otherwise.
     spec.cycle_follows_steps = !cycle_set;
     if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();

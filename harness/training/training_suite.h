@@ -35,6 +35,8 @@ struct PipelineSpec {
   // The suite set no `ranks`: the pipeline trains on every rank of the world it runs in
   // (`seqbench train` sets config.data_parallel.ranks to the world's size).
   bool ranks_from_world = true;
+  // The pipeline set its own `model = { ... }` sizes, which Describe() then shows.
+  bool model_overridden = false;
   int64_t DefaultCycleSteps() const {
     return std::max<int64_t>(1, steps - config.schedule.warmup_steps);
   }

@@ -190,4 +190,45 @@ grep -q "<svg" "$work/loss.svg" || fail "no loss plot written"
 [[ $(sqlite3 "$work/s.db" "SELECT group_concat(reference) FROM (SELECT reference FROM cases ORDER BY position)") == plain,plain,scan ]] ||
   fail "references: $(sqlite3 "$work/s.db" "SELECT variant_name, reference FROM cases")"
 grep -qF '`plain` for plain, scan; `scan` for scan_accumulated' "$work/README.md" || fail "$(cat "$work/README.md")"
+# 6. The recall task end to end: the accuracies reach the store, the tables and a README.
+cat >"$work/recall.toml" <<'TOML'
+name = "recall_tiny"
+description = "recall, end to end"
+[data]
+corpus = "recall"
+recall_distances = [4, 12]
+recall_pairs = 2
+max_length = 17
+synthetic_samples = 200
+validation_samples = 40
+[model]
+width = 16
+layers = 1
+heads = 2
+[train]
+steps = 6
+eval_every = 3
+batch_size = 8
+timing_warmup = 1
+[[pipelines]]
+name = "rnn"
+variant = "scan"
+[[pipelines]]
+name = "attention"
+variant = "naive"
+model = { layers = 2 }
+TOML
+"$seqbench" train "$work/recall.toml" --db "$work/r.db" >"$work/out" 2>&1 || fail "$(cat "$work/out")"
+grep -q "^| pipeline | options | parameters | d = 4 | d = 12 | val. loss | status |" "$work/out" || fail "$(cat "$work/out")"
+grep -q "^| attention | variant=naive D=16 L=2 H=2 " "$work/out" || fail "$(cat "$work/out")"
+# Every validation sample is scored at its distance, once.
+[[ $(sqlite3 "$work/r.db" "SELECT CAST(sum(value) AS INTEGER) FROM metrics WHERE name LIKE 'recall_samples_d%' GROUP BY case_id" | sort -u) == 40 ]] ||
+  fail "scored samples: $(sqlite3 "$work/r.db" "SELECT case_id, name, value FROM metrics WHERE name LIKE 'recall%'")"
+"$seqbench" report --latest --db "$work/r.db" | grep -q "^## Recall accuracy against distance" || fail "report has no recall table"
+printf '# x\n<!-- seqbench:begin suite=recall_tiny recall=accuracy -->\n<!-- seqbench:end -->\n' >"$work/RECALL.md"
+"$seqbench" readme "$work/RECALL.md" --db "$work/r.db" || fail "readme failed"
+grep -q "^| rnn | variant=scan " "$work/RECALL.md" || fail "$(cat "$work/RECALL.md")"
+printf '# x\n<!-- seqbench:begin suite=tiny recall=accuracy -->\n<!-- seqbench:end -->\n' >"$work/NORECALL.md"
+if "$seqbench" readme "$work/NORECALL.md" --db "$work/s.db" 2>"$work/err"; then fail "recall=accuracy on a run without recall scores"; fi
+grep -q 'corpus = "recall"' "$work/err" || fail "message: $(cat "$work/err")"
 echo "train_test: all checks passed"
