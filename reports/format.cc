@@ -95,4 +95,12 @@ std::string FormatCount(double value) {
   return FormatSignificant(value);
 }
 
+std::string FormatExactCount(double value) {
+  if (!std::isfinite(value)) return FormatSignificant(value);
+  const long long rounded = std::llround(value);
+  std::string digits = std::to_string(rounded < 0 ? -rounded : rounded);
+  for (auto at = static_cast<int64_t>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, ",");
+  return (rounded < 0 ? "-" : "") + digits;
+}
+
 }  // namespace seqbench

@@ -20,6 +20,9 @@ std::string FormatBytes(int64_t bytes);
 std::string FormatSignificant(double value, int digits = 3);
 // 12775 -> "12.8k", 1234567 -> "1.23M", 950 -> "950": counts such as tokens/s.
 std::string FormatCount(double value);
+// 1234567 -> "1,234,567", -4500 -> "-4,500" (rounded to an integer): counts compared digit
+// by digit, such as parameters.
+std::string FormatExactCount(double value);
 // 80 -> "1m20s", 3.2 -> "3s".
 std::string FormatEta(double seconds);
 

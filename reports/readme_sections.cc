@@ -139,9 +139,9 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
     throw ReadmeError("scaling=" + kind + ": give scaling=measured or scaling=model");
   }
   if (const std::string what = Attribute(section, "recall"); !what.empty()) {
-    if (!training_run || what != "accuracy") {
-      throw ReadmeError("recall=accuracy (the only form) needs a training run of the recall task");
-    }
+    if (what != "accuracy") throw ReadmeError("recall=" + what + ": give recall=accuracy");
+    if (!training_run)
+      throw ReadmeError("recall=accuracy needs a training run, not a benchmark run");
     try {
       return RenderRecallTable(cases);
     } catch (const std::invalid_argument& error) {

@@ -1,6 +1,7 @@
 #include "reports/training.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -28,13 +29,7 @@ std::string Ratio(std::optional<double> mine, std::optional<double> theirs) {
   return FormatSignificant(*mine / *theirs) + "×";
 }
 
-// Exact, with thousands separated: parameter counts are compared digit by digit.
-std::string Count(std::optional<double> value) {
-  if (!value) return "—";
-  std::string digits = std::to_string(static_cast<int64_t>(std::llround(*value)));
-  for (auto i = static_cast<int64_t>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return digits;
-}
+std::string Count(std::optional<double> value) { return value ? FormatExactCount(*value) : "—"; }
 
 std::string Loss(std::optional<double> value) {
   if (!value) return "—";
@@ -150,9 +145,13 @@ std::set<int64_t> RecallDistances(const std::vector<CaseRecord>& cases) {
   std::set<int64_t> distances;
   for (const CaseRecord& c : cases) {
     for (const Metric& metric : c.metrics) {
-      if (metric.name.rfind(kRecallPrefix, 0) == 0) {
-        distances.insert(std::stoll(metric.name.substr(sizeof(kRecallPrefix) - 1)));
-      }
+      if (metric.name.rfind(kRecallPrefix, 0) != 0) continue;
+      // The whole suffix must be the distance; a name that is not one is no recall score.
+      const char* first = metric.name.data() + sizeof(kRecallPrefix) - 1;
+      const char* last = metric.name.data() + metric.name.size();
+      int64_t distance = 0;
+      const auto [end, error] = std::from_chars(first, last, distance);
+      if (error == std::errc() && end == last && first != last) distances.insert(distance);
     }
   }
   return distances;
@@ -195,10 +194,12 @@ std::string RenderRecallTable(const std::vector<CaseRecord>& cases) {
   for (const auto& [d, n] : fewest)
     counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " at d = " + std::to_string(d);
   return table.Render() +
-         "\nd: the positions between the queried key's value and the query. Each cell: "
-         "the share of held-out samples whose answer is the trained model's greedy (argmax) "
-         "prediction (" +
-         counts + " samples). Chance is 10% (the values are the 10 digits).\n";
+         "\nd: how far the query comes after the queried key's value (d − 1 filler and "
+         "other tokens between). Each cell: the share of the held-out samples at that d (" +
+         counts +
+         ") whose answer is the trained model's greedy (argmax) prediction. A random digit "
+         "scores 10%; answering with one of the stored values without matching the key, "
+         "1/pairs.\n";
 }
 
 std::string BuildLossPlotScript(const std::vector<CaseRecord>& cases, const TrainingCurves& curves,

@@ -1,5 +1,6 @@
-// Reports of `seqbench train` runs: the pipelines' throughput table, their loss curves as
-// SVG plots through gnuplot, and the training expectations the CI gate evaluates. A
+// Reports of `seqbench train` runs: the pipelines' throughput table, the recall task's
+// accuracy-by-distance table, their loss curves as SVG plots through gnuplot, and the
+// training expectations the CI gate evaluates. A
 // pipeline is stored as one case (variant_name = the pipeline's name, description = its
 // options, reference = the suite's reference pipeline) with its steps in the
 // training_steps table.
@@ -33,6 +34,7 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
 // distance any pipeline was scored at (ascending), and its final validation loss. Throws
 // std::invalid_argument when no case has a recall accuracy.
 std::string RenderRecallTable(const std::vector<CaseRecord>& cases);
+// Whether RenderRecallTable has something to show: a case with a recall accuracy.
 bool HasRecallScores(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {

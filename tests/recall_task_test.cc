@@ -98,10 +98,20 @@ TEST_CASE("recall scoring reads the logits at the query, by distance", "[recall]
   CHECK(scores[1].distance == 6);
   CHECK(scores[1].correct == 1);
   CHECK(scores[1].total == 1);
-  // A second batch adds into the same rows, in the order of `indices`.
-  AddRecallScores(logits.index({torch::indexing::Slice(2, 3)}), samples, {2}, scores);
+  // A second batch adds into the same rows, its logits in the order of `indices`: sample 2
+  // first (right), then sample 1 (wrong at its query).
+  AddRecallScores(torch::stack({logits[2], logits[1]}), samples, {2, 1}, scores);
+  CHECK(scores[0].total == 3);
+  CHECK(scores[0].correct == 1);
   CHECK(scores[1].total == 2);
   CHECK(scores[1].correct == 2);
+  // A sample that is not a recall sample (distance 0) is left out; one longer than the
+  // logits is refused rather than read past their end.
+  const Samples other = {{'a', 'b', 'c', 'd'}};
+  AddRecallScores(torch::zeros({1, 4, V}), other, {0}, scores);
+  CHECK(scores.size() == 2);
+  CHECK_THROWS_WITH(AddRecallScores(torch::zeros({1, 5, V}), samples, {2}, scores),
+                    Catch::Contains("longer than the logits"));
 }
 
 TEST_CASE("recall data and suites: the options must make a sample", "[recall]") {
@@ -158,10 +168,13 @@ model = { layers = 3 }
   // The longest sample is 2·2 − 1 + 32 + 2 = 37 tokens.
   CHECK(error_of("max_length = 40", "max_length = 37") == "no error");
   CHECK_THAT(error_of("max_length = 40", "max_length = 36"),
-             Catch::StartsWith("5: ") && Catch::Contains("37 tokens") &&
+             Catch::StartsWith("7: ") && Catch::Contains("37 tokens") &&
                  Catch::Contains("max_length is 36"));
   CHECK_THAT(error_of("[8, 32]", "[3, 32]"),
              Catch::StartsWith("5: ") && Catch::Contains("at least 2 x recall_pairs (4)"));
+  CHECK_THAT(error_of("[8, 32]", "[8, 32, 8]"),
+             Catch::StartsWith("5: ") && Catch::Contains("8 is given twice"));
+  CHECK_THAT(error_of("[8, 32]", "[]"), Catch::StartsWith("5: ") && Catch::Contains("empty"));
   CHECK_THAT(error_of("recall_distances = [8, 32]\n", ""),
              Catch::Contains("needs recall_distances"));
   CHECK_THAT(error_of("corpus = \"recall\"", "corpus = \"synthetic\""),

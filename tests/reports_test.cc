@@ -894,15 +894,21 @@ TrainingCurves Curves() {
   return curves;
 }
 
-TEST_CASE("the training table is rectangular, escaped, and relative to the reference",
-          "[reports][training]") {
-  const std::string markdown = RenderTrainingTable(Pipelines());
+// The rows of the Markdown tables in `markdown`, split into cells.
+std::vector<std::vector<std::string>> TableRows(const std::string& markdown) {
   std::istringstream lines(markdown);
   std::string line;
   std::vector<std::vector<std::string>> rows;
   while (std::getline(lines, line)) {
     if (!line.empty() && line[0] == '|') rows.push_back(Cells(line));
   }
+  return rows;
+}
+
+TEST_CASE("the training table is rectangular, escaped, and relative to the reference",
+          "[reports][training]") {
+  const std::string markdown = RenderTrainingTable(Pipelines());
+  const auto rows = TableRows(markdown);
   REQUIRE(rows.size() == 5);  // header, rule, three pipelines
   for (const auto& row : rows) CHECK(row.size() == rows[0].size());
   CHECK(rows[3][1] == " variant=scan \\| odd ");
@@ -916,11 +922,7 @@ TEST_CASE("the training table is rectangular, escaped, and relative to the refer
   grouped[1].reference = "bf16";  // scan (1500 tokens/s) against bf16 (900)
   grouped[2].reference = "bf16";
   const std::string two = RenderTrainingTable(grouped);
-  std::istringstream grouped_lines(two);
-  std::vector<std::vector<std::string>> grouped_rows;
-  while (std::getline(grouped_lines, line)) {
-    if (!line.empty() && line[0] == '|') grouped_rows.push_back(Cells(line));
-  }
+  const auto grouped_rows = TableRows(two);
   REQUIRE(grouped_rows.size() == 5);
   CHECK(grouped_rows[2][3] == " 1× ");     // plain against itself
   CHECK(grouped_rows[3][3] == " 1.67× ");  // scan against bf16, not plain
@@ -929,15 +931,24 @@ TEST_CASE("the training table is rectangular, escaped, and relative to the refer
                                   "`bf16` for scan, bf16."));
 }
 
-// The rows of the Markdown tables in `markdown`, split into cells.
-std::vector<std::vector<std::string>> TableRows(const std::string& markdown) {
-  std::istringstream lines(markdown);
-  std::string line;
-  std::vector<std::vector<std::string>> rows;
-  while (std::getline(lines, line)) {
-    if (!line.empty() && line[0] == '|') rows.push_back(Cells(line));
+TEST_CASE("exact counts: every digit, grouped in threes, the sign kept", "[reports]") {
+  // Against the digits themselves: removing the separators gives back the rounded value.
+  for (const double value :
+       {0.0, 7.0, 999.0, 1000.0, 65536.0, 459392.4, 1234567.6, -4500.0, -123456.0, 1e12}) {
+    const std::string text = FormatExactCount(value);
+    std::string digits;
+    for (const char c : text) {
+      if (c != ',') digits += c;
+    }
+    CHECK(std::stoll(digits) == std::llround(value));
+    // A separator before every group of three digits from the right, and nowhere else.
+    const size_t start = text[0] == '-' ? 1 : 0;
+    const size_t length = text.size() - start;
+    for (size_t i = 0; i < length; ++i) {
+      INFO(text);
+      CHECK((text[start + i] == ',') == ((length - i) % 4 == 0));
+    }
   }
-  return rows;
 }
 
 TEST_CASE("the recall table: a column per distance, ascending, from each row's metrics",

@@ -229,6 +229,34 @@ TEST_CASE("training resumes from a checkpoint with the same next losses", "[trai
   std::filesystem::remove(path);
 }
 
+TEST_CASE("an attention checkpoint keeps its feed-forward kind", "[training]") {
+  const Samples train = SkewedSamples(40, 7), validation = SkewedSamples(8, 8);
+  TrainingConfig config = testing::SmallTrainingConfig();
+  config.variant = "naive";
+  config.model.family = "attention";
+  config.model.ffn = "swiglu";
+  // gelu, the default, stays out of the fingerprint: checkpoints from before the key resume.
+  TrainingConfig gelu = config;
+  gelu.model.ffn = "gelu";
+  CHECK(gelu.Fingerprint().find("ffn") == std::string::npos);
+  CHECK(config.Fingerprint() != gelu.Fingerprint());
+  TrainingConfig geglu = config;
+  geglu.model.ffn = "geglu";  // the same shapes as swiglu: only the fingerprint tells
+  CHECK(config.Fingerprint() != geglu.Fingerprint());
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "seqbench_training_ffn_test.pt").string();
+  Trainer trainer(config, train, validation);
+  trainer.Step();
+  trainer.Save(path);
+  const CheckpointModel model = ReadCheckpointModel(path);  // shapes checked as it reads
+  CHECK(model.model.ffn == "swiglu");
+  CHECK(model.weights.size() == trainer.variant().parameters().size());
+  Trainer other(geglu, train, validation);
+  CHECK_THROWS_WITH(other.Load(path), Catch::Contains("different training configuration"));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("a resume may change the schedule's length and nothing else", "[training]") {
   TrainingConfig config = EffectiveConfig(testing::SmallTrainingConfig());
   const std::string fingerprint = config.Fingerprint();

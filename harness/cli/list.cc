@@ -79,22 +79,40 @@ int RunList(const std::vector<std::string>& args) {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) std::cout << "  (none)\n";
+  // Parsed first, so that the name column fits the longest name.
+  struct Row {
+    std::string name, count, unit, description;  // no count: `name` is the suite's error
+  };
+  std::vector<Row> rows;
   for (const auto& file : files) {
     try {
       const std::string text = ReadSuiteText(file.string());
       if (training::IsTrainingSuiteText(text)) {
         const auto suite = training::ParseTrainingSuite(text, file.string());
-        std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
-                  << suite.pipelines.size() << "pipelines (seqbench train)  " << suite.description
-                  << "\n";
+        rows.push_back({suite.name, std::to_string(suite.pipelines.size()),
+                        "pipelines (seqbench train)", suite.description});
         continue;
       }
       const Suite suite = ParseSuite(text, file.string());
-      std::cout << "  " << std::left << std::setw(20) << suite.name << std::setw(5)
-                << suite.Expand().size() << "cases  " << suite.description << "\n";
+      rows.push_back(
+          {suite.name, std::to_string(suite.Expand().size()), "cases", suite.description});
     } catch (const SuiteError& error) {
-      std::cout << "  " << error.what() << "\n";
+      rows.push_back({error.what(), "", "", ""});
     }
+  }
+  size_t name_width = 20;
+  for (const Row& row : rows) {
+    if (!row.count.empty()) name_width = std::max(name_width, row.name.size() + 2);
+  }
+  for (const Row& row : rows) {
+    std::cout << "  ";
+    if (!row.count.empty()) {
+      std::cout << std::left << std::setw(static_cast<int>(name_width)) << row.name << std::setw(5)
+                << row.count << row.unit << "  " << row.description;
+    } else {
+      std::cout << row.name;  // file:line: what is wrong
+    }
+    std::cout << "\n";
   }
   return 0;
 }

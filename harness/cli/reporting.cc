@@ -96,7 +96,7 @@ int RunReport(const std::vector<std::string>& args) {
                ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
                      ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
                : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
-    // The recall task's pipelines: accuracy against distance.
+    // A recall run's point is accuracy against distance, which the training table lacks.
     if (run.kind == kRunKindTraining && HasRecallScores(cases)) {
       text += "\n## Recall accuracy against distance\n\n" + RenderRecallTable(cases);
     }

@@ -251,8 +251,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     record.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
     if (suite.data.corpus == "recall" && record.status == kStatusOk && !outcome.interrupted) {
       // What the long-range study reads: the trained model's greedy answers, by distance.
-      for (const RecallScore& score :
-           ScoreRecall(trainer.variant(), data.validation, config.eval_batch_size, device)) {
+      for (const RecallScore& score : ScoreRecall(trainer, suite.data.recall)) {
         const std::string suffix = "_d" + std::to_string(score.distance);
         record.metrics.push_back({"recall_accuracy" + suffix, score.accuracy(), "ratio"});
         record.metrics.push_back(

@@ -2,8 +2,9 @@
 // builds the Trainer, steps it to the pipeline's step count (from a checkpoint when
 // resuming), logs every step into the store's training_steps at each evaluation, saves
 // checkpoints, and returns the pipeline's case record (throughput, padding, losses,
-// memory). A failure becomes the record's "error" status, a non-finite loss its "diverged"
-// status, with the steps that ran kept either way.
+// memory, the parameter count, and on the recall task the accuracy by distance). A failure becomes
+// the record's "error" status, a non-finite loss its "diverged" status, with the steps that ran
+// kept either way.
 //
 // Thread-safety: one pipeline at a time per Store; the hooks run on the calling thread.
 #pragma once

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 #include <string>
 
 #include "harness/text_data.h"
+#include "harness/training/trainer.h"
 
 namespace seqbench::training {
 namespace {
@@ -19,7 +21,8 @@ void CheckOptions(const RecallOptions& options) {
   }
   if (options.distances.empty()) throw std::invalid_argument("recall_distances is empty");
   for (const int64_t distance : options.distances) {
-    // The query must come after the last pair, whichever pair it asks for.
+    // At least one filler token between the last pair and the query, whichever pair it
+    // asks for: otherwise the query would sit inside the pairs.
     if (distance < 2 * options.pairs) {
       throw std::invalid_argument("recall distance " + std::to_string(distance) +
                                   " is shorter than the pairs (2 x recall_pairs = " +
@@ -78,6 +81,12 @@ void AddRecallScores(const torch::Tensor& logits, const Samples& samples,
   TORCH_CHECK(logits.dim() == 3 && logits.size(0) == static_cast<int64_t>(indices.size()),
               "AddRecallScores: logits must be [B,T,V] with B = the samples given, got ",
               logits.sizes());
+  for (const int64_t index : indices) {
+    TORCH_CHECK(index >= 0 && index < static_cast<int64_t>(samples.size()) &&
+                    static_cast<int64_t>(samples[index].size()) <= logits.size(1),
+                "AddRecallScores: sample ", index, " is not one of the ", samples.size(),
+                " given, or is longer than the logits' T = ", logits.size(1));
+  }
   // The logits at the query predict the answer; argmax over the vocabulary at once.
   const torch::Tensor predicted = logits.argmax(-1).to(torch::kCPU);  // [B,T]
   const auto prediction = predicted.accessor<int64_t, 2>();
@@ -96,17 +105,28 @@ void AddRecallScores(const torch::Tensor& logits, const Samples& samples,
   }
 }
 
-std::vector<RecallScore> ScoreRecall(Variant& variant, const Samples& samples, int64_t batch_size,
-                                     const torch::Device& device) {
-  torch::NoGradGuard no_grad;
+std::vector<RecallScore> ScoreRecall(Trainer& trainer, const RecallOptions& options) {
+  CheckOptions(options);
+  // Every distance from the start, so that the ranks' counts line up for the sum.
   std::vector<RecallScore> scores;
-  for (size_t first = 0; first < samples.size(); first += batch_size) {
-    std::vector<int64_t> indices;
-    for (size_t i = first; i < std::min(samples.size(), first + batch_size); ++i)
-      indices.push_back(static_cast<int64_t>(i));
-    Batch batch = Collate(samples, indices, text::kPad);
-    batch.tokens = batch.tokens.to(device);
-    AddRecallScores(variant.Forward(batch).logits, samples, indices, scores);
+  for (const int64_t distance :
+       std::set<int64_t>(options.distances.begin(), options.distances.end())) {
+    scores.push_back(RecallScore{distance, 0, 0});
+  }
+  const size_t distances = scores.size();
+  trainer.ForEachValidationBatch(
+      [&](const Batch&, const std::vector<int64_t>& indices, const ForwardOutput& output) {
+        AddRecallScores(output.logits, trainer.validation(), indices, scores);
+      });
+  TORCH_CHECK(scores.size() == distances,
+              "ScoreRecall: a validation sample is at a distance the options do not name");
+  std::vector<double> counts;
+  for (const RecallScore& score : scores) counts.push_back(static_cast<double>(score.correct));
+  for (const RecallScore& score : scores) counts.push_back(static_cast<double>(score.total));
+  counts = trainer.SumOverRanks(counts);
+  for (size_t i = 0; i < distances; ++i) {
+    scores[i].correct = static_cast<int64_t>(counts[i]);
+    scores[i].total = static_cast<int64_t>(counts[distances + i]);
   }
   return scores;
 }

@@ -10,8 +10,9 @@
 // the sample's last token, so the task is plain next-token training on the samples and its
 // score needs nothing stored beside them: RecallDistance() reads the distance back.
 //
-// Thread-safety: pure functions, except ScoreRecall, which runs the variant (one caller
-// at a time per variant).
+// Thread-safety: RecallMaxLength and RecallDistance are pure; MakeRecallSamples advances the
+// caller's generator and AddRecallScores adds into the caller's scores (one caller at a time
+// per generator, per scores); ScoreRecall runs the trainer's model (the trainer's thread).
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,15 @@
 
 namespace seqbench::training {
 
+class Trainer;  // harness/training/trainer.h, which needs the data options this file serves
+
 struct RecallOptions {
   std::vector<int64_t> distances;  // each >= 2·pairs, so that filler separates them
   int64_t pairs = 4;               // key–value pairs a sample stores, 1..26
 };
 
 // The longest sample the options make: the pairs, the longest distance and the answer.
+// Throws std::invalid_argument for options out of range, as MakeRecallSamples does.
 int64_t RecallMaxLength(const RecallOptions& options);
 
 // `count` samples, the distances taken in turn from options.distances (so each distance has
@@ -47,13 +51,14 @@ struct RecallScore {
   double accuracy() const { return total == 0 ? 0.0 : static_cast<double>(correct) / total; }
 };
 
-// Greedy accuracy on each sample's answer, by distance, ascending. Runs `variant` forward
-// under no-grad in batches of `batch_size` on `device`; samples of distance 0 are left out.
-std::vector<RecallScore> ScoreRecall(Variant& variant, const Samples& samples, int64_t batch_size,
-                                     const torch::Device& device);
+// Greedy accuracy on each of the trainer's validation samples' answer, at each distance of
+// `options` (ascending), over the trainer's data-parallel group: every rank scores its share
+// of the samples (Trainer::ForEachValidationBatch) and every rank must call it.
+std::vector<RecallScore> ScoreRecall(Trainer& trainer, const RecallOptions& options);
 
-// The counting half of ScoreRecall, for one batch: logits [B,T,V] of the samples `indices`
-// (in that order), added into `scores` (kept sorted by distance).
+// The counting half of ScoreRecall, for one batch: logits: [B,T,V] (read only) of the samples
+// `indices` (in that order, each at most T tokens), added into `scores` (kept sorted by
+// distance; a distance not yet there is inserted). Samples of distance 0 are left out.
 void AddRecallScores(const torch::Tensor& logits, const Samples& samples,
                      const std::vector<int64_t>& indices, std::vector<RecallScore>& scores);
 

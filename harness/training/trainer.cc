@@ -65,8 +65,10 @@ std::string TrainingConfig::Fingerprint() const {
   out << "variant=" << variant;
   for (const auto& [name, value] : variant_options) out << " " << name << "=" << value;
   out << " family=" << model.family << " vocab=" << model.vocab_size << " width=" << model.width
-      << " layers=" << model.num_layers << " heads=" << model.num_heads
-      << " batching=" << BatchingPolicyName(batching.policy)
+      << " layers=" << model.num_layers << " heads=" << model.num_heads;
+  // Only where it departs from gelu, so that checkpoints written before the key resume.
+  if (model.ffn != "gelu") out << " ffn=" << model.ffn;
+  out << " batching=" << BatchingPolicyName(batching.policy)
       << " batch_size=" << batching.batch_size << " pool_batches=" << batching.pool_batches
       << " token_budget=" << batching.token_budget << " accumulation=" << accumulation
       << " precision=" << PrecisionName(precision) << " loss_scaling=" << loss_scaling
@@ -240,10 +242,8 @@ StepResult Trainer::Step() {
   return result;
 }
 
-double Trainer::Evaluate() {
+void Trainer::ForEachValidationBatch(const ValidationVisitor& visit) {
   torch::NoGradGuard no_grad;
-  double loss_sum = 0;
-  int64_t total_targets = 0;
   const int64_t rank = group_ ? group_->rank() : 0, ranks = group_ ? group_->size() : 1;
   for (size_t first = rank * config_.eval_batch_size; first < validation_.size();
        first += ranks * config_.eval_batch_size) {
@@ -252,15 +252,26 @@ double Trainer::Evaluate() {
       indices.push_back(static_cast<int64_t>(i));
     Batch batch = Collate(validation_, indices, text::kPad);
     batch.tokens = batch.tokens.to(device_);
-    const int64_t targets = TargetCount(batch);
-    loss_sum += variant_->Forward(batch).loss.item<double>() * targets;
-    total_targets += targets;
+    visit(batch, indices, variant_->Forward(batch));
   }
-  if (group_) {
-    const auto sums = group_->Sum({loss_sum, static_cast<double>(total_targets)});
-    loss_sum = sums[0];
-    total_targets = static_cast<int64_t>(sums[1]);
-  }
+}
+
+std::vector<double> Trainer::SumOverRanks(std::vector<double> values) {
+  return group_ ? group_->Sum(values) : values;
+}
+
+double Trainer::Evaluate() {
+  double loss_sum = 0;
+  int64_t total_targets = 0;
+  ForEachValidationBatch(
+      [&](const Batch& batch, const std::vector<int64_t>&, const ForwardOutput& output) {
+        const int64_t targets = TargetCount(batch);
+        loss_sum += output.loss.item<double>() * targets;
+        total_targets += targets;
+      });
+  const auto sums = SumOverRanks({loss_sum, static_cast<double>(total_targets)});
+  loss_sum = sums[0];
+  total_targets = static_cast<int64_t>(sums[1]);
   return total_targets == 0 ? 0.0 : loss_sum / total_targets;
 }
 
@@ -274,6 +285,7 @@ void Trainer::Save(const std::string& path) const {
   archive.write("model.width", c10::IValue(config_.model.width));
   archive.write("model.layers", c10::IValue(config_.model.num_layers));
   archive.write("model.heads", c10::IValue(config_.model.num_heads));
+  archive.write("model.ffn", c10::IValue(config_.model.ffn));
   for (const auto& item : variant_->parameters()) {
     archive.write("parameters." + item.key(), item.value().detach().cpu());
   }
@@ -372,6 +384,10 @@ CheckpointModel ReadCheckpointModel(const std::string& path) {
   result.model.width = ReadInt(archive, "model.width");
   result.model.num_layers = ReadInt(archive, "model.layers");
   result.model.num_heads = ReadInt(archive, "model.heads");
+  // Checkpoints written before the key hold gelu models.
+  if (c10::IValue ffn; archive.try_read("model.ffn", ffn) && ffn.isString()) {
+    result.model.ffn = ffn.toStringRef();
+  }
   result.step = ReadInt(archive, "step");
   // The family's initializer names the parameters and gives their shapes.
   const auto& family = GlobalFamilies().Get(result.model.family);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,17 @@ class Trainer {
   // Mean next-token loss over every validation sample, under no-grad, in fixed batches
   // (dealt out to the ranks under data parallelism).
   double Evaluate();
+  // Runs Forward() under no-grad over this rank's share of the validation samples, in
+  // batches of eval_batch_size (rank r takes batches r, r + ranks, ...), and hands each
+  // batch, the samples' indices in it and the output to `visit`, for measures beside the
+  // loss (the recall task's accuracy). Combine what it counts with SumOverRanks().
+  using ValidationVisitor = std::function<void(
+      const Batch& batch, const std::vector<int64_t>& indices, const ForwardOutput& output)>;
+  void ForEachValidationBatch(const ValidationVisitor& visit);
+  // Elementwise sums over the data-parallel group's ranks (every rank must call it with
+  // as many values); `values` themselves with one rank.
+  std::vector<double> SumOverRanks(std::vector<double> values);
+  const Samples& validation() const { return validation_; }
 
   // Writes parameters, optimizer moments, schedule position, loss scale and the loader's
   // position atomically (a temporary file renamed), so that Load() continues with the

@@ -1,6 +1,7 @@
-// The data a training run learns from: a corpus (harness/text_data.h) or synthetic
-// tokens, cut into samples of at most max_length tokens and split into training and
-// validation samples, deterministically for a seed.
+// The data a training run learns from: a corpus (harness/text_data.h), synthetic tokens
+// or the recall task's samples (harness/training/recall_task.h), cut into samples of at
+// most max_length tokens and split into training and validation samples, deterministically
+// for a seed.
 //
 // Thread-safety: pure functions; safe from any thread.
 #pragma once

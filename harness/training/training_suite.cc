@@ -83,8 +83,9 @@ void ReadRecallOptions(const TomlReader& reader, const toml::table& data, DataOp
   const toml::array* array = distances->as_array();
   if (array == nullptr || array->empty()) {
     reader.Fail(distances->source(),
-                "'recall_distances' must be an array of distances such as [16, 64, 256], got " +
-                    std::string(TypeName(*distances)));
+                "'recall_distances' must be a non-empty array of distances such as [16, 64], "
+                "got " +
+                    std::string(array ? "an empty array" : TypeName(*distances)));
   }
   options.recall.distances.clear();
   for (const toml::node& element : *array) {
@@ -95,10 +96,17 @@ void ReadRecallOptions(const TomlReader& reader, const toml::table& data, DataOp
                                         std::to_string(2 * options.recall.pairs) +
                                         ") so that filler separates the pairs from the query");
     }
+    // A repeat would get twice the samples and share its scores' row unseen.
+    if (std::find(options.recall.distances.begin(), options.recall.distances.end(), distance) !=
+        options.recall.distances.end()) {
+      reader.Fail(element.source(),
+                  "recall distance " + std::to_string(distance) + " is given twice");
+    }
     options.recall.distances.push_back(distance);
   }
   if (RecallMaxLength(options.recall) > options.max_length) {
-    reader.Fail(distances->source(),
+    const toml::node* max_length = data.get("max_length");
+    reader.Fail((max_length ? max_length : distances)->source(),
                 "the longest recall sample has " + std::to_string(RecallMaxLength(options.recall)) +
                     " tokens but max_length is " + std::to_string(options.max_length) +
                     "; raise max_length to at least that");
@@ -111,7 +119,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
   TrainingConfig& c = spec.config;
   for (auto&& [key_node, value] : table) {
     const std::string key(key_node.str());
-    if (key == "name" || key == "reference") continue;
+    if (key == "name" || key == "reference" || key == "model") continue;  // the caller's
     if (key == "variant") {
       c.variant = reader.String(value, key);
       if (!GlobalVariants().Contains(c.variant)) {
@@ -288,6 +296,7 @@ std::string PipelineSpec::Describe() const {
   if (model_overridden) {
     text << " D=" << c.model.width << " L=" << c.model.num_layers << " H=" << c.model.num_heads;
   }
+  if (c.model.ffn != "gelu" && c.model.family == "attention") text << " ffn=" << c.model.ffn;
   text << " batching=" << BatchingPolicyName(c.batching.policy);
   if (c.batching.policy == BatchingPolicy::kTokenBudget) {
     text << " budget=" << c.batching.token_budget;
