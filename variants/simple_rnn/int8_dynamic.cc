@@ -77,33 +77,25 @@ class Int8Dynamic final : public Variant, public IncrementalDecoder {
     Int8Linear output;       // [D,D]
   };
 
-  // The residual stream after every layer, as simple_rnn::RunLayers with the int8
-  // products. tokens: [B,T]; mask: [B,T] or undefined; states: one [B,H,dh,dh] per layer,
-  // carried in and out (empty: zeros). -> h: [B,T,D]
+  // The residual stream after every layer: simple_rnn::RunLayers with the int8 products.
+  // tokens: [B,T]; mask: [B,T] or undefined; states: one [B,H,dh,dh] per layer, carried in
+  // and out (empty: zeros). -> h: [B,T,D]
   torch::Tensor RunLayers(const torch::Tensor& tokens, const torch::Tensor& mask,
                           std::vector<torch::Tensor>& states) const {
     torch::NoGradGuard no_grad;
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const int64_t heads = config().num_heads;
-    auto h = torch::embedding(weights.embedding, tokens);
-    const int64_t head_width = h.size(-1) / heads;
-    if (states.empty()) {
-      for (size_t l = 0; l < layers_.size(); ++l) {
-        states.push_back(
-            torch::zeros({tokens.size(0), heads, head_width, head_width}, h.options()));
-      }
-    }
-    TORCH_CHECK(states.size() == layers_.size(), "expected ", layers_.size(), " layer states, got ",
-                states.size());
     static const TimeMixer mixer = StepLoopMixer();
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const auto u = RmsNorm(h, weights.layers[l].norm);
-      const LayerInputs inputs =
-          SplitProjections(layers_[l].projections(u), weights.layers[l].b_g, heads, mask);
-      const auto o = mixer(inputs, mask, states[l]);  // [B,T,H,dh]
-      h = h + layers_[l].output(o.flatten(-2));
-    }
-    return h;
+    return simple_rnn::RunLayers(
+        weights, tokens, heads,
+        [&](const torch::Tensor& h, int64_t l, torch::Tensor& state) {
+          const auto u = RmsNorm(h, weights.layers[l].norm);
+          const LayerInputs inputs =
+              SplitProjections(layers_[l].projections(u), weights.layers[l].b_g, heads, mask);
+          const auto o = mixer(inputs, mask, state);  // [B,T,H,dh]
+          return h + layers_[l].output(o.flatten(-2));
+        },
+        states);
   }
 
   // logits = RMSNorm(h)·W_out in int8. h: [...,D] -> [...,V]

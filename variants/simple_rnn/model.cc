@@ -223,6 +223,16 @@ TimeMixer StepLoopMixer() {
 torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
                         const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
                         std::vector<torch::Tensor>& states) {
+  return RunLayers(
+      weights, tokens, num_heads,
+      [&](const torch::Tensor& h, int64_t layer, torch::Tensor& state) {
+        return LayerForward(h, weights.layers[layer], mask, num_heads, mixer, state);
+      },
+      states);
+}
+
+torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens, int64_t num_heads,
+                        const LayerStep& layer_step, std::vector<torch::Tensor>& states) {
   const int64_t num_layers = static_cast<int64_t>(weights.layers.size());
   auto h = torch::embedding(weights.embedding, tokens);  // [B,T,D]
   const int64_t head_width = h.size(-1) / num_heads;
@@ -234,9 +244,7 @@ torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
   }
   TORCH_CHECK(static_cast<int64_t>(states.size()) == num_layers, "expected ", num_layers,
               " layer states, got ", states.size());
-  for (int64_t layer = 0; layer < num_layers; ++layer) {
-    h = LayerForward(h, weights.layers[layer], mask, num_heads, mixer, states[layer]);
-  }
+  for (int64_t layer = 0; layer < num_layers; ++layer) h = layer_step(h, layer, states[layer]);
   return h;
 }
 

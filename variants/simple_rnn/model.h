@@ -112,6 +112,16 @@ torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens,
                         const torch::Tensor& mask, int64_t num_heads, const TimeMixer& mixer,
                         std::vector<torch::Tensor>& states);
 
+// One layer's residual update, for a variant whose layer differs from LayerForward in its
+// products (int8_dynamic): h: [B,T,D] -> h + the layer's output; `state` [B,H,dh,dh] is
+// carried in and out.
+using LayerStep =
+    std::function<torch::Tensor(const torch::Tensor& h, int64_t layer, torch::Tensor& state)>;
+// RunLayers with each layer computed by `layer_step`: the embedding, the zero states and
+// their count check stay in one place.
+torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens, int64_t num_heads,
+                        const LayerStep& layer_step, std::vector<torch::Tensor>& states);
+
 // logits = RMSNorm(h)·W_out. h: [...,D] -> [...,V]
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
 
