@@ -40,7 +40,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
-         name == "recall";
+         name == "recall" || name == "inference";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -144,6 +144,19 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
       throw ReadmeError("recall=accuracy needs a training run, not a benchmark run");
     try {
       return RenderRecallTable(cases);
+    } catch (const std::invalid_argument& error) {
+      throw ReadmeError(error.what());
+    }
+  }
+  if (const std::string what = Attribute(section, "inference"); !what.empty()) {
+    if (what != "comparison") {
+      throw ReadmeError("inference=" + what + ": give inference=comparison");
+    }
+    if (!training_run) {
+      throw ReadmeError("inference=comparison needs a training run, not a benchmark run");
+    }
+    try {
+      return RenderInferenceTable(cases);
     } catch (const std::invalid_argument& error) {
       throw ReadmeError(error.what());
     }

@@ -157,7 +157,86 @@ std::set<int64_t> RecallDistances(const std::vector<CaseRecord>& cases) {
   return distances;
 }
 
+constexpr char kInferenceLossPrefix[] = "inference_loss_";
+
+// The evaluate_with variants of `c`, in the order the run stored them.
+std::vector<std::string> InferenceVariants(const CaseRecord& c) {
+  std::vector<std::string> keys;
+  for (const Metric& metric : c.metrics) {
+    if (metric.name.rfind(kInferenceLossPrefix, 0) == 0 &&
+        metric.name.size() > sizeof(kInferenceLossPrefix) - 1) {
+      keys.push_back(metric.name.substr(sizeof(kInferenceLossPrefix) - 1));
+    }
+  }
+  return keys;
+}
+
+std::string Percent(std::optional<double> ratio) {
+  return ratio ? FormatSignificant(*ratio * 100, 3) + "%" : "—";
+}
+
 }  // namespace
+
+bool HasInferenceComparisons(const std::vector<CaseRecord>& cases) {
+  return std::any_of(cases.begin(), cases.end(),
+                     [](const CaseRecord& c) { return !InferenceVariants(c).empty(); });
+}
+
+std::string RenderInferenceTable(const std::vector<CaseRecord>& cases) {
+  if (!HasInferenceComparisons(cases)) {
+    throw std::invalid_argument(
+        "no pipeline of this run ran its trained weights through another variant: give a "
+        "pipeline evaluate_with = [\"int8_dynamic\"]");
+  }
+  MarkdownTable table({"pipeline", "through", "held-out loss (trained → through)", "Δ loss",
+                       "perplexity", "argmax agrees", "logit RMS error", "greedy tokens agree",
+                       "agree before first difference", "weights held"});
+  std::optional<double> prompts_tokens;
+  for (const CaseRecord& c : cases) {
+    for (const std::string& key : InferenceVariants(c)) {
+      const auto metric = [&](const std::string& name) {
+        return c.MetricValue("inference_" + name + "_" + key);
+      };
+      const auto loss = metric("loss"), reference = metric("reference_loss");
+      std::string difference = "—", perplexity = "—";
+      if (loss && reference) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%+.4f", *loss - *reference);
+        // A difference that rounds to zero has no sign worth reading.
+        difference = std::string(text) == "-0.0000" ? "+0.0000" : text;
+        perplexity = FormatSignificant(std::exp(*loss - *reference), 4) + "×";
+      }
+      const auto weight_bytes = metric("weight_bytes"), parameters = c.MetricValue("parameters");
+      std::string weights = "—";
+      if (weight_bytes) {
+        weights = FormatBytes(static_cast<int64_t>(*weight_bytes));
+        if (parameters && *parameters > 0) {
+          weights += " (" + FormatSignificant(*weight_bytes / (4 * *parameters)) + "× float32)";
+        }
+      }
+      const auto prefix = metric("generated_prefix");
+      if (const auto tokens = metric("generated_tokens")) prompts_tokens = tokens;
+      table.AddRow({c.name(), key, Loss(reference) + " → " + Loss(loss), difference, perplexity,
+                    Percent(metric("argmax_agreement")),
+                    metric("logit_rms_error") ? FormatSignificant(*metric("logit_rms_error")) : "—",
+                    Percent(metric("generated_agreement")),
+                    prefix ? FormatSignificant(*prefix) + " tokens" : "—", weights});
+    }
+  }
+  return table.Render() +
+         "\nThe pipeline's trained weights, set up in the variant named under \"through\", "
+         "against the pipeline's own variant over every held-out target: the mean next-token "
+         "loss of each, their difference in nats, the factor it puts on the perplexity, the "
+         "share of positions whose most likely next token is the same, and the logits' root "
+         "mean square difference. Greedy continuations: the same prompts (held-out samples' "
+         "first tokens" +
+         (prompts_tokens ? ", " + FormatExactCount(*prompts_tokens) + " generated tokens each"
+                         : std::string()) +
+         ") decoded by both; the share of tokens that are the same at the same position, and "
+         "how many agree, on average, before the first that does not. Weights held: the heap "
+         "bytes the variant keeps once set up and run (its kernels' packed copies included), "
+         "against the trained model's parameters in float32.\n";
+}
 
 bool HasRecallScores(const std::vector<CaseRecord>& cases) {
   return !RecallDistances(cases).empty();

@@ -1,6 +1,7 @@
 // Reports of `seqbench train` runs: the pipelines' throughput table, the recall task's
-// accuracy-by-distance table, their loss curves as SVG plots through gnuplot, and the
-// training expectations the CI gate evaluates. A
+// accuracy-by-distance table, the trained weights' comparison through inference variants,
+// their loss curves as SVG plots through gnuplot, and the training expectations the CI
+// gate evaluates. A
 // pipeline is stored as one case (variant_name = the pipeline's name, description = its
 // options, reference = the suite's reference pipeline) with its steps in the
 // training_steps table.
@@ -36,6 +37,14 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases);
 std::string RenderRecallTable(const std::vector<CaseRecord>& cases);
 // Whether RenderRecallTable has something to show: a case with a recall accuracy.
 bool HasRecallScores(const std::vector<CaseRecord>& cases);
+
+// The trained weights through other variants (a pipeline's evaluate_with, e.g. int8
+// inference): one row per pipeline and variant with the held-out loss through each, the
+// loss difference and perplexity factor, argmax agreement, the logits' RMS difference,
+// agreement of greedy continuations, and the bytes the variant holds. Throws
+// std::invalid_argument when no case has such a comparison.
+std::string RenderInferenceTable(const std::vector<CaseRecord>& cases);
+bool HasInferenceComparisons(const std::vector<CaseRecord>& cases);
 
 struct LossPlotRequest {
   std::string x = "step";  // step | time (seconds since the pipeline started)

@@ -988,6 +988,52 @@ TEST_CASE("the recall table: a column per distance, ascending, from each row's m
   CHECK(training[3][2] == " — ");
 }
 
+TEST_CASE("the inference table: a row per pipeline and evaluate_with variant, from the metrics",
+          "[reports][training][inference]") {
+  auto cases = Pipelines();
+  CHECK_FALSE(HasInferenceComparisons(cases));
+  CHECK_THROWS_WITH(RenderInferenceTable(cases), Catch::Contains("evaluate_with"));
+  // plain through two variants (int8 stored first), scan through none.
+  const auto add = [&](CaseRecord& c, const std::string& key, const std::string& name,
+                       double value) {
+    c.metrics.push_back({"inference_" + name + "_" + key, value, ""});
+  };
+  add(cases[0], "int8_dynamic", "loss", 2.25);
+  add(cases[0], "int8_dynamic", "reference_loss", 2.0);
+  add(cases[0], "int8_dynamic", "argmax_agreement", 0.9375);
+  add(cases[0], "int8_dynamic", "logit_rms_error", 0.125);
+  add(cases[0], "int8_dynamic", "generated_agreement", 0.5);
+  add(cases[0], "int8_dynamic", "generated_prefix", 7.25);
+  add(cases[0], "int8_dynamic", "generated_tokens", 512);
+  add(cases[0], "int8_dynamic", "weight_bytes", 1000);
+  add(cases[0], "stepwise", "loss", 2.0);
+  add(cases[0], "stepwise", "reference_loss", 2.0);
+  cases[0].metrics.push_back({"parameters", 1000, "count"});
+  REQUIRE(HasInferenceComparisons(cases));
+  const std::string markdown = RenderInferenceTable(cases);
+  const auto rows = TableRows(markdown);
+  REQUIRE(rows.size() == 4);
+  for (const auto& row : rows) CHECK(row.size() == rows[0].size());
+  CHECK(rows[2][0] == " plain ");
+  CHECK(rows[2][1] == " int8_dynamic ");
+  CHECK(rows[2][2] == " 2.000 → 2.250 ");
+  CHECK(rows[2][3] == " +0.2500 ");
+  // exp(0.25) = 1.2840
+  CHECK(rows[2][4] == " 1.284× ");
+  CHECK(rows[2][5] == " 93.8% ");
+  CHECK(rows[2][6] == " 0.125 ");
+  CHECK(rows[2][7] == " 50% ");
+  CHECK(rows[2][8] == " 7.25 tokens ");
+  // 1000 bytes against 1000 float32 parameters: a quarter.
+  CHECK_THAT(rows[2][9], Catch::Contains("0.25× float32"));
+  CHECK(rows[3][1] == " stepwise ");
+  CHECK(rows[3][3] == " +0.0000 ");
+  CHECK(rows[3][4] == " 1× ");
+  CHECK(rows[3][5] == " — ");
+  CHECK(rows[3][9] == " — ");
+  CHECK_THAT(markdown, Catch::Contains("512 generated tokens"));
+}
+
 TEST_CASE("training expectations: loss curves, throughput and validation loss",
           "[reports][training]") {
   const auto cases = Pipelines();

@@ -411,6 +411,26 @@ at_least = 1.0
              Catch::StartsWith("19: ") && Catch::Contains("ascend"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2]\nranks = 3"),
              Catch::Contains("give one of them"));
+  // evaluate_with: forward variants of the pipeline's family, each once.
+  {
+    const TrainingSuite evaluated = ParseTrainingSuite(
+        edited("warmup_steps = 4", "evaluate_with = [\"stepwise\", \"int8_dynamic\"]"), "t.toml");
+    CHECK(evaluated.pipelines[1].evaluate_with ==
+          std::vector<std::string>{"stepwise", "int8_dynamic"});
+    CHECK(evaluated.pipelines[0].evaluate_with.empty());
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "evaluate_with = [\"int9\"]"),
+             Catch::StartsWith("19: ") && Catch::Contains("known variants:") &&
+                 Catch::Contains("int8_dynamic"));
+  CHECK_THAT(error_of("warmup_steps = 4", "evaluate_with = [\"naive\"]"),
+             Catch::StartsWith("19: ") && Catch::Contains("family 'attention'") &&
+                 Catch::Contains("'simple_rnn'"));
+  CHECK_THAT(error_of("warmup_steps = 4", "evaluate_with = [\"stepwise\", \"stepwise\"]"),
+             Catch::StartsWith("19: ") && Catch::Contains("twice"));
+  CHECK_THAT(error_of("warmup_steps = 4", "evaluate_with = []"),
+             Catch::StartsWith("19: ") && Catch::Contains("non-empty array"));
+  CHECK_THAT(error_of("warmup_steps = 4", "device = \"cuda\"\nevaluate_with = [\"int8_dynamic\"]"),
+             Catch::StartsWith("20: ") && Catch::Contains("does not run on cuda"));
   if (!compat::AutocastSupports(c10::DeviceType::CPU, torch::kHalf)) {
     CHECK_THAT(error_of("warmup_steps = 4", "amp = \"fp16\""),
                Catch::Contains("not supported on the CPU"));

@@ -100,6 +100,10 @@ int RunReport(const std::vector<std::string>& args) {
     if (run.kind == kRunKindTraining && HasRecallScores(cases)) {
       text += "\n## Recall accuracy against distance\n\n" + RenderRecallTable(cases);
     }
+    // The trained weights through the pipelines' evaluate_with variants (int8 inference).
+    if (run.kind == kRunKindTraining && HasInferenceComparisons(cases)) {
+      text += "\n## Trained weights through inference variants\n\n" + RenderInferenceTable(cases);
+    }
     // Data-parallel pipelines: where their time went, and the model beyond them.
     if (const auto rows = ScalingRows(cases); run.kind == kRunKindTraining && !rows.empty()) {
       text += "\n## Data-parallel scaling\n\n" + RenderScalingTable(rows) + "\n" +

@@ -652,6 +652,9 @@ int RunTrain(const std::vector<std::string>& args) {
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
   if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
   if (HasRecallScores(records)) std::printf("%s\n", RenderRecallTable(records).c_str());
+  if (HasInferenceComparisons(records)) {
+    std::printf("%s\n", RenderInferenceTable(records).c_str());
+  }
   std::printf("run %lld %s\n", (long long)run_id,
               interrupted ? "interrupted: the finished pipelines and every logged step are stored"
                           : "complete");

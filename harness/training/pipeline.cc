@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "harness/statistics.h"
+#include "harness/training/inference_comparison.h"
 #include "harness/training/recall_task.h"
 #include "harness/training/ring_model.h"
 #include "variants/core/registry.h"
@@ -20,6 +22,45 @@ std::string FormatNumber(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.3g", value);
   return text;
+}
+
+// The trained weights through `key` (an evaluate_with variant), as the record's
+// inference_*_<key> metrics. A variant this build cannot run, or one that fails, leaves its
+// metrics out and its reason in the record's message; the training itself succeeded, so
+// the status stays.
+void AddInferenceComparison(Trainer& trainer, const std::string& key,
+                            const std::function<void(const std::string&)>& say,
+                            CaseRecord& record) {
+  const std::string unavailable = GlobalVariants().Get(key).capabilities.unavailable;
+  if (!unavailable.empty()) {
+    const std::string reason = "evaluate_with " + key + " skipped: " + unavailable;
+    record.message += (record.message.empty() ? "" : "; ") + reason;
+    say(reason);
+    return;
+  }
+  try {
+    const InferenceComparison c = CompareInference(trainer, key);
+    auto add = [&](const std::string& name, double value, const char* unit) {
+      record.metrics.push_back({"inference_" + name + "_" + key, value, unit});
+    };
+    add("loss", c.loss, "nats/token");
+    add("reference_loss", c.reference_loss, "nats/token");
+    add("argmax_agreement", c.argmax_agreement, "ratio");
+    add("logit_rms_error", c.logit_rms_error, "logit");
+    if (c.generated_tokens > 0) {
+      add("generated_agreement", c.generated_agreement, "ratio");
+      add("generated_prefix", c.generated_common_prefix, "tokens");
+      add("generated_tokens", static_cast<double>(c.generated_tokens), "count");
+    }
+    if (c.weight_bytes >= 0) add("weight_bytes", static_cast<double>(c.weight_bytes), "bytes");
+    say("through " + key + ": held-out loss " + FormatNumber(c.loss) + " (trained " +
+        FormatNumber(c.reference_loss) + "), argmax agreement " +
+        FormatNumber(c.argmax_agreement * 100) + "%");
+  } catch (const std::exception& error) {
+    const std::string reason = "evaluate_with " + key + " failed: " + DescribeError(error);
+    record.message += (record.message.empty() ? "" : "; ") + reason;
+    say(reason);
+  }
 }
 
 }  // namespace
@@ -139,7 +180,9 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   bool probing = false;                       // Begin() returned
   int64_t steps_taken = 0;                    // in this process
   std::optional<double> diverged_validation;  // the non-finite validation loss, if any
-  std::vector<TrainingStepRecord> pending;    // logged steps not yet in the database
+  // The training's memory, taken before the checks that follow it build other models.
+  std::optional<MemoryUsage> memory;
+  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
   try {
     probe.emplace(device);
     probe->Begin();
@@ -246,6 +289,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       trainer.Save(checkpoint);
       say("checkpoint at step " + std::to_string(trainer.step()) + ": " + checkpoint);
     }
+    memory = probe->End();
     int64_t parameters = 0;
     for (const auto& item : trainer.variant().parameters()) parameters += item.value().numel();
     record.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
@@ -257,6 +301,10 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
         record.metrics.push_back(
             {"recall_samples" + suffix, static_cast<double>(score.total), "count"});
       }
+    }
+    if (record.status == kStatusOk && !outcome.interrupted) {
+      for (const std::string& key : spec.evaluate_with)
+        AddInferenceComparison(trainer, key, say, record);
     }
     const auto padding = trainer.loader().EpochPadding();
     record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
@@ -301,7 +349,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       }
     }
   }
-  const MemoryUsage memory = probing ? probe->End() : MemoryUsage{};
+  if (!memory && probing) memory = probe->End();
   record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The metrics cover the whole log of the pipeline in this run, the steps of earlier
   // (resumed) processes included.
@@ -314,7 +362,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   }
   record.iterations = static_cast<int64_t>(logged.size());
   if (logged.empty()) return outcome;
-  AddPipelineMetrics(logged, spec, memory, record);
+  AddPipelineMetrics(logged, spec, memory.value_or(MemoryUsage{}), record);
   if (diverged_validation) {
     auto& metrics = record.metrics;
     metrics.erase(std::remove_if(metrics.begin(), metrics.end(),

@@ -119,7 +119,9 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
   TrainingConfig& c = spec.config;
   for (auto&& [key_node, value] : table) {
     const std::string key(key_node.str());
-    if (key == "name" || key == "reference" || key == "model") continue;  // the caller's
+    if (key == "name" || key == "reference" || key == "model" || key == "evaluate_with") {
+      continue;  // the caller's
+    }
     if (key == "variant") {
       c.variant = reader.String(value, key);
       if (!GlobalVariants().Contains(c.variant)) {
@@ -241,6 +243,49 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     } else if (key == "device") {
       c.device = reader.Choice(value, key, {"cpu", "cuda"});
     }
+  }
+}
+
+// A pipeline's `evaluate_with = ["int8_dynamic", ...]`: variants of its family that run
+// forward in float32 on its device, each named once.
+void ReadEvaluateWith(const TomlReader& reader, const toml::node& node, PipelineSpec& spec) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr || array->empty()) {
+    reader.Fail(node.source(),
+                "'evaluate_with' must be a non-empty array of variant names such as "
+                "[\"int8_dynamic\"], got " +
+                    std::string(TypeName(node)));
+  }
+  const TrainingConfig& c = spec.config;
+  const c10::DeviceType device = torch::Device(c.device).type();
+  for (const toml::node& element : *array) {
+    const std::string key = reader.String(element, "evaluate_with");
+    if (!GlobalVariants().Contains(key)) {
+      reader.Fail(element.source(), "unknown variant '" + key +
+                                        "'; known variants: " + GlobalVariants().JoinedKeys());
+    }
+    const Capabilities& caps = GlobalVariants().Get(key).capabilities;
+    std::string problem;
+    if (caps.family != c.model.family) {
+      problem =
+          "is of family '" + caps.family + "', the pipeline's model is '" + c.model.family + "'";
+    } else if (!caps.Supports(Mode::kForward)) {
+      problem = "does not run forward";
+    } else if (!caps.Supports(device)) {
+      problem = "does not run on " + c.device;
+    } else if (!caps.Supports(torch::kFloat32)) {
+      problem = "does not run in float32";
+    }
+    if (!problem.empty()) {
+      reader.Fail(element.source(), "pipeline '" + spec.name + "': evaluate_with variant '" + key +
+                                        "' " + problem +
+                                        "; give forward variants of the same family");
+    }
+    if (std::find(spec.evaluate_with.begin(), spec.evaluate_with.end(), key) !=
+        spec.evaluate_with.end()) {
+      reader.Fail(element.source(), "evaluate_with names '" + key + "' twice");
+    }
+    spec.evaluate_with.push_back(key);
   }
 }
 
@@ -424,6 +469,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   pipeline_keys.push_back("name");
   pipeline_keys.push_back("reference");
   pipeline_keys.push_back("model");
+  pipeline_keys.push_back("evaluate_with");
   for (const toml::node& element : *pipelines.as_array()) {
     const toml::table& table = *element.as_table();
     reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
@@ -449,6 +495,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
       ApplyModelKeys(reader, *n->as_table(), spec.config.model);
       spec.model_overridden = true;
     }
+    if (const toml::node* n = table.get("evaluate_with")) ReadEvaluateWith(reader, *n, spec);
     // The cosine decays over the whole run unless the suite says otherwise.
     spec.cycle_follows_steps = !cycle_set;
     if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();

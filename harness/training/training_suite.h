@@ -37,6 +37,10 @@ struct PipelineSpec {
   bool ranks_from_world = true;
   // The pipeline set its own `model = { ... }` sizes, which Describe() then shows.
   bool model_overridden = false;
+  // Variants of the pipeline's family that its trained weights run through for inference
+  // after the last step (`evaluate_with`), each compared with the trained variant on the
+  // held-out samples (harness/training/inference_comparison.h).
+  std::vector<std::string> evaluate_with;
   int64_t DefaultCycleSteps() const {
     return std::max<int64_t>(1, steps - config.schedule.warmup_steps);
   }

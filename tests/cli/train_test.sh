@@ -231,4 +231,21 @@ grep -q "^| rnn | variant=scan " "$work/RECALL.md" || fail "$(cat "$work/RECALL.
 printf '# x\n<!-- seqbench:begin suite=tiny recall=accuracy -->\n<!-- seqbench:end -->\n' >"$work/NORECALL.md"
 if "$seqbench" readme "$work/NORECALL.md" --db "$work/s.db" 2>"$work/err"; then fail "recall=accuracy on a run without recall scores"; fi
 grep -q 'corpus = "recall"' "$work/err" || fail "message: $(cat "$work/err")"
+# 7. evaluate_with end to end: the trained weights through other variants reach the store,
+# the tables and a README; a variant of another family is a file:line error.
+sed -e 's/^name = "recall_tiny"/name = "evaluated_tiny"/' -e '/^\[\[pipelines\]\]$/,$d' "$work/recall.toml" >"$work/evaluated.toml"
+printf '[[pipelines]]\nname = "rnn"\nvariant = "scan"\nevaluate_with = ["stepwise", "int8_dynamic"]\n' >>"$work/evaluated.toml"
+"$seqbench" train "$work/evaluated.toml" --db "$work/e.db" >"$work/out" 2>&1 || fail "$(cat "$work/out")"
+grep -q "^| rnn | stepwise | " "$work/out" || fail "$(cat "$work/out")"
+# The control computes the trained function: every prediction the same.
+[[ $(sqlite3 "$work/e.db" "SELECT value FROM metrics WHERE name = 'inference_argmax_agreement_stepwise'") == 1.0 ]] ||
+  fail "stepwise agreement: $(sqlite3 "$work/e.db" "SELECT name, value FROM metrics WHERE name LIKE 'inference%'")"
+"$seqbench" report --latest --db "$work/e.db" | grep -q "^## Trained weights through inference variants" ||
+  fail "report has no inference table"
+printf '# x\n<!-- seqbench:begin suite=evaluated_tiny inference=comparison -->\n<!-- seqbench:end -->\n' >"$work/INFER.md"
+"$seqbench" readme "$work/INFER.md" --db "$work/e.db" || fail "readme failed"
+grep -q "^| rnn | stepwise | " "$work/INFER.md" || fail "$(cat "$work/INFER.md")"
+sed -i 's/"stepwise", "int8_dynamic"/"stepwise", "naive"/' "$work/evaluated.toml"
+if "$seqbench" train "$work/evaluated.toml" --db "$work/e.db" 2>"$work/err"; then fail "evaluate_with of another family"; fi
+grep -q "evaluated.toml:22:30: .*family 'attention'" "$work/err" || fail "message: $(cat "$work/err")"
 echo "train_test: all checks passed"

@@ -2,8 +2,8 @@
 // quantization, variants/core/int8_linear.h): each layer's fused [D,4D] projection and its
 // [D,D] output projection, and the [D,V] head. The embedding (a gather), the norms, the
 // gate bias and the recurrence stay float32. The products read a quarter of the weight
-// bytes and run in the quantized engine's integer kernels (the Variant still holds the
-// float32 parameters it was set up from). It is lossy by design, so its tolerance against
+// bytes and run in the quantized engine's integer kernels, and the variant keeps no
+// float32 copy of them. It is lossy by design, so its tolerance against
 // the baseline is the int8 error measured (below), not float32 rounding; and because the
 // input's scale is
 // taken per call over the whole batch, a sequence's logits depend slightly on what else is
@@ -69,6 +69,17 @@ class Int8Dynamic final : public Variant, public IncrementalDecoder {
                          Int8Linear(layer.w_o)});
     }
     head_ = Int8Linear(weights.w_out);
+    // Setup() gave this variant a float32 copy of every weight, for training, which it has
+    // not got: once in int8, the matrices' float32 copies are read by nothing, so they are
+    // freed (their tensors left empty; parameters() share them), and the variant holds
+    // what int8 inference holds: int8 matrices with their scales, and the float32
+    // embedding, gains and gate biases.
+    torch::NoGradGuard no_grad;
+    for (const LayerWeights& layer : weights.layers) {
+      for (const torch::Tensor& matrix : {layer.w_q, layer.w_k, layer.w_v, layer.w_g, layer.w_o})
+        matrix.set_();
+    }
+    weights.w_out.set_();
   }
 
  private:
