@@ -31,6 +31,10 @@ std::string Ratio(std::optional<double> mine, std::optional<double> theirs) {
 
 std::string Count(std::optional<double> value) { return value ? FormatExactCount(*value) : "—"; }
 
+std::string Percent(std::optional<double> ratio) {
+  return ratio ? FormatSignificant(*ratio * 100, 3) + "%" : "—";
+}
+
 std::string Loss(std::optional<double> value) {
   if (!value) return "—";
   char text[32];
@@ -117,7 +121,7 @@ std::string RenderTrainingTable(const std::vector<CaseRecord>& cases) {
         peak ? FormatBytes(static_cast<int64_t>(*peak)) : "n/a",
         ref ? Ratio(peak, ref->MetricValue("peak_bytes")) : "—",
         optimizer_state ? FormatBytes(static_cast<int64_t>(*optimizer_state)) : "—",
-        efficiency ? FormatSignificant(*efficiency * 100, 3) + "%" : "—",
+        Percent(efficiency),
         std::to_string(c.iterations),
         Loss(c.MetricValue("final_train_loss")),
         Loss(c.MetricValue("final_validation_loss")),
@@ -169,10 +173,6 @@ std::vector<std::string> InferenceVariants(const CaseRecord& c) {
     }
   }
   return keys;
-}
-
-std::string Percent(std::optional<double> ratio) {
-  return ratio ? FormatSignificant(*ratio * 100, 3) + "%" : "—";
 }
 
 }  // namespace
@@ -259,7 +259,7 @@ std::string RenderRecallTable(const std::vector<CaseRecord>& cases) {
     std::vector<std::string> row = {c.name(), c.description, Count(c.MetricValue("parameters"))};
     for (const int64_t d : distances) {
       const auto accuracy = c.MetricValue(kRecallPrefix + std::to_string(d));
-      row.push_back(accuracy ? FormatSignificant(*accuracy * 100, 3) + "%" : "—");
+      row.push_back(Percent(accuracy));
       if (const auto n = c.MetricValue("recall_samples_d" + std::to_string(d))) {
         const auto samples = static_cast<int64_t>(*n);
         fewest[d] = fewest.count(d) ? std::min(fewest[d], samples) : samples;

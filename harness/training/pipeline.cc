@@ -31,11 +31,13 @@ std::string FormatNumber(double value) {
 void AddInferenceComparison(Trainer& trainer, const std::string& key,
                             const std::function<void(const std::string&)>& say,
                             CaseRecord& record) {
-  const std::string unavailable = GlobalVariants().Get(key).capabilities.unavailable;
-  if (!unavailable.empty()) {
-    const std::string reason = "evaluate_with " + key + " skipped: " + unavailable;
+  const auto left_out = [&](const std::string& reason) {
     record.message += (record.message.empty() ? "" : "; ") + reason;
     say(reason);
+  };
+  const std::string unavailable = GlobalVariants().Get(key).capabilities.unavailable;
+  if (!unavailable.empty()) {
+    left_out("evaluate_with " + key + " skipped: " + unavailable);
     return;
   }
   try {
@@ -57,9 +59,7 @@ void AddInferenceComparison(Trainer& trainer, const std::string& key,
         FormatNumber(c.reference_loss) + "), argmax agreement " +
         FormatNumber(c.argmax_agreement * 100) + "%");
   } catch (const std::exception& error) {
-    const std::string reason = "evaluate_with " + key + " failed: " + DescribeError(error);
-    record.message += (record.message.empty() ? "" : "; ") + reason;
-    say(reason);
+    left_out("evaluate_with " + key + " failed: " + DescribeError(error));
   }
 }
 
