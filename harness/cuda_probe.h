@@ -20,6 +20,9 @@ namespace seqbench::cuda_probe {
 // Whether this binary was built against a CUDA LibTorch.
 bool Compiled();
 
+// Why a case or pipeline on CUDA is skipped where torch::cuda::is_available() is false.
+inline constexpr char kUnavailableReason[] = "CUDA is not available to this build or machine";
+
 // Seconds of one step on `device`, between CUDA events recorded on the current stream
 // before and after it (the host waits for the second one).
 double TimeStep(const std::function<void()>& step, torch::Device device);

@@ -190,7 +190,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
       return std::move(prepared);
     };
     if (device.is_cuda() && !torch::cuda::is_available()) {
-      return skip("CUDA is not available to this build or machine");
+      return skip(cuda_probe::kUnavailableReason);
     }
     if (!caps.unavailable.empty()) return skip(caps.unavailable);
     if (!caps.Supports(mode))

@@ -403,6 +403,20 @@ at_least = 1.0
     CHECK(eight_bit.pipelines[1].Describe().find("optimizer=adamw8bit") != std::string::npos);
     CHECK(eight_bit.pipelines[0].Describe().find("optimizer") == std::string::npos);
   }
+  {
+    const TrainingSuite offloaded =
+        ParseTrainingSuite(edited("warmup_steps = 4", "offload = \"cpu\""), "t.toml");
+    CHECK(offloaded.pipelines[1].config.offload_optimizer);
+    CHECK_FALSE(offloaded.pipelines[0].config.offload_optimizer);
+    CHECK(offloaded.pipelines[1].Describe().find("offload=cpu") != std::string::npos);
+    CHECK(offloaded.pipelines[1].config.Fingerprint().find("offload=cpu") != std::string::npos);
+    CHECK(offloaded.pipelines[0].config.Fingerprint().find("offload") == std::string::npos);
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "offload = \"gpu\""),
+             Catch::StartsWith("19: ") && Catch::Contains("none, cpu"));
+  CHECK_THAT(error_of("warmup_steps = 4", "offload = \"cpu\"\noptimizer = \"adamw8bit\""),
+             Catch::StartsWith("15: ") && Catch::Contains("does not combine") &&
+                 Catch::Contains("'budget'"));
   CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"sgd\""),
              Catch::StartsWith("19: ") && Catch::Contains("adamw8bit"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [1, 2]"),

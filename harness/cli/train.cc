@@ -118,6 +118,7 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   number("accumulation", "accumulation");
   text("amp", "amp");
   text("optimizer", "optimizer");
+  text("offload", "offload");
   number("learning-rate", "learning_rate");
   number("warmup-steps", "warmup_steps");
   number("clip-norm", "clip_norm");
@@ -309,6 +310,8 @@ int RunTrain(const std::vector<std::string>& args) {
       "loss-scaling", "dynamic loss scaling (always on with fp16)")(
       "optimizer", po::value<std::string>(),
       "adamw | adamw8bit (moments stored block-wise in 8 bits)")(
+      "offload", po::value<std::string>(),
+      "none | cpu: AdamW's moments and update on the host (CUDA; skipped elsewhere)")(
       "learning-rate", po::value<std::string>(), "peak learning rate")(
       "warmup-steps", po::value<std::string>(), "linear warmup steps")(
       "restarts", "cosine schedule with warm restarts")(
@@ -339,7 +342,7 @@ int RunTrain(const std::vector<std::string>& args) {
       "workers",     "accumulation",  "amp",          "loss-scaling",
       "optimizer",   "learning-rate", "warmup-steps", "restarts",
       "clip-norm",   "eval-every",    "seed",         "bucket-mb",
-      "compression"};
+      "compression", "offload"};
   TrainingSuite suite;
   try {
     if (!suite_path.empty()) {
@@ -634,7 +637,8 @@ int RunTrain(const std::vector<std::string>& args) {
     } else {
       store.AddCase(run_id, outcome.record);
     }
-    failed = failed || outcome.record.status != kStatusOk;
+    failed =
+        failed || (outcome.record.status != kStatusOk && outcome.record.status != kStatusSkipped);
     // A data-parallel pipeline that failed may have lost a rank: the world cannot be
     // trusted with the next pipeline. The run stays unfinished, for --resume.
     const bool world_broken = ranks > 1 && outcome.record.status == kStatusError;

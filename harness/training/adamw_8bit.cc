@@ -6,8 +6,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 #include <string>
+
+#include "harness/training/adamw_arithmetic.h"
 
 namespace seqbench::training {
 namespace {
@@ -61,13 +62,6 @@ void CheckCpuCode(const torch::Tensor& code) {
               "the code must be 256 contiguous float32 values");
 }
 
-// The constants of one parameter's update, as float32, as the tensor operations cast
-// their double scalars.
-struct MomentUpdate {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, decay, sqrt_bias_correction2, eps,
-      negative_step_size;
-};
-
 // Calls visit(block, start, count) for every block of an n-element tensor, blocks in
 // parallel; count is kQuantizationBlock except for a shorter last block.
 template <typename Visit>
@@ -85,7 +79,7 @@ void ForEachBlockInParallel(int64_t n, const Visit& visit) {
 // parameter, grad: [n] float32; the moments' indices [n] and absmax [blocks], in place.
 void UpdateBlocksOnCpu(float* parameter, const float* grad, int64_t n, BlockQuantized& first,
                        BlockQuantized& second, const float* signed_code, const float* unsigned_code,
-                       const MomentUpdate& u) {
+                       const AdamWStepConstants& u) {
   uint8_t* first_indices = first.indices.data_ptr<uint8_t>();
   uint8_t* second_indices = second.indices.data_ptr<uint8_t>();
   float* first_absmax = first.absmax.data_ptr<float>();
@@ -99,10 +93,7 @@ void UpdateBlocksOnCpu(float* parameter, const float* grad, int64_t n, BlockQuan
       const float g = grad[i];
       float m = signed_code[first_indices[i]] * first_scale;
       float v = unsigned_code[second_indices[i]] * second_scale;
-      m = m * u.beta1 + u.one_minus_beta1 * g;
-      v = v * u.beta2 + u.one_minus_beta2 * g * g;
-      const float denominator = std::sqrt(v) / u.sqrt_bias_correction2 + u.eps;
-      parameter[i] = parameter[i] * u.decay + u.negative_step_size * (m / denominator);
+      parameter[i] = AdamWElementUpdate(parameter[i], g, m, v, u);
       first_values[j] = m;
       second_values[j] = v;
     }
@@ -271,14 +262,9 @@ torch::Tensor AdamW8bit::step(LossClosure closure) {
       const double step_size = lr / bias_correction1;
       const double decay = 1 - lr * options.weight_decay();
       if (state.quantized && parameter.is_cpu() && options_.fused_cpu) {
-        const MomentUpdate constants{
-            static_cast<float>(beta1), static_cast<float>(1 - beta1),
-            static_cast<float>(beta2), static_cast<float>(1 - beta2),
-            static_cast<float>(decay), static_cast<float>(std::sqrt(bias_correction2)),
-            static_cast<float>(eps),   static_cast<float>(-step_size)};
         UpdateBlocksOnCpu(parameter.data_ptr<float>(), grad.data_ptr<float>(), parameter.numel(),
                           state.first, state.second, signed_code_.data_ptr<float>(),
-                          unsigned_code_.data_ptr<float>(), constants);
+                          unsigned_code_.data_ptr<float>(), AdamWConstantsFor(options, state.step));
         continue;
       }
       // The order of torch::optim::AdamW's float32 update, so that with float32 moments
@@ -393,24 +379,6 @@ int64_t AdamW8bit::StateBytes() const {
             &state.first_fp32, &state.second_fp32}) {
         if (tensor->defined()) bytes += static_cast<int64_t>(tensor->nbytes());
       }
-    }
-  }
-  return bytes;
-}
-
-int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer) {
-  if (const auto* eight_bit = dynamic_cast<const AdamW8bit*>(&optimizer)) {
-    return eight_bit->StateBytes();
-  }
-  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) == nullptr) {
-    throw std::invalid_argument("OptimizerStateBytes knows AdamW and AdamW8bit only");
-  }
-  int64_t bytes = 0;
-  for (const auto& [key, state] : optimizer.state()) {
-    const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*state);
-    for (const torch::Tensor* tensor :
-         {&adamw.exp_avg(), &adamw.exp_avg_sq(), &adamw.max_exp_avg_sq()}) {
-      if (tensor->defined()) bytes += static_cast<int64_t>(tensor->nbytes());
     }
   }
   return bytes;

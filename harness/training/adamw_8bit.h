@@ -107,9 +107,4 @@ class AdamW8bit : public torch::optim::Optimizer {
   std::vector<std::vector<ParameterState>> states_;  // [group][parameter]
 };
 
-// The bytes of an optimizer's per-parameter state: the moments (and amsgrad's maximum)
-// of torch::optim::AdamW, or AdamW8bit::StateBytes(). Throws std::invalid_argument for
-// another optimizer.
-int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer);
-
 }  // namespace seqbench::training

@@ -191,6 +191,10 @@ std::vector<int64_t> Lengths(const Samples& samples) {
   return lengths;
 }
 
+int64_t TargetCount(const Batch& batch) {
+  return (batch.lengths - 1).clamp_min(0).sum().item<int64_t>();
+}
+
 Batch Collate(const Samples& samples, const std::vector<int64_t>& indices, int64_t pad_token,
               bool pin_memory) {
   int64_t longest = 0;

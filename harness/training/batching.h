@@ -77,4 +77,8 @@ std::vector<int64_t> Lengths(const Samples& samples);
 Batch Collate(const Samples& samples, const std::vector<int64_t>& indices, int64_t pad_token,
               bool pin_memory = false);
 
+// The batch's next-token targets, Σ max(length − 1, 0): the count that a mean loss over
+// several batches weighs each batch's mean by.
+int64_t TargetCount(const Batch& batch);
+
 }  // namespace seqbench::training

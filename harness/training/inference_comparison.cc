@@ -64,8 +64,7 @@ InferenceComparison CompareInference(Trainer& trainer, const std::string& varian
   trainer.ForEachValidationBatch([&](const Batch& batch, const std::vector<int64_t>&,
                                      const ForwardOutput& reference) {
     const ForwardOutput output = other->Forward(batch);
-    const double batch_targets =
-        static_cast<double>((batch.lengths - 1).clamp_min(0).sum().item<int64_t>());
+    const double batch_targets = static_cast<double>(TargetCount(batch));
     reference_loss_sum += reference.loss.item<double>() * batch_targets;
     loss_sum += output.loss.item<double>() * batch_targets;
     targets += batch_targets;

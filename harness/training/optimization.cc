@@ -1,7 +1,10 @@
 #include "harness/training/optimization.h"
 
 #include <cmath>
+#include <stdexcept>
 
+#include "harness/training/adamw_8bit.h"
+#include "harness/training/offloaded_adamw.h"
 #include "variants/core/torch_compat.h"
 
 namespace seqbench::training {
@@ -93,6 +96,28 @@ std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name) {
     if (OptimizerKindName(kind) == name) return kind;
   }
   return std::nullopt;
+}
+
+int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer) {
+  if (const auto* eight_bit = dynamic_cast<const AdamW8bit*>(&optimizer)) {
+    return eight_bit->StateBytes();
+  }
+  if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&optimizer)) {
+    return offloaded->StateBytes();
+  }
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) == nullptr) {
+    throw std::invalid_argument(
+        "OptimizerStateBytes knows AdamW, AdamW8bit and OffloadedAdamW only");
+  }
+  int64_t bytes = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    const auto& adamw = static_cast<const torch::optim::AdamWParamState&>(*state);
+    for (const torch::Tensor* tensor :
+         {&adamw.exp_avg(), &adamw.exp_avg_sq(), &adamw.max_exp_avg_sq()}) {
+      if (tensor->defined()) bytes += static_cast<int64_t>(tensor->nbytes());
+    }
+  }
+  return bytes;
 }
 
 torch::ScalarType AutocastDtype(Precision precision) {

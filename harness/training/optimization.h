@@ -1,8 +1,8 @@
 // The pieces of a training step around the model: the learning-rate schedule, dynamic
 // loss scaling for float16 mixed precision (LibTorch's C++ API has no GradScaler), and
 // an autocast scope, and the choice of optimizer. AdamW and clipping by global norm are
-// LibTorch's own (torch::optim::AdamW, torch::nn::utils::clip_grad_norm_); 8-bit AdamW is
-// ours (adamw_8bit.h).
+// LibTorch's own (torch::optim::AdamW, torch::nn::utils::clip_grad_norm_); 8-bit AdamW
+// (adamw_8bit.h) and AdamW with its state on the host (offloaded_adamw.h) are ours.
 //
 // Thread-safety: LearningRateAt() is pure. A DynamicLossScaler belongs to one training
 // loop. AutocastScope changes thread-local state: open and close it on one thread.
@@ -77,6 +77,11 @@ torch::ScalarType AutocastDtype(Precision precision);
 enum class OptimizerKind { kAdamW, kAdamW8bit };
 std::string_view OptimizerKindName(OptimizerKind kind);  // adamw | adamw8bit
 std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name);
+
+// The bytes of an optimizer's per-parameter state, wherever it lives: the moments (and
+// amsgrad's maximum) of torch::optim::AdamW or of OffloadedAdamW, or
+// AdamW8bit::StateBytes(). Throws std::invalid_argument for another optimizer.
+int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer);
 
 // Turns autocast on for `device` while alive (nothing for kFloat32). Closing clears
 // autocast's cache of casted weights, which would be stale after the optimizer step.

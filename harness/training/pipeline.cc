@@ -9,8 +9,10 @@
 #include <functional>
 #include <optional>
 
+#include "harness/cuda_probe.h"
 #include "harness/statistics.h"
 #include "harness/training/inference_comparison.h"
+#include "harness/training/offloaded_adamw.h"
 #include "harness/training/recall_task.h"
 #include "harness/training/ring_model.h"
 #include "variants/core/registry.h"
@@ -150,6 +152,16 @@ RingModel MeasureRingModel(DataParallelGroup& group) {
 
 }  // namespace
 
+std::string PipelineSkipReason(const TrainingConfig& config) {
+  if (config.device == "cuda" && !torch::cuda::is_available())
+    return cuda_probe::kUnavailableReason;
+  if (config.offload_optimizer && config.device != "cuda") {
+    return "offload = \"cpu\" moves AdamW's state off a CUDA device; this pipeline trains on " +
+           config.device + ", where the state is in host memory already";
+  }
+  return "";
+}
+
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const PipelineFiles& files,
@@ -170,6 +182,12 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   record.description = spec.Describe();
   record.reference = spec.reference;
   record.status = kStatusOk;
+  if (const std::string reason = PipelineSkipReason(config); !reason.empty()) {
+    record.status = kStatusSkipped;
+    record.message = reason;
+    say("skipped: " + reason);
+    return outcome;
+  }
 
   const auto started = std::chrono::steady_clock::now();
   const torch::Device device(config.device);
@@ -312,6 +330,10 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     // After a resume the moments were loaded, so the size is the same as in one process.
     record.metrics.push_back(
         {"optimizer_state_bytes", static_cast<double>(trainer.optimizer_state_bytes()), "bytes"});
+    if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&trainer.optimizer())) {
+      record.metrics.push_back(
+          {"optimizer_host_bytes", static_cast<double>(offloaded->HostBytes()), "bytes"});
+    }
     if (ranks > 1 && communication_steps > 0) {
       // Rank 0's figures (the ranks' buckets are the same size).
       record.metrics.push_back({"bucket_mb", config.data_parallel.bucket_mb, "MiB"});

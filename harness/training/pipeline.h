@@ -54,6 +54,11 @@ struct PipelineOutcome {
 // (mode train, float32, its device, batch size, max length and model sizes).
 CaseIdentity PipelineIdentity(const TrainingSuite& suite, const PipelineSpec& spec);
 
+// Why a pipeline cannot be measured on this machine, or "" when it can: CUDA asked for
+// and not available, or optimizer offload off CUDA (no device memory to relieve).
+// RunPipeline records such a pipeline as skipped, with this reason, and trains nothing.
+std::string PipelineSkipReason(const TrainingConfig& config);
+
 // A pipeline with config.data_parallel.ranks > 1 trains on the first that many ranks of
 // `world` (this process one of them); every one of them calls RunPipeline for it. Rank 0
 // alone should be given a database and checkpoint path that matter: the others log the

@@ -9,6 +9,7 @@
 
 #include "harness/text_data.h"
 #include "harness/training/adamw_8bit.h"
+#include "harness/training/offloaded_adamw.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
 
@@ -16,10 +17,6 @@ namespace seqbench::training {
 namespace {
 
 constexpr const char* kCheckpointFormat = "seqbench-training-checkpoint-1";
-
-int64_t TargetCount(const Batch& batch) {
-  return (batch.lengths - 1).clamp_min(0).sum().item<int64_t>();
-}
 
 std::string ReadString(torch::serialize::InputArchive& archive, const std::string& key) {
   c10::IValue value;
@@ -84,6 +81,7 @@ std::string TrainingConfig::Fingerprint() const {
   if (!data_parallel.compression.empty()) out << " compression=" << data_parallel.compression;
   // Only when not AdamW, so that earlier checkpoints keep their fingerprint.
   if (optimizer != OptimizerKind::kAdamW) out << " optimizer=" << OptimizerKindName(optimizer);
+  if (offload_optimizer) out << " offload=cpu";
   return out.str();
 }
 
@@ -132,7 +130,15 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   decayed_options->weight_decay(config_.weight_decay);
   groups.emplace_back(decayed, std::move(decayed_options));
   groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
-  if (config_.optimizer == OptimizerKind::kAdamW8bit) {
+  if (config_.offload_optimizer) {
+    if (config_.optimizer != OptimizerKind::kAdamW) {
+      throw std::invalid_argument(
+          "offload = cpu moves AdamW's float32 state to the host; it does "
+          "not combine with optimizer = " +
+          std::string(OptimizerKindName(config_.optimizer)));
+    }
+    optimizer_ = std::make_unique<OffloadedAdamW>(std::move(groups), defaults);
+  } else if (config_.optimizer == OptimizerKind::kAdamW8bit) {
     optimizer_ = std::make_unique<AdamW8bit>(std::move(groups), defaults);
   } else {
     optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);

@@ -36,6 +36,8 @@ struct TrainingConfig {
   LossScalerOptions scaler;
   ScheduleOptions schedule;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
+  // offload = "cpu": AdamW's moments and update on the host (OffloadedAdamW); AdamW only.
+  bool offload_optimizer = false;
   double weight_decay = 0.01;  // AdamW, on matrices only (not gains)
   double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
   double clip_norm = 1.0;  // 0 = no clipping
@@ -111,6 +113,7 @@ class Trainer {
   // The optimizer's per-parameter state (moments and their scales), in bytes: 0 before the
   // first step, since both optimizers allocate their moments lazily.
   int64_t optimizer_state_bytes() const;
+  const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
 
  private:
   void MakeLoader(LoaderPosition start);

@@ -28,6 +28,7 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "accumulation",
                                              "amp",
                                              "optimizer",
+                                             "offload",
                                              "loss_scaling",
                                              "initial_loss_scale",
                                              "growth_interval",
@@ -167,6 +168,8 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
       c.precision = *ParsePrecision(reader.Choice(value, key, {"fp32", "bf16", "fp16"}));
     } else if (key == "optimizer") {
       c.optimizer = *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit"}));
+    } else if (key == "offload") {
+      c.offload_optimizer = reader.Choice(value, key, {"none", "cpu"}) == "cpu";
     } else if (key == "loss_scaling") {
       c.loss_scaling = Boolean(reader, value, key);
     } else if (key == "initial_loss_scale") {
@@ -324,6 +327,13 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     "\" is not supported on the CPU by LibTorch " +
                                     compat::TorchVersion() + "; use bf16, or device = \"cuda\"");
   }
+  if (c.offload_optimizer && c.optimizer != OptimizerKind::kAdamW) {
+    reader.Fail(table.source(), "pipeline '" + spec.name +
+                                    "': offload = \"cpu\" moves AdamW's float32 moments to the "
+                                    "host; it does not combine with optimizer = \"" +
+                                    std::string(OptimizerKindName(c.optimizer)) +
+                                    "\" (drop one of them)");
+  }
   if (spec.timing_warmup >= spec.steps) {
     reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
                                     std::to_string(spec.timing_warmup) +
@@ -352,6 +362,7 @@ std::string PipelineSpec::Describe() const {
        << " amp=" << PrecisionName(c.precision);
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
   if (c.optimizer != OptimizerKind::kAdamW) text << " optimizer=" << OptimizerKindName(c.optimizer);
+  if (c.offload_optimizer) text << " offload=cpu";
   // Only what departs from warmup + cosine, decay and clipping, which most pipelines keep.
   if (c.weight_decay == 0) text << " weight_decay=0";
   if (c.schedule.restarts) {

@@ -248,4 +248,15 @@ grep -q "^| rnn | stepwise | " "$work/INFER.md" || fail "$(cat "$work/INFER.md")
 sed -i 's/"stepwise", "int8_dynamic"/"stepwise", "naive"/' "$work/evaluated.toml"
 if "$seqbench" train "$work/evaluated.toml" --db "$work/e.db" 2>"$work/err"; then fail "evaluate_with of another family"; fi
 grep -q "evaluated.toml:22:30: .*family 'attention'" "$work/err" || fail "message: $(cat "$work/err")"
+# 8. What cannot be measured here is skipped with its reason and does not fail the run:
+# optimizer offload off CUDA (and, on a machine without it, any CUDA pipeline).
+sed -e 's/^name = "tiny"/name = "offload_tiny"/' -e '/^\[\[pipelines\]\]$/,$d' "$work/suite.toml" >"$work/offload.toml"
+printf '[[pipelines]]\nname = "adamw"\nvariant = "fused"\n[[pipelines]]\nname = "offloaded"\nvariant = "fused"\noffload = "cpu"\n' >>"$work/offload.toml"
+"$seqbench" train "$work/offload.toml" --db "$work/o.db" >"$work/out" 2>&1 || fail "a skipped pipeline failed the run: $(cat "$work/out")"
+[[ $(sqlite3 "$work/o.db" "SELECT group_concat(status) FROM (SELECT status FROM cases ORDER BY position)") == ok,skipped ]] ||
+  fail "statuses: $(sqlite3 "$work/o.db" "SELECT variant_name, status, message FROM cases")"
+sqlite3 "$work/o.db" "SELECT message FROM cases WHERE variant_name = 'offloaded'" | grep -q "off a CUDA device; this pipeline trains on cpu" ||
+  fail "reason: $(sqlite3 "$work/o.db" "SELECT message FROM cases")"
+grep -q "^\[offloaded\] skipped: offload" "$work/out" || fail "$(cat "$work/out")"
+"$seqbench" report --latest --db "$work/o.db" | grep -q "^| offloaded | .* | skipped: offload" || fail "report: $("$seqbench" report --latest --db "$work/o.db")"
 echo "train_test: all checks passed"

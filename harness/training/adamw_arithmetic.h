@@ -1,0 +1,51 @@
+// One element of torch::optim::AdamW's update, for the optimizers that run it in their own
+// C++ loops over float32 arrays (8-bit AdamW's pass per block, offloaded AdamW's host
+// update) instead of ATen's tensor operations. The formulas and their order are AdamW's:
+// decoupled weight decay, both bias corrections, eps added after the square root. ATen's
+// vectorised kernels may fuse multiply-adds where this loop does not, so the two agree to
+// rounding, not to the bit.
+//
+// Thread-safety: pure functions of their arguments.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace seqbench::training {
+
+// The constants of one parameter's step, in float32 as the tensor operations cast their
+// double scalars.
+struct AdamWStepConstants {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, decay, sqrt_bias_correction2, eps,
+      negative_step_size;
+};
+
+// For the parameter's `step`-th update (1-based) under its group's options.
+inline AdamWStepConstants AdamWConstantsFor(const torch::optim::AdamWOptions& options,
+                                            int64_t step) {
+  const auto [beta1, beta2] = options.betas();
+  const double bias_correction1 = 1 - std::pow(beta1, step);
+  const double bias_correction2 = 1 - std::pow(beta2, step);
+  return {static_cast<float>(beta1),
+          static_cast<float>(1 - beta1),
+          static_cast<float>(beta2),
+          static_cast<float>(1 - beta2),
+          static_cast<float>(1 - options.lr() * options.weight_decay()),
+          static_cast<float>(std::sqrt(bias_correction2)),
+          static_cast<float>(options.eps()),
+          static_cast<float>(-options.lr() / bias_correction1)};
+}
+
+// Updates the moments `first` and `second` in place with `grad`; returns the new value of
+// `parameter`.
+inline float AdamWElementUpdate(float parameter, float grad, float& first, float& second,
+                                const AdamWStepConstants& u) {
+  first = first * u.beta1 + u.one_minus_beta1 * grad;
+  second = second * u.beta2 + u.one_minus_beta2 * grad * grad;
+  const float denominator = std::sqrt(second) / u.sqrt_bias_correction2 + u.eps;
+  return parameter * u.decay + u.negative_step_size * (first / denominator);
+}
+
+}  // namespace seqbench::training
