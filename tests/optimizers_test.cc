@@ -88,6 +88,20 @@ void RandomSamples(Samples& train, Samples& validation) {
   }
 }
 
+// A checkpoint of `config` taken after 4 steps resumes with the same next 3 losses, bit
+// for bit, and is refused under `other` (another optimizer: another configuration).
+void CheckResumeUnder(const TrainingConfig& config, const TrainingConfig& other,
+                      const Samples& train, const Samples& validation) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "seqbench_optimizers_test.pt").string();
+  const auto losses = testing::StepAcrossResume(config, train, validation, path, 4, 7);
+  CHECK(losses.loaded_step == 4);
+  CHECK(losses.resumed == losses.straight);
+  Trainer other_trainer(other, train, validation);
+  CHECK_THROWS_WITH(other_trainer.Load(path), Catch::Contains("different training configuration"));
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 
 TEST_CASE("the dynamic codes: 256 sorted values, dense near zero", "[adamw8bit]") {
@@ -296,16 +310,8 @@ TEST_CASE("8-bit AdamW's state is a quarter of AdamW's, and checkpoints resume i
   INFO("8-bit / fp32 state: " << ratio);
   CHECK(ratio < 0.3);
 
-  // A resume continues with the same losses, bit for bit: the 8-bit state round-trips.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "seqbench_adamw8bit_test.pt").string();
-  const auto losses = testing::StepAcrossResume(eight_bit, train, validation, path, 4, 7);
-  CHECK(losses.loaded_step == 4);
-  CHECK(losses.resumed == losses.straight);
-  // A checkpoint of the other optimizer is another configuration.
-  Trainer fp32_resume(adamw, train, validation);
-  CHECK_THROWS_WITH(fp32_resume.Load(path), Catch::Contains("different training configuration"));
-  std::filesystem::remove(path);
+  // The 8-bit state round-trips.
+  CheckResumeUnder(eight_bit, adamw, train, validation);
 }
 
 TEST_CASE("offloaded AdamW takes torch's AdamW steps from its host copies", "[offload]") {
@@ -356,16 +362,8 @@ TEST_CASE("offloaded AdamW in the trainer: AdamW's losses, its bytes, and a resu
   const auto& optimizer = dynamic_cast<const OffloadedAdamW&>(offload_trainer.optimizer());
   CHECK(optimizer.HostBytes() == 16 * elements);
 
-  // A resume continues with the same losses, bit for bit: the moments round-trip and the
-  // master copies are taken from the loaded parameters.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "seqbench_offload_test.pt").string();
-  const auto losses = testing::StepAcrossResume(offload, train, validation, path, 4, 7);
-  CHECK(losses.loaded_step == 4);
-  CHECK(losses.resumed == losses.straight);
-  Trainer adamw_resume(adamw, train, validation);
-  CHECK_THROWS_WITH(adamw_resume.Load(path), Catch::Contains("different training configuration"));
-  std::filesystem::remove(path);
+  // The moments round-trip, and the master copies are taken from the loaded parameters.
+  CheckResumeUnder(offload, adamw, train, validation);
 
   TrainingConfig eight_bit = offload;
   eight_bit.optimizer = OptimizerKind::kAdamW8bit;

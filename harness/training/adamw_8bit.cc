@@ -26,10 +26,6 @@ torch::Tensor AsBlocks(const torch::Tensor& flat) {
   return padded.view({blocks, kQuantizationBlock});
 }
 
-std::string Key(size_t group, size_t index, const char* field) {
-  return "group." + std::to_string(group) + ".parameter." + std::to_string(index) + "." + field;
-}
-
 constexpr int64_t kCodeSize = 256;
 
 // The index of the code value nearest to x; the code is sorted. The same rule as the
@@ -201,13 +197,7 @@ AdamW8bit::AdamW8bit(std::vector<torch::optim::OptimizerParamGroup> groups,
       options_(options) {
   TORCH_CHECK(options_.min_8bit_elements >= 1 && options_.blocks_per_chunk >= 1,
               "AdamW8bit needs min_8bit_elements >= 1 and blocks_per_chunk >= 1");
-  states_.resize(param_groups_.size());
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& group_options =
-        static_cast<const torch::optim::AdamWOptions&>(param_groups_[g].options());
-    TORCH_CHECK(!group_options.amsgrad(), "AdamW8bit has no amsgrad");
-    states_[g].resize(param_groups_[g].params().size());
-  }
+  for (const size_t size : AdamWGroupSizes(param_groups_, "AdamW8bit")) states_.emplace_back(size);
 }
 
 AdamW8bit::ParameterState& AdamW8bit::StateOf(size_t group, size_t index,
@@ -309,17 +299,17 @@ void AdamW8bit::save(torch::serialize::OutputArchive& archive) const {
   for (size_t g = 0; g < states_.size(); ++g) {
     for (size_t i = 0; i < states_[g].size(); ++i) {
       const ParameterState& state = states_[g][i];
-      archive.write(Key(g, i, "step"), c10::IValue(state.step));
+      archive.write(StateKey(g, i, "step"), c10::IValue(state.step));
       if (state.step == 0) continue;
-      archive.write(Key(g, i, "quantized"), c10::IValue(state.quantized));
+      archive.write(StateKey(g, i, "quantized"), c10::IValue(state.quantized));
       if (state.quantized) {
-        archive.write(Key(g, i, "first.indices"), state.first.indices.cpu());
-        archive.write(Key(g, i, "first.absmax"), state.first.absmax.cpu());
-        archive.write(Key(g, i, "second.indices"), state.second.indices.cpu());
-        archive.write(Key(g, i, "second.absmax"), state.second.absmax.cpu());
+        archive.write(StateKey(g, i, "first.indices"), state.first.indices.cpu());
+        archive.write(StateKey(g, i, "first.absmax"), state.first.absmax.cpu());
+        archive.write(StateKey(g, i, "second.indices"), state.second.indices.cpu());
+        archive.write(StateKey(g, i, "second.absmax"), state.second.absmax.cpu());
       } else {
-        archive.write(Key(g, i, "first"), state.first_fp32.cpu());
-        archive.write(Key(g, i, "second"), state.second_fp32.cpu());
+        archive.write(StateKey(g, i, "first"), state.first_fp32.cpu());
+        archive.write(StateKey(g, i, "second"), state.second_fp32.cpu());
       }
     }
   }
@@ -332,38 +322,34 @@ void AdamW8bit::load(torch::serialize::InputArchive& archive) {
               "the optimizer state is not 8-bit AdamW's");
   const auto read_tensor = [&](const std::string& key, const torch::Tensor& parameter,
                                torch::ScalarType dtype, int64_t numel) {
-    torch::Tensor stored;
-    archive.read(key, stored);
-    TORCH_CHECK(stored.scalar_type() == dtype && stored.numel() == numel, key, ": ", stored.numel(),
-                " elements of ", stored.scalar_type(), ", expected ", numel, " of ", dtype);
-    return stored.to(parameter.device());
+    return ReadStateTensor(archive, key, dtype, numel).to(parameter.device());
   };
   for (size_t g = 0; g < states_.size(); ++g) {
     for (size_t i = 0; i < states_[g].size(); ++i) {
       const torch::Tensor& parameter = param_groups_[g].params()[i];
       ParameterState& state = states_[g][i];
       state = ParameterState{};
-      archive.read(Key(g, i, "step"), value);
+      archive.read(StateKey(g, i, "step"), value);
       const int64_t step = value.toInt();
       if (step == 0) continue;
       EnsureCodesOn(parameter.device());
       state.quantized = Quantizes(parameter);
-      archive.read(Key(g, i, "quantized"), value);
-      TORCH_CHECK(value.toBool() == state.quantized, Key(g, i, "quantized"),
+      archive.read(StateKey(g, i, "quantized"), value);
+      TORCH_CHECK(value.toBool() == state.quantized, StateKey(g, i, "quantized"),
                   " differs from this optimizer's choice for ", parameter.numel(), " elements");
       const int64_t n = parameter.numel();
       if (state.quantized) {
         state.first = {
-            read_tensor(Key(g, i, "first.indices"), parameter, torch::kUInt8, n),
-            read_tensor(Key(g, i, "first.absmax"), parameter, torch::kFloat32, BlockCount(n))};
-        state.second = {
-            read_tensor(Key(g, i, "second.indices"), parameter, torch::kUInt8, n),
-            read_tensor(Key(g, i, "second.absmax"), parameter, torch::kFloat32, BlockCount(n))};
+            read_tensor(StateKey(g, i, "first.indices"), parameter, torch::kUInt8, n),
+            read_tensor(StateKey(g, i, "first.absmax"), parameter, torch::kFloat32, BlockCount(n))};
+        state.second = {read_tensor(StateKey(g, i, "second.indices"), parameter, torch::kUInt8, n),
+                        read_tensor(StateKey(g, i, "second.absmax"), parameter, torch::kFloat32,
+                                    BlockCount(n))};
       } else {
         state.first_fp32 =
-            read_tensor(Key(g, i, "first"), parameter, torch::kFloat32, n).view_as(parameter);
+            read_tensor(StateKey(g, i, "first"), parameter, torch::kFloat32, n).view_as(parameter);
         state.second_fp32 =
-            read_tensor(Key(g, i, "second"), parameter, torch::kFloat32, n).view_as(parameter);
+            read_tensor(StateKey(g, i, "second"), parameter, torch::kFloat32, n).view_as(parameter);
       }
       state.step = step;
     }

@@ -1,9 +1,10 @@
-// One element of torch::optim::AdamW's update, for the optimizers that run it in their own
-// C++ loops over float32 arrays (8-bit AdamW's pass per block, offloaded AdamW's host
-// update) instead of ATen's tensor operations. The formulas and their order are AdamW's:
-// decoupled weight decay, both bias corrections, eps added after the square root. ATen's
-// vectorised kernels may fuse multiply-adds where this loop does not, so the two agree to
-// rounding, not to the bit.
+// What our two forms of AdamW (8-bit AdamW, offloaded AdamW) share: one element of
+// torch::optim::AdamW's update, for the C++ loops over float32 arrays that they run
+// instead of ATen's tensor operations (8-bit AdamW's pass per block, offloaded AdamW's
+// host update), their parameter groups' check, and their checkpoints' keys. The formulas and their
+// order are AdamW's: decoupled weight decay, both bias corrections, eps added after the square
+// root. ATen's vectorised kernels may fuse multiply-adds where this loop does not, so the two agree
+// to rounding, not to the bit.
 //
 // Thread-safety: pure functions of their arguments.
 #pragma once
@@ -12,6 +13,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace seqbench::training {
 
@@ -46,6 +49,38 @@ inline float AdamWElementUpdate(float parameter, float grad, float& first, float
   second = second * u.beta2 + u.one_minus_beta2 * grad * grad;
   const float denominator = std::sqrt(second) / u.sqrt_bias_correction2 + u.eps;
   return parameter * u.decay + u.negative_step_size * (first / denominator);
+}
+
+// The parameter count of each group, once every group is checked to carry
+// torch::optim::AdamWOptions without amsgrad, which neither form implements. Throws
+// c10::Error naming `optimizer`.
+inline std::vector<size_t> AdamWGroupSizes(
+    const std::vector<torch::optim::OptimizerParamGroup>& groups, const char* optimizer) {
+  std::vector<size_t> sizes;
+  for (const auto& group : groups) {
+    const auto* options = dynamic_cast<const torch::optim::AdamWOptions*>(&group.options());
+    TORCH_CHECK(options != nullptr, optimizer, " takes AdamWOptions");
+    TORCH_CHECK(!options->amsgrad(), optimizer, " has no amsgrad");
+    sizes.push_back(group.params().size());
+  }
+  return sizes;
+}
+
+// The checkpoint key of a parameter's state field: "group.G.parameter.I.FIELD".
+inline std::string StateKey(size_t group, size_t index, const char* field) {
+  return "group." + std::to_string(group) + ".parameter." + std::to_string(index) + "." + field;
+}
+
+// The tensor a checkpoint holds under `key`, on the CPU. Throws c10::Error unless it has
+// `numel` elements of `dtype`.
+inline torch::Tensor ReadStateTensor(torch::serialize::InputArchive& archive,
+                                     const std::string& key, torch::ScalarType dtype,
+                                     int64_t numel) {
+  torch::Tensor stored;
+  archive.read(key, stored);
+  TORCH_CHECK(stored.scalar_type() == dtype && stored.numel() == numel, key, ": ", stored.numel(),
+              " elements of ", stored.scalar_type(), ", expected ", numel, " of ", dtype);
+  return stored;
 }
 
 }  // namespace seqbench::training

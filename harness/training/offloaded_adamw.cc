@@ -17,10 +17,6 @@ namespace {
 
 constexpr char kFormat[] = "seqbench-offloaded-adamw-1";
 
-std::string Key(size_t group, size_t index, const char* field) {
-  return "group." + std::to_string(group) + ".parameter." + std::to_string(index) + "." + field;
-}
-
 // The host's update of one parameter: master, first and second in place, from gradient.
 // One pass over the four arrays, in parallel chunks on LibTorch's intra-op threads, as
 // DeepSpeed's CPU Adam fuses it (the tensor operations would make 7 passes).
@@ -44,13 +40,8 @@ OffloadedAdamW::OffloadedAdamW(std::vector<torch::optim::OptimizerParamGroup> gr
                                torch::optim::AdamWOptions defaults)
     : torch::optim::Optimizer(std::move(groups),
                               std::make_unique<torch::optim::AdamWOptions>(defaults)) {
-  states_.resize(param_groups_.size());
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& group_options =
-        static_cast<const torch::optim::AdamWOptions&>(param_groups_[g].options());
-    TORCH_CHECK(!group_options.amsgrad(), "OffloadedAdamW has no amsgrad");
-    states_[g].resize(param_groups_[g].params().size());
-  }
+  for (const size_t size : AdamWGroupSizes(param_groups_, "OffloadedAdamW"))
+    states_.emplace_back(size);
 }
 
 OffloadedAdamW::ParameterState& OffloadedAdamW::StateOf(size_t group, size_t index,
@@ -171,10 +162,10 @@ void OffloadedAdamW::save(torch::serialize::OutputArchive& archive) const {
   for (size_t g = 0; g < states_.size(); ++g) {
     for (size_t i = 0; i < states_[g].size(); ++i) {
       const ParameterState& state = states_[g][i];
-      archive.write(Key(g, i, "step"), c10::IValue(state.step));
+      archive.write(StateKey(g, i, "step"), c10::IValue(state.step));
       if (state.step == 0) continue;
-      archive.write(Key(g, i, "first"), state.first);
-      archive.write(Key(g, i, "second"), state.second);
+      archive.write(StateKey(g, i, "first"), state.first);
+      archive.write(StateKey(g, i, "second"), state.second);
     }
   }
 }
@@ -189,16 +180,13 @@ void OffloadedAdamW::load(torch::serialize::InputArchive& archive) {
       const torch::Tensor& parameter = param_groups_[g].params()[i];
       ParameterState& state = states_[g][i];
       state = ParameterState{};
-      archive.read(Key(g, i, "step"), value);
+      archive.read(StateKey(g, i, "step"), value);
       const int64_t step = value.toInt();
       if (step == 0) continue;
       const auto read_moment = [&](const char* field) {
-        torch::Tensor stored;
-        archive.read(Key(g, i, field), stored);
-        TORCH_CHECK(stored.scalar_type() == torch::kFloat32 && stored.numel() == parameter.numel(),
-                    Key(g, i, field), ": ", stored.numel(), " elements of ", stored.scalar_type(),
-                    ", expected ", parameter.numel(), " of float32");
-        return stored.cpu().contiguous().view(-1);
+        return ReadStateTensor(archive, StateKey(g, i, field), torch::kFloat32, parameter.numel())
+            .contiguous()
+            .view(-1);
       };
       state.first = read_moment("first");
       state.second = read_moment("second");
