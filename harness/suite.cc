@@ -453,7 +453,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   }
 
   suite.expectations = ReadExpectations(
-      reader, root, {"speedup", "memory_ratio", "recompute_ratio", "all_correct"}, names,
+      reader, root, {"speedup", "memory_ratio", "recompute_ratio", "time_per_doubling", "all_correct"}, names,
       "one of the suite's [[variants]]", {"where"},
       [&](const toml::table& table, Expectation& expectation) {
         const toml::node* where = table.get("where");

@@ -1,6 +1,35 @@
 #include "harness/toml_reader.h"
 
 namespace seqbench {
+namespace {
+
+// time_per_doubling: `over` names the workload field that doubles, and `variant` is
+// optional (every variant of the run when left out).
+void ReadDoublingExpectation(const TomlReader& reader, const toml::table& table,
+                             const std::set<std::string>& names, const std::string& names_are,
+                             Expectation& e) {
+  const std::string context = "[[expect]] of what = \"time_per_doubling\"";
+  const toml::node& over = reader.Required(table, "over", context);
+  e.over = reader.String(over, "over");
+  const WorkloadField* field = FindWorkloadField(e.over);
+  if (field == nullptr || field->integer == nullptr) {
+    reader.Fail(over.source(), context + ": over '" + e.over +
+                                   "' is not an integer workload field; it names the field "
+                                   "that doubles, e.g. over = \"seq_len\"");
+  }
+  if (const toml::node* variant = table.get("variant")) {
+    e.variant = reader.String(*variant, "variant");
+    if (names.count(e.variant) == 0) {
+      reader.Fail(variant->source(), "[[expect]] variant '" + e.variant + "' is not " + names_are +
+                                         ": " + Joined({names.begin(), names.end()}));
+    }
+  }
+  if (!e.at_least && !e.at_most) {
+    reader.Fail(table.source(), context + " needs 'at_least' or 'at_most'");
+  }
+}
+
+}  // namespace
 
 std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,
                                           const std::vector<std::string>& kinds,
@@ -24,7 +53,9 @@ std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::
     e.what = reader.Choice(reader.Required(table, "what", "[[expect]]"), "what", kinds);
     if (auto* n = table.get("at_least")) e.at_least = reader.Number(*n, "at_least", 0);
     if (auto* n = table.get("at_most")) e.at_most = reader.Number(*n, "at_most", 0);
-    if (e.what != "all_correct") {
+    if (e.what == "time_per_doubling") {
+      ReadDoublingExpectation(reader, table, names, names_are, e);
+    } else if (e.what != "all_correct") {
       for (const char* role : {"variant", "over"}) {
         const toml::node& n =
             reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");

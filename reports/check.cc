@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "harness/statistics.h"
+#include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/report.h"
 
@@ -31,6 +33,61 @@ std::optional<stats::Interval> SpeedupInterval(const CaseRecord& candidate,
   interval.low *= tokens;
   interval.high *= tokens;
   return interval;
+}
+
+bool WithinBounds(const Expectation& e, double reach_down, double reach_up) {
+  return (!e.at_least || reach_up >= *e.at_least) && (!e.at_most || reach_down <= *e.at_most);
+}
+
+std::string IntervalText(const stats::Interval& interval) {
+  return FormatSignificant(kCheckConfidence * 100) + "% interval " +
+         FormatSignificant(interval.low) + "–" + FormatSignificant(interval.high);
+}
+
+// time_per_doubling: every doubling of e.over among the matching cases, each judged like a
+// speedup on its bootstrap interval. A matching case that did not end ok leaves a length
+// unmeasured, and so falls short.
+ExpectationOutcome EvaluateDoublings(const Expectation& e, const std::vector<CaseRecord>& cases,
+                                     const std::string& where) {
+  ExpectationOutcome outcome;
+  outcome.expectation = "time per doubling of " + e.over + " of " +
+                        (e.variant.empty() ? "every variant" : e.variant) + " " + DescribeBound(e) +
+                        where;
+  std::vector<CaseRecord> matching;
+  std::vector<std::string> unmeasured;
+  for (const CaseRecord& c : cases) {
+    if ((!e.variant.empty() && c.name() != e.variant) || !Matches(c, e.where)) continue;
+    if (c.status == kStatusSkipped) continue;
+    if (c.status != kStatusOk) unmeasured.push_back(c.name() + " " + c.workload().Label());
+    matching.push_back(c);
+  }
+  const auto describe = [&](const Doubling& d) {
+    return FormatSignificant(d.ratio.estimate) + "×" +
+           (d.has_interval ? " (" + IntervalText(d.ratio) + ")" : "") + " for " + d.longer->name() +
+           " " + e.over + " " + std::to_string(d.from) + "→" + std::to_string(2 * d.from) + " at " +
+           d.longer->workload().Label(e.over);
+  };
+  int64_t total = 0;
+  std::vector<std::string> short_of_bound;
+  std::optional<Doubling> extreme;  // the one nearest to falling short
+  for (const Series& series : SeriesAlong(matching, e.over)) {
+    for (const Doubling& d : Doublings(series, e.over, kCheckConfidence)) {
+      ++total;
+      if (!WithinBounds(e, d.ratio.low, d.ratio.high)) short_of_bound.push_back(describe(d));
+      const bool further = !extreme || (e.at_most ? d.ratio.estimate > extreme->ratio.estimate
+                                                  : d.ratio.estimate < extreme->ratio.estimate);
+      if (further) extreme = d;
+    }
+  }
+  outcome.measured = total == 0
+                         ? "no two cases of one variant and workload whose " + e.over + " doubles"
+                         : std::to_string(total) + " doubling(s); " +
+                               (e.at_most ? "largest " : "smallest ") + describe(*extreme);
+  for (const std::string& miss : short_of_bound)
+    outcome.measured += "; short of the bound: " + miss;
+  for (const std::string& name : unmeasured) outcome.measured += "; not measured: " + name;
+  outcome.held = total > 0 && short_of_bound.empty() && unmeasured.empty();
+  return outcome;
 }
 
 }  // namespace
@@ -75,6 +132,10 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       outcomes.push_back(outcome);
       continue;
     }
+    if (e.what == "time_per_doubling") {
+      outcomes.push_back(EvaluateDoublings(e, cases, where));
+      continue;
+    }
     const bool speedup = e.what == "speedup";
     // The other kinds are one metric of `variant` over the same metric of `over`.
     const std::string metric =
@@ -109,15 +170,13 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       // just past the bound, within the noise, is not a failure (nor proof of success).
       const double reach_up = interval ? interval->high : ratio.value_or(0);
       const double reach_down = interval ? interval->low : ratio.value_or(0);
-      const bool holds = usable && (!e.at_least || reach_up >= *e.at_least) &&
-                         (!e.at_most || reach_down <= *e.at_most);
+      const bool holds = usable && WithinBounds(e, reach_down, reach_up);
       const bool point_holds =
           usable && (!e.at_least || *ratio >= *e.at_least) && (!e.at_most || *ratio <= *e.at_most);
       all_hold = all_hold && holds;
       std::string spread;
       if (interval) {
-        spread = " (" + FormatSignificant(kCheckConfidence * 100) + "% interval " +
-                 FormatSignificant(interval->low) + "–" + FormatSignificant(interval->high) +
+        spread = " (" + IntervalText(*interval) +
                  (holds && !point_holds ? ", within noise of the bound" : "") + ")";
       }
       outcome.measured +=

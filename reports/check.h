@@ -33,6 +33,10 @@ inline constexpr double kCheckConfidence = 0.95;
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
 // recompute_ratio: recompute_factor of `variant` / that of `over` (1 when both are 0), the
 // machine-independent price of two checkpointing schedules;
+// time_per_doubling: for every variant (or `variant`) and workload, the median step time
+// at 2x over that at x for each doubling of the workload field `over` (reports/fit.h
+// Doublings()), judged on its bootstrap interval like a speedup; a matching case that did
+// not end ok (skipped aside) falls short, as an unmeasured length;
 // all_correct: every case ok (skipped cases count as not run, not as failures).
 // Each matching pair must hold; no matching pair is a failure.
 std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,

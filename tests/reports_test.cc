@@ -1325,6 +1325,102 @@ TEST_CASE("report fit: exponents per variant and workload, x left out of the ser
   CHECK(count == 2 + rows.size());
   CHECK_THROWS_AS(FitComplexity(cases, "mode"), std::invalid_argument);
   CHECK_THROWS_AS(FitComplexity(cases, "nonsense"), std::invalid_argument);
+  // One sample a case: each doubling's ratio of medians, without an interval.
+  REQUIRE(rows[0].doublings.size() == 3);
+  for (const Doubling& d : rows[0].doublings) {
+    CHECK_FALSE(d.has_interval);
+    CHECK(d.ratio.estimate == Approx(4.0).epsilon(0.03));  // T^2, give or take the wobble
+    CHECK(d.longer->identity.workload.seq_len == 2 * d.from);
+  }
+  CHECK(rows[2].doublings.at(1).ratio.estimate == Approx(2.0).epsilon(0.03));
+}
+
+// The middle sample of an odd count, by hand: the reference the doubling ratios are held to.
+double MiddleOf(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+TEST_CASE("check: time per doubling judges every doubling on its interval, gaps fail",
+          "[reports][check][fit]") {
+  // Skewed samples (mean above median), scaled by the step time at each length.
+  const std::vector<double> shape = {1.0, 1.02, 0.97, 1.6, 1.01, 0.99, 1.3};
+  // A noisy machine: the same median, ±40% around it.
+  const std::vector<double> wide = {0.6, 1.0, 1.4, 0.8, 1.2, 0.7, 1.3};
+  const auto at = [&](const std::string& variant, int64_t steps, double seconds,
+                      const std::string& status = "ok") {
+    std::vector<double> samples;
+    for (const double s : variant == "noisy" ? wide : shape) samples.push_back(s * seconds);
+    CaseRecord c = Case(variant, "train", 4, samples, status);
+    c.identity.workload.seq_len = steps;
+    return c;
+  };
+  std::vector<CaseRecord> cases;
+  for (const int64_t t : {128, 256, 512, 1024}) {
+    const double x = double(t) / 128;
+    cases.push_back(at("linear", t, 0.01 * x));
+    cases.push_back(at("quadratic", t, 0.01 * x * x));
+  }
+  cases.push_back(at("linear", 384, 0.1));  // 256 -> 384 and 384 -> 512 are not doublings
+  cases.push_back(at("gappy", 128, 0.01));
+  cases.push_back(at("gappy", 256, 0.02, "error"));
+  cases.push_back(at("gappy", 512, 0.04));
+  cases.push_back(at("gappy", 1024, 0.08));  // one doubling left, and it holds
+  cases.push_back(at("skipping", 128, 0.01));
+  cases.push_back(at("skipping", 256, 0.02));
+  cases.push_back(at("skipping", 512, 0.04, "skipped"));
+  cases.push_back(at("noisy", 128, 0.01));
+  cases.push_back(at("noisy", 256, 0.024));  // 2.4x, within the noise of 2.3
+
+  // The series' ratios equal medians taken by hand; 128 -> 256 -> 512 -> 1024 for linear,
+  // 384 in between breaks two of them.
+  const std::vector<Series> series = SeriesAlong(cases, "seq_len");
+  const auto linear = std::find_if(series.begin(), series.end(),
+                                   [](const Series& s) { return s.variant == "linear"; });
+  REQUIRE(linear != series.end());
+  const std::vector<Doubling> doublings = Doublings(*linear, "seq_len");
+  REQUIRE(doublings.size() == 2);
+  CHECK(doublings[0].from == 128);
+  CHECK(doublings[1].from == 512);
+  const auto median = [&](const std::string& variant, int64_t steps) {
+    for (const CaseRecord& c : cases)
+      if (c.name() == variant && c.identity.workload.seq_len == steps) return MiddleOf(c.samples_s);
+    return 0.0;
+  };
+  CHECK(doublings[1].ratio.estimate == Approx(median("linear", 1024) / median("linear", 512)));
+  CHECK(doublings[1].has_interval);
+  CHECK(doublings[1].ratio.low <= doublings[1].ratio.estimate);
+  CHECK(doublings[1].ratio.high >= doublings[1].ratio.estimate);
+  CHECK(doublings[1].ratio.high > doublings[1].ratio.low);
+
+  const auto judge = [&](const std::string& variant, double at_most) {
+    return EvaluateExpectations(
+               {{"time_per_doubling", variant, "seq_len", std::nullopt, at_most, {}, 1}}, cases)
+        .at(0);
+  };
+  CHECK(judge("linear", 2.3).held);
+  const ExpectationOutcome quadratic = judge("quadratic", 2.3);
+  CHECK_FALSE(quadratic.held);
+  CHECK_THAT(quadratic.measured, Catch::Contains("3 doubling(s); largest 4×"));
+  CHECK_THAT(quadratic.measured, Catch::Contains("short of the bound: 4×"));
+  CHECK(judge("quadratic", 4.5).held);
+  // Past the bound by its point estimate but not by its interval: within the noise.
+  const ExpectationOutcome noisy = judge("noisy", 2.3);
+  CHECK(noisy.held);
+  CHECK_THAT(noisy.measured, Catch::Contains("largest 2.4×"));
+  CHECK_FALSE(judge("noisy", 1.2).held);  // the whole interval above 1.2
+  // A length that errored leaves its neighbours unjudged: not a pass.
+  const ExpectationOutcome gappy = judge("gappy", 2.3);
+  CHECK_FALSE(gappy.held);
+  CHECK_THAT(gappy.measured, Catch::Contains("1 doubling(s)"));
+  CHECK_THAT(gappy.measured, Catch::Contains("not measured: gappy"));
+  // A skipped length is not run here, like a skipped case elsewhere.
+  CHECK(judge("skipping", 2.3).held);
+  // Every variant: quadratic and gappy fall short; from 1 doubling at least.
+  CHECK_FALSE(judge("", 2.3).held);
+  CHECK_THAT(judge("", 2.3).expectation, Catch::Contains("of every variant"));
+  CHECK_FALSE(judge("absent", 2.3).held);
+  CHECK_THAT(judge("absent", 2.3).measured, Catch::Contains("no two cases"));
 }
 
 // A training pipeline as the data-parallel pipeline stores it.

@@ -59,6 +59,21 @@ at_least = 1.1
 where = { batch = 1, mode = "train" }
 )toml";
 
+// `base` (the good suite) with one line replaced (1-based) by `replacement`.
+std::string WithLine(int line, const std::string& replacement,
+                     const std::string& base = kGoodSuite) {
+  std::istringstream in(base);
+  std::string result, current;
+  for (int n = 1; std::getline(in, current); ++n)
+    result += (n == line ? replacement : current) + "\n";
+  return result;
+}
+
+// The good suite with its [[expect]] (lines 37-42) a time_per_doubling over seq_len.
+std::string DoublingSuite() {
+  return WithLine(40, "over = \"seq_len\"", WithLine(38, "what = \"time_per_doubling\""));
+}
+
 TEST_CASE("a good suite parses with every field", "[suite]") {
   const Suite suite = ParseSuite(kGoodSuite, "good.toml");
   CHECK(suite.name == "tiny");
@@ -84,6 +99,14 @@ TEST_CASE("a good suite parses with every field", "[suite]") {
   CHECK(suite.expectations[0].at_least == 1.1);
   CHECK(suite.expectations[0].where.at("mode") == "train");
   CHECK(suite.expectations[0].line == 37);
+  // time_per_doubling: `over` is the field that doubles, `variant` optional (every variant).
+  const std::string every_variant =
+      std::regex_replace(DoublingSuite(), std::regex("variant = \"checkpointed_k4\"\n"), "");
+  const Suite doubling = ParseSuite(every_variant, "doubling.toml");
+  REQUIRE(doubling.expectations.size() == 1);
+  CHECK(doubling.expectations[0].what == "time_per_doubling");
+  CHECK(doubling.expectations[0].over == "seq_len");
+  CHECK(doubling.expectations[0].variant.empty());
   // 2 modes x 2 batches x 2 min_len = 8 grid points, x 2 variants, + 1 extra case.
   CHECK(suite.grid.size() == 8);
   const auto cases = suite.Expand();
@@ -102,15 +125,6 @@ struct Malformed {
   int64_t line;
   const char* message;
 };
-
-// The good suite with one line replaced (1-based) by `replacement`.
-std::string WithLine(int line, const std::string& replacement) {
-  std::istringstream in(kGoodSuite);
-  std::string result, current;
-  for (int n = 1; std::getline(in, current); ++n)
-    result += (n == line ? replacement : current) + "\n";
-  return result;
-}
 
 // "batch = [1, 2, ..., count]": a short line whose product with the grid's other lists
 // used to expand, and deduplicate pairwise, for minutes.
@@ -154,7 +168,18 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'generate_tokens' must be between 1 and"},
       {"expect without bound", WithLine(41, ""), 37, "needs 'at_least' or 'at_most'"},
       {"expect with unknown what", WithLine(38, "what = \"faster\""), 38,
-       "'what' must be one of speedup, memory_ratio, recompute_ratio, all_correct"},
+       "'what' must be one of speedup, memory_ratio, recompute_ratio, time_per_doubling, "
+       "all_correct"},
+      {"doubling over a variant", WithLine(38, "what = \"time_per_doubling\""), 40,
+       "over 'baseline' is not an integer workload field; it names the field that doubles"},
+      {"doubling over a field that is not an integer",
+       WithLine(40, "over = \"mode\"", DoublingSuite()), 40,
+       "over 'mode' is not an integer workload field"},
+      {"doubling along no field", WithLine(40, "", DoublingSuite()), 37,
+       "missing required key 'over' in [[expect]] of what = \"time_per_doubling\""},
+      {"doubling of an unknown variant", WithLine(39, "variant = \"nosuch\"", DoublingSuite()), 39,
+       "[[expect]] variant 'nosuch' is not one of the suite's [[variants]]"},
+
       {"duplicate variant name", WithLine(22, "name = \"baseline\""), 20,
        "duplicate variant name 'baseline'"},
       {"newline in the suite name", WithLine(1, "name = \"a\\nsystem 'id'\""), 1,
