@@ -63,7 +63,8 @@ int RunReport(const std::vector<std::string>& args) {
       "ratio of median throughputs (tokens per step / median seconds per step), the one\n"
       "definition every seqbench command uses. --fit seq_len fits, per variant and\n"
       "workload, time ∝ T^k and activation memory ∝ T^k over the run's lengths and prints k\n"
-      "with its 95% interval (least squares on logs, Student's t).\n\nOptions");
+      "with its 95% interval (least squares on logs, Student's t), and the time ratio of\n"
+      "every doubling of T with its 95% bootstrap interval.\n\nOptions");
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
@@ -71,7 +72,8 @@ int RunReport(const std::vector<std::string>& args) {
   options.add_options()("format", po::value(&format)->default_value("md"),
                         "md, csv, json or gbench-json")("out", po::value(&out),
                                                         "write here instead of standard output")(
-      "fit", po::value(&fit_field), "fit exponents against this workload field (md only)");
+      "fit", po::value(&fit_field), "fit exponents, and list each doubling's time ratio, against this "
+      "workload field (md only)");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
