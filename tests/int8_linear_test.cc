@@ -6,7 +6,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "harness/equivalence.h"
 #include "tests/test_support.h"
+#include "variants/lstm/model.h"
 
 namespace seqbench {
 namespace {
@@ -98,6 +100,38 @@ TEST_CASE("int8_dynamic: its incremental decoder computes its forward's logits",
   INFO("int8 logits max_abs " << difference.max_abs);
   CHECK(difference.within);
   CHECK(difference.max_abs > 1e-4);
+}
+
+TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of float32's",
+          "[int8][lstm]") {
+  const Capabilities& caps = GlobalVariants().Get("lstm_int8_dynamic").capabilities;
+  if (!caps.unavailable.empty()) {
+    WARN("skipped: " << caps.unavailable);
+    return;
+  }
+  CHECK_FALSE(caps.Supports(Mode::kTrain));
+  ModelConfig config;
+  config.family = lstm::kFamily;
+  config.vocab_size = 37;
+  config.width = 48;
+  config.num_layers = 3;
+  const ParameterSet weights = lstm::InitWeights(config, 11);
+  auto variant = testing::MakeVariant("lstm_int8_dynamic", config, weights, torch::kFloat32);
+  auto reference = testing::MakeVariant("lstm_torch", config, weights, torch::kFloat32);
+  // Ragged: padding keeps the state, in int8 as in float32.
+  const Batch batch = MakeBatch({4, 29, 6}, config.vocab_size, 19);
+  const EquivalenceResult result =
+      CheckEquivalence(*variant, *reference, Mode::kForward, batch, caps.float32);
+  INFO("int8 logits max_abs " << result.logits.max_abs << ", loss " << result.loss.max_abs);
+  CHECK(result.passed());
+  CHECK(result.logits.max_abs > 1e-4);  // int8's logits, not float32's
+  // What it holds: the matrices in int8, their float32 copies freed.
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    CHECK(variant->parameters()[layer + "weight_ih"].numel() == 0);
+    CHECK(variant->parameters()[layer + "weight_hh"].numel() == 0);
+    CHECK(variant->parameters()[layer + "bias_ih"].numel() == 4 * config.width);
+  }
 }
 
 }  // namespace

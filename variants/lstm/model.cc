@@ -84,7 +84,15 @@ LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
   const auto projected =
       torch::matmul(x, layer.weight_ih.t()) + (layer.bias_ih + layer.bias_hh);  // [B,T,4H]
   const auto recurrent = layer.weight_hh.t();
-  torch::Tensor h = torch::zeros({x.size(0), x.size(2)}, x.options());
+  return RunSteps(projected, mask, [&](const torch::Tensor& projected_t, const torch::Tensor& h) {
+    return torch::addmm(projected_t, h, recurrent);
+  });
+}
+
+LayerOutputs RunSteps(const torch::Tensor& projected, const torch::Tensor& mask,
+                      const GatesOfStep& gates_of_step) {
+  const int64_t hidden = projected.size(2) / 4;
+  torch::Tensor h = torch::zeros({projected.size(0), hidden}, projected.options());
   torch::Tensor c = h;
   // Unbound once: a per-step select's backward would scatter into a [B,T,4H] zero buffer at
   // every step (O(T^2)); unbind's is one stack.
@@ -92,9 +100,8 @@ LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
   const std::vector<torch::Tensor> mask_steps =
       mask.defined() ? mask.unbind(1) : std::vector<torch::Tensor>();
   std::vector<torch::Tensor> outputs;
-  for (int64_t t = 0; t < x.size(1); ++t) {
-    const auto gates = torch::addmm(projected_steps[t], h, recurrent);
-    auto [h_next, c_next] = FusedCellUpdate(gates, c);
+  for (size_t t = 0; t < projected_steps.size(); ++t) {
+    auto [h_next, c_next] = FusedCellUpdate(gates_of_step(projected_steps[t], h), c);
     const auto keep = mask.defined() ? mask_steps[t].unsqueeze(1) : torch::Tensor();
     c = KeepWhere(keep, c_next, c);
     h = KeepWhere(keep, h_next, h);

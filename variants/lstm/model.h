@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,17 @@ struct LayerOutputs {
 };
 LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
                         const torch::Tensor& mask);
+
+// A step's pre-activation gates from its share of the input projection, projected_t: [B,4H]
+// (biases included), and the previous h: [B,H] -> [B,4H]. Neither is written.
+using GatesOfStep =
+    std::function<torch::Tensor(const torch::Tensor& projected_t, const torch::Tensor& h)>;
+
+// FusedLayer's time loop, for any recurrent product (lstm_int8_dynamic's is in int8):
+// projected: [B,T,4H], the input projection of every step with both biases; mask: [B,T]
+// bool or undefined. The state starts at zero, and padding keeps it.
+LayerOutputs RunSteps(const torch::Tensor& projected, const torch::Tensor& mask,
+                      const GatesOfStep& gates_of_step);
 
 // Base of every lstm variant: Forward() is the shared embedding, Run() and the head.
 // The family's step cost (FamilyEntry::step_cost): LanguageModelCost() with 16·D² FLOPs
