@@ -171,8 +171,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       const double reach_up = interval ? interval->high : ratio.value_or(0);
       const double reach_down = interval ? interval->low : ratio.value_or(0);
       const bool holds = usable && WithinBounds(e, reach_down, reach_up);
-      const bool point_holds =
-          usable && (!e.at_least || *ratio >= *e.at_least) && (!e.at_most || *ratio <= *e.at_most);
+      const bool point_holds = usable && WithinBounds(e, *ratio, *ratio);
       all_hold = all_hold && holds;
       std::string spread;
       if (interval) {

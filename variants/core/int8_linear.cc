@@ -36,6 +36,14 @@ std::string Int8UnavailableReason() {
              : "";
 }
 
+Capabilities Int8InferenceCapabilities(Capabilities base) {
+  base.modes = {Mode::kForward};
+  base.devices = {c10::DeviceType::CPU};
+  base.dtypes = {torch::kFloat32};
+  base.unavailable = Int8UnavailableReason();
+  return base;
+}
+
 void SelectInt8Engine() {
   const std::string engine = PreferredInt8Engine();
   TORCH_CHECK(!engine.empty(), Int8UnavailableReason());

@@ -18,19 +18,12 @@ namespace {
 class LstmInt8Dynamic final : public LstmVariant {
  public:
   Capabilities capabilities() const override {
-    Capabilities caps = LstmCapabilities("quantization");
-    // Forward only, as simple_rnn's int8_dynamic: the generate check wants float32's tokens
-    // exactly, which a lossy model decoding greedily from near-flat logits loses at its
-    // first near-tie.
-    caps.modes = {Mode::kForward};
-    caps.devices = {c10::DeviceType::CPU};
-    caps.dtypes = {torch::kFloat32};
+    Capabilities caps = Int8InferenceCapabilities(LstmCapabilities("quantization"));
     // The int8 error on random weights, measured by suites/int8_lstm.toml against
     // lstm_fused's float64 reference (B=8, T=256, L=2): the largest logit error 0.089 at
     // H=256, 0.10 at 512, 0.098 at 1024, a quarter to a third of the SimpleRNN's int8_dynamic at
     // the same sizes. The bound is twice that: for gross errors, not for rounding.
     caps.float32 = {/*rtol=*/0.05, /*atol=*/0.2};
-    caps.unavailable = Int8UnavailableReason();
     return caps;
   }
 

@@ -18,19 +18,13 @@ namespace {
 class Int8Dynamic final : public Variant, public IncrementalDecoder {
  public:
   Capabilities capabilities() const override {
-    Capabilities caps = BaseCapabilities("quantization");
-    // Forward only in the harness: its generate check wants the float32 model's tokens
-    // exactly, which a lossy model decoding greedily from near-flat logits (the suites'
-    // random weights) loses at its first near-tie (measured: 371 of 512 tokens differ at
-    // D = 256). The incremental decoder is tested against Forward() instead.
-    caps.modes = {Mode::kForward};
-    caps.devices = {c10::DeviceType::CPU};
-    caps.dtypes = {torch::kFloat32};
+    // Forward only in the harness (why: Int8InferenceCapabilities); the incremental
+    // decoder is tested against Forward() instead.
+    Capabilities caps = Int8InferenceCapabilities(BaseCapabilities("quantization"));
     // The int8 error on random weights, measured with seqbench verify (B=8, T=256, H=8):
     // the largest logit error 0.67 at D=64, 0.39 at 256, 0.28 at 512, 0.33 at 1024 (the
     // loss moved by 0.0015 nats or less). A bound for gross errors, not for rounding.
     caps.float32 = {/*rtol=*/0.25, /*atol=*/0.5};
-    caps.unavailable = Int8UnavailableReason();
     return caps;
   }
 
