@@ -230,7 +230,7 @@ std::string RenderInferenceTable(const std::vector<CaseRecord>& cases) {
          "share of positions whose most likely next token is the same, and the logits' root "
          "mean square difference. Greedy continuations: the same prompts (held-out samples' "
          "first tokens" +
-         (prompts_tokens ? ", " + FormatExactCount(*prompts_tokens) + " generated tokens each"
+         (prompts_tokens ? ", " + FormatExactCount(*prompts_tokens) + " generated tokens in all"
                          : std::string()) +
          ") decoded by both; the share of tokens that are the same at the same position, and "
          "how many agree, on average, before the first that does not. Weights held: the heap "

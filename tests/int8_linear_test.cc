@@ -1,13 +1,16 @@
 // Int8Linear against its definition: the weight's round trip within half a quantization
 // step per channel; the product within the error bound of quantizing the input once; a
-// quarter of the bytes. And int8_dynamic as a model: its incremental decoder computes its
-// forward's logits, and those are int8's, within its tolerance of float32's.
+// quarter of the bytes. And each family's int8 variant as a model: int8_dynamic's
+// incremental decoder computes its forward's logits; int8_dynamic's, lstm_int8_dynamic's
+// and attention_int8_dynamic's logits are int8's, within their tolerance of float32's, and
+// the float32 copies of their matrices are freed.
 #include "variants/core/int8_linear.h"
 
 #include <catch2/catch.hpp>
 
 #include "harness/equivalence.h"
 #include "tests/test_support.h"
+#include "variants/attention/model.h"
 #include "variants/lstm/model.h"
 
 namespace seqbench {
@@ -131,6 +134,44 @@ TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of
     CHECK(variant->parameters()[layer + "weight_ih"].numel() == 0);
     CHECK(variant->parameters()[layer + "weight_hh"].numel() == 0);
     CHECK(variant->parameters()[layer + "bias_ih"].numel() == 4 * config.width);
+  }
+}
+
+TEST_CASE("attention_int8_dynamic: attention's logits in int8, within its tolerance of float32's",
+          "[int8][attention]") {
+  const Capabilities& caps = GlobalVariants().Get("attention_int8_dynamic").capabilities;
+  if (!caps.unavailable.empty()) {
+    WARN("skipped: " << caps.unavailable);
+    return;
+  }
+  CHECK_FALSE(caps.Supports(Mode::kTrain));
+  // Every feed-forward activation: gelu's [D,F] and the gated [D,2F] up-projection.
+  for (const std::string ffn : {"gelu", "swiglu"}) {
+    DYNAMIC_SECTION(ffn) {
+      ModelConfig config;
+      config.family = attention::kFamily;
+      config.vocab_size = 37;
+      config.width = 64;
+      config.num_layers = 2;
+      config.num_heads = 4;
+      config.ffn = ffn;
+      const ParameterSet weights = attention::InitWeights(config, 11);
+      auto variant =
+          testing::MakeVariant("attention_int8_dynamic", config, weights, torch::kFloat32);
+      auto reference = testing::MakeVariant("naive", config, weights, torch::kFloat32);
+      const Batch batch = MakeBatch({4, 29, 6}, config.vocab_size, 19);
+      const EquivalenceResult result =
+          CheckEquivalence(*variant, *reference, Mode::kForward, batch, caps.float32);
+      INFO("int8 logits max_abs " << result.logits.max_abs << ", loss " << result.loss.max_abs);
+      CHECK(result.passed());
+      CHECK(result.logits.max_abs > 1e-4);  // int8's logits, not float32's
+      // What it holds: every matrix in int8, its float32 copy freed; the norms kept.
+      for (const char* name : {"w_q", "w_k", "w_v", "w_o", "w_up", "w_down"}) {
+        CHECK(variant->parameters()[LayerParameterName(1, name)].numel() == 0);
+      }
+      CHECK(variant->parameters()["w_out"].numel() == 0);
+      CHECK(variant->parameters()[LayerParameterName(1, "ffn_norm")].numel() == config.width);
+    }
   }
 }
 

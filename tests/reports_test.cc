@@ -1031,7 +1031,8 @@ TEST_CASE("the inference table: a row per pipeline and evaluate_with variant, fr
   CHECK(rows[3][4] == " 1× ");
   CHECK(rows[3][5] == " — ");
   CHECK(rows[3][9] == " — ");
-  CHECK_THAT(markdown, Catch::Contains("512 generated tokens"));
+  // The stored count is prompts × tokens, the whole probe, not one prompt's.
+  CHECK_THAT(markdown, Catch::Contains("512 generated tokens in all"));
 }
 
 TEST_CASE("training expectations: loss curves, throughput and validation loss",

@@ -123,7 +123,7 @@ struct Malformed {
   const char* what;
   std::string text;
   int64_t line;
-  const char* message;
+  std::string message;
 };
 
 // "batch = [1, 2, ..., count]": a short line whose product with the grid's other lists
@@ -148,7 +148,8 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"noise in words", WithLine(14, "max_noise = \"low\""), 14, "or a percentage, e.g. 0.03"},
       {"no time budget", WithLine(14, "max_time_s = 0"), 14, "'max_time_s' must be above 0"},
       {"unknown variant", WithLine(19, "key = \"basline\""), 19,
-       "unknown variant 'basline'; known variants: baseline, batched"},
+       // Every registered key, sorted, so that the user sees the one they meant.
+       "unknown variant 'basline'; known variants: " + GlobalVariants().JoinedKeys()},
       {"unknown option", WithLine(23, "options = { chunk = 4 }"), 23,
        "has no option 'chunk'; it reads: checkpoint_every"},
       {"unknown family", WithLine(3, "family = \"lstmm\""), 3, "unknown model family 'lstmm'"},

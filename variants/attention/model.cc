@@ -118,20 +118,41 @@ torch::Tensor SplitHeads(const torch::Tensor& u, int64_t num_heads) {
   return u.unflatten(-1, {num_heads, u.size(-1) / num_heads}).transpose(1, 2);
 }
 
-torch::Tensor FeedForward(const torch::Tensor& u, const LayerWeights& layer,
+// The float weight `matrix` of `layer`, which the default ProjectFn multiplies by.
+const torch::Tensor& MatrixOf(const LayerWeights& layer, Matrix matrix) {
+  switch (matrix) {
+    case Matrix::kQuery:
+      return layer.w_q;
+    case Matrix::kKey:
+      return layer.w_k;
+    case Matrix::kValue:
+      return layer.w_v;
+    case Matrix::kOutput:
+      return layer.w_o;
+    case Matrix::kUp:
+      return layer.w_up;
+    case Matrix::kDown:
+      return layer.w_down;
+  }
+  TORCH_CHECK(false, "unknown attention matrix");
+}
+
+// u: [B,T,D] normed -> [B,T,D]; `project(matrix, x)` applies this layer's matrices.
+template <typename Project>
+torch::Tensor FeedForward(const torch::Tensor& u, const Project& project,
                           const std::string& activation) {
-  const auto up = torch::matmul(u, layer.w_up);
-  if (activation == "gelu") return torch::matmul(torch::gelu(up), layer.w_down);
+  const auto up = project(Matrix::kUp, u);
+  if (activation == "gelu") return project(Matrix::kDown, torch::gelu(up));
   const auto parts = up.chunk(2, -1);  // gate, value
   const auto gate = activation == "swiglu" ? torch::silu(parts[0]) : torch::gelu(parts[0]);
-  return torch::matmul(gate * parts[1], layer.w_down);
+  return project(Matrix::kDown, gate * parts[1]);
 }
 
 }  // namespace
 
 torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
                         const torch::Tensor& tokens, const AttentionFn& attend,
-                        KeyValueCache* cache) {
+                        KeyValueCache* cache, const ProjectFn& project) {
   const int64_t num_heads = config.num_heads;
   const int64_t head_width = config.width / num_heads;
   // A cache is written in place: under autograd its buffers would join the graph and every
@@ -143,11 +164,14 @@ torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
   auto h = torch::embedding(weights.embedding, tokens);  // [B,T,D]
   for (size_t layer = 0; layer < weights.layers.size(); ++layer) {
     const LayerWeights& w = weights.layers[layer];
+    const auto apply = [&](Matrix matrix, const torch::Tensor& x) {
+      return project ? project(layer, matrix, x) : torch::matmul(x, MatrixOf(w, matrix));
+    };
     const auto u = RmsNorm(h, w.norm);
-    const auto q = Rotary(SplitHeads(torch::matmul(u, w.w_q), num_heads), offset) *
+    const auto q = Rotary(SplitHeads(apply(Matrix::kQuery, u), num_heads), offset) *
                    (1.0 / std::sqrt(static_cast<double>(head_width)));
-    auto k = Rotary(SplitHeads(torch::matmul(u, w.w_k), num_heads), offset);
-    auto v = SplitHeads(torch::matmul(u, w.w_v), num_heads);
+    auto k = Rotary(SplitHeads(apply(Matrix::kKey, u), num_heads), offset);
+    auto v = SplitHeads(apply(Matrix::kValue, u), num_heads);
     if (cache != nullptr) {
       TORCH_CHECK(offset + steps <= cache->keys[layer].size(2), "the key/value cache holds ",
                   cache->keys[layer].size(2), " positions, ", offset + steps, " needed");
@@ -157,8 +181,8 @@ torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
       v = cache->values[layer].narrow(2, 0, offset + steps);
     }
     const auto o = attend(q, k, v).transpose(1, 2).flatten(-2);  // [B,T,D]
-    h = h + torch::matmul(o, w.w_o);
-    h = h + FeedForward(RmsNorm(h, w.ffn_norm), w, config.ffn);
+    h = h + apply(Matrix::kOutput, o);
+    h = h + FeedForward(RmsNorm(h, w.ffn_norm), apply, config.ffn);
   }
   if (cache != nullptr) cache->length = offset + steps;
   return h;

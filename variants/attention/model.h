@@ -84,13 +84,22 @@ struct KeyValueCache {
   int64_t length = 0;
 };
 
+// A layer's six weight matrices, named by the product each one takes part in.
+enum class Matrix { kQuery, kKey, kValue, kOutput, kUp, kDown };
+
+// How a variant applies layer `layer`'s matrix `matrix`: x: [...,in] -> x·W: [...,out].
+// Empty (the default): torch::matmul with the float weights. int8 inference gives its
+// quantized kernels instead (attention_int8_dynamic.cc).
+using ProjectFn = std::function<torch::Tensor(size_t layer, Matrix matrix, const torch::Tensor& x)>;
+
 // Embedding and every layer: attention (through `attend`) and the feed-forward block,
-// each a pre-norm residual. tokens: [B,T] at positions cache->length .. (0 without a
-// cache); with a cache, each layer's k, v are appended to it and attention reads the whole
-// cache, under no-grad. Returns the residual stream h: [B,T,D].
+// each a pre-norm residual, their matrices applied through `project`. tokens: [B,T] at
+// positions cache->length .. (0 without a cache); with a cache, each layer's k, v are
+// appended to it and attention reads the whole cache, under no-grad. Returns the residual
+// stream h: [B,T,D].
 torch::Tensor RunLayers(const Weights& weights, const ModelConfig& config,
                         const torch::Tensor& tokens, const AttentionFn& attend,
-                        KeyValueCache* cache = nullptr);
+                        KeyValueCache* cache = nullptr, const ProjectFn& project = {});
 
 // logits = RMSNorm(h)·W_out. h: [...,D] -> [...,V]
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
