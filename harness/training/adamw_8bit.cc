@@ -13,6 +13,9 @@
 namespace seqbench::training {
 namespace {
 
+// The checkpoint format save() writes and load() accepts.
+constexpr char kFormat[] = "seqbench-adamw8bit-1";
+
 int64_t BlockCount(int64_t elements) {
   return (elements + kQuantizationBlock - 1) / kQuantizationBlock;
 }
@@ -295,65 +298,46 @@ torch::Tensor AdamW8bit::step(LossClosure closure) {
 }
 
 void AdamW8bit::save(torch::serialize::OutputArchive& archive) const {
-  archive.write("format", c10::IValue(std::string("seqbench-adamw8bit-1")));
-  for (size_t g = 0; g < states_.size(); ++g) {
-    for (size_t i = 0; i < states_[g].size(); ++i) {
-      const ParameterState& state = states_[g][i];
-      archive.write(StateKey(g, i, "step"), c10::IValue(state.step));
-      if (state.step == 0) continue;
-      archive.write(StateKey(g, i, "quantized"), c10::IValue(state.quantized));
-      if (state.quantized) {
-        archive.write(StateKey(g, i, "first.indices"), state.first.indices.cpu());
-        archive.write(StateKey(g, i, "first.absmax"), state.first.absmax.cpu());
-        archive.write(StateKey(g, i, "second.indices"), state.second.indices.cpu());
-        archive.write(StateKey(g, i, "second.absmax"), state.second.absmax.cpu());
-      } else {
-        archive.write(StateKey(g, i, "first"), state.first_fp32.cpu());
-        archive.write(StateKey(g, i, "second"), state.second_fp32.cpu());
-      }
-    }
-  }
+  WriteParameterStates(
+      archive, kFormat, states_, [&](size_t g, size_t i, const ParameterState& state) {
+        archive.write(StateKey(g, i, "quantized"), c10::IValue(state.quantized));
+        if (state.quantized) {
+          archive.write(StateKey(g, i, "first.indices"), state.first.indices.cpu());
+          archive.write(StateKey(g, i, "first.absmax"), state.first.absmax.cpu());
+          archive.write(StateKey(g, i, "second.indices"), state.second.indices.cpu());
+          archive.write(StateKey(g, i, "second.absmax"), state.second.absmax.cpu());
+        } else {
+          archive.write(StateKey(g, i, "first"), state.first_fp32.cpu());
+          archive.write(StateKey(g, i, "second"), state.second_fp32.cpu());
+        }
+      });
 }
 
 void AdamW8bit::load(torch::serialize::InputArchive& archive) {
-  c10::IValue value;
-  TORCH_CHECK(archive.try_read("format", value) && value.isString() &&
-                  value.toStringRef() == "seqbench-adamw8bit-1",
-              "the optimizer state is not 8-bit AdamW's");
-  const auto read_tensor = [&](const std::string& key, const torch::Tensor& parameter,
-                               torch::ScalarType dtype, int64_t numel) {
-    return ReadStateTensor(archive, key, dtype, numel).to(parameter.device());
-  };
-  for (size_t g = 0; g < states_.size(); ++g) {
-    for (size_t i = 0; i < states_[g].size(); ++i) {
-      const torch::Tensor& parameter = param_groups_[g].params()[i];
-      ParameterState& state = states_[g][i];
-      state = ParameterState{};
-      archive.read(StateKey(g, i, "step"), value);
-      const int64_t step = value.toInt();
-      if (step == 0) continue;
-      EnsureCodesOn(parameter.device());
-      state.quantized = Quantizes(parameter);
-      archive.read(StateKey(g, i, "quantized"), value);
-      TORCH_CHECK(value.toBool() == state.quantized, StateKey(g, i, "quantized"),
-                  " differs from this optimizer's choice for ", parameter.numel(), " elements");
-      const int64_t n = parameter.numel();
-      if (state.quantized) {
-        state.first = {
-            read_tensor(StateKey(g, i, "first.indices"), parameter, torch::kUInt8, n),
-            read_tensor(StateKey(g, i, "first.absmax"), parameter, torch::kFloat32, BlockCount(n))};
-        state.second = {read_tensor(StateKey(g, i, "second.indices"), parameter, torch::kUInt8, n),
-                        read_tensor(StateKey(g, i, "second.absmax"), parameter, torch::kFloat32,
-                                    BlockCount(n))};
-      } else {
-        state.first_fp32 =
-            read_tensor(StateKey(g, i, "first"), parameter, torch::kFloat32, n).view_as(parameter);
-        state.second_fp32 =
-            read_tensor(StateKey(g, i, "second"), parameter, torch::kFloat32, n).view_as(parameter);
-      }
-      state.step = step;
-    }
-  }
+  ReadParameterStates(
+      archive, kFormat, "8-bit AdamW", states_, [&](size_t g, size_t i, ParameterState& state) {
+        const torch::Tensor& parameter = param_groups_[g].params()[i];
+        const int64_t n = parameter.numel();
+        const auto read_tensor = [&](const char* field, torch::ScalarType dtype, int64_t numel) {
+          return ReadStateTensor(archive, StateKey(g, i, field), dtype, numel)
+              .to(parameter.device());
+        };
+        EnsureCodesOn(parameter.device());
+        state.quantized = Quantizes(parameter);
+        c10::IValue stored_choice;
+        archive.read(StateKey(g, i, "quantized"), stored_choice);
+        TORCH_CHECK(stored_choice.toBool() == state.quantized, StateKey(g, i, "quantized"),
+                    " differs from this optimizer's choice for ", n, " elements");
+        if (state.quantized) {
+          state.first = {read_tensor("first.indices", torch::kUInt8, n),
+                         read_tensor("first.absmax", torch::kFloat32, BlockCount(n))};
+          state.second = {read_tensor("second.indices", torch::kUInt8, n),
+                          read_tensor("second.absmax", torch::kFloat32, BlockCount(n))};
+        } else {
+          state.first_fp32 = read_tensor("first", torch::kFloat32, n).view_as(parameter);
+          state.second_fp32 = read_tensor("second", torch::kFloat32, n).view_as(parameter);
+        }
+      });
 }
 
 int64_t AdamW8bit::StateBytes() const {

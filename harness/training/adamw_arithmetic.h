@@ -83,4 +83,42 @@ inline torch::Tensor ReadStateTensor(torch::serialize::InputArchive& archive,
   return stored;
 }
 
+// The checkpoint layout both forms share: "format", then for every parameter its step
+// count under StateKey(g, i, "step") and, once it has been updated (step > 0), its state
+// fields, which `write_fields(g, i, state)` writes. `states[g][i]` has a `step`.
+template <typename States, typename WriteFields>
+void WriteParameterStates(torch::serialize::OutputArchive& archive, const char* format,
+                          const States& states, const WriteFields& write_fields) {
+  archive.write("format", c10::IValue(std::string(format)));
+  for (size_t g = 0; g < states.size(); ++g) {
+    for (size_t i = 0; i < states[g].size(); ++i) {
+      archive.write(StateKey(g, i, "step"), c10::IValue(states[g][i].step));
+      if (states[g][i].step > 0) write_fields(g, i, states[g][i]);
+    }
+  }
+}
+
+// Reads back what WriteParameterStates wrote: every state is reset, and a parameter that
+// had been updated gets its fields from `read_fields(g, i, state)`, then its step. Throws
+// c10::Error naming `optimizer` unless the archive is in `format`.
+template <typename States, typename ReadFields>
+void ReadParameterStates(torch::serialize::InputArchive& archive, const char* format,
+                         const char* optimizer, States& states, const ReadFields& read_fields) {
+  c10::IValue value;
+  TORCH_CHECK(
+      archive.try_read("format", value) && value.isString() && value.toStringRef() == format,
+      "the optimizer state is not ", optimizer, "'s");
+  for (size_t g = 0; g < states.size(); ++g) {
+    for (size_t i = 0; i < states[g].size(); ++i) {
+      auto& state = states[g][i];
+      state = {};
+      archive.read(StateKey(g, i, "step"), value);
+      const int64_t step = value.toInt();
+      if (step == 0) continue;
+      read_fields(g, i, state);
+      state.step = step;
+    }
+  }
+}
+
 }  // namespace seqbench::training

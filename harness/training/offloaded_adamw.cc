@@ -158,42 +158,26 @@ void OffloadedAdamW::StepOnCuda(const std::vector<Work>&) {
 #endif
 
 void OffloadedAdamW::save(torch::serialize::OutputArchive& archive) const {
-  archive.write("format", c10::IValue(std::string(kFormat)));
-  for (size_t g = 0; g < states_.size(); ++g) {
-    for (size_t i = 0; i < states_[g].size(); ++i) {
-      const ParameterState& state = states_[g][i];
-      archive.write(StateKey(g, i, "step"), c10::IValue(state.step));
-      if (state.step == 0) continue;
-      archive.write(StateKey(g, i, "first"), state.first);
-      archive.write(StateKey(g, i, "second"), state.second);
-    }
-  }
+  WriteParameterStates(archive, kFormat, states_,
+                       [&](size_t g, size_t i, const ParameterState& state) {
+                         archive.write(StateKey(g, i, "first"), state.first);
+                         archive.write(StateKey(g, i, "second"), state.second);
+                       });
 }
 
 void OffloadedAdamW::load(torch::serialize::InputArchive& archive) {
-  c10::IValue value;
-  TORCH_CHECK(
-      archive.try_read("format", value) && value.isString() && value.toStringRef() == kFormat,
-      "the optimizer state is not offloaded AdamW's");
-  for (size_t g = 0; g < states_.size(); ++g) {
-    for (size_t i = 0; i < states_[g].size(); ++i) {
-      const torch::Tensor& parameter = param_groups_[g].params()[i];
-      ParameterState& state = states_[g][i];
-      state = ParameterState{};
-      archive.read(StateKey(g, i, "step"), value);
-      const int64_t step = value.toInt();
-      if (step == 0) continue;
-      const auto read_moment = [&](const char* field) {
-        return ReadStateTensor(archive, StateKey(g, i, field), torch::kFloat32, parameter.numel())
-            .contiguous()
-            .view(-1);
-      };
-      state.first = read_moment("first");
-      state.second = read_moment("second");
-      StateOf(g, i, parameter);
-      state.step = step;
-    }
-  }
+  ReadParameterStates(
+      archive, kFormat, "offloaded AdamW", states_, [&](size_t g, size_t i, ParameterState& state) {
+        const torch::Tensor& parameter = param_groups_[g].params()[i];
+        const auto read_moment = [&](const char* field) {
+          return ReadStateTensor(archive, StateKey(g, i, field), torch::kFloat32, parameter.numel())
+              .contiguous()
+              .view(-1);
+        };
+        state.first = read_moment("first");
+        state.second = read_moment("second");
+        StateOf(g, i, parameter);
+      });
 }
 
 int64_t OffloadedAdamW::StateBytes() const {
