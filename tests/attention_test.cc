@@ -1,6 +1,7 @@
 // The attention family: every variant computes `naive`'s function (logits, loss, every
-// gradient; generated tokens), flash attention is exact for every tile size, and its
-// activation memory grows linearly in T where naive's grows quadratically, counted by the
+// gradient; generated tokens) in each mode and dtype it supports (attention_int8_dynamic:
+// float32 forward, within its int8 tolerance), flash attention is exact for every tile size, and
+// its activation memory grows linearly in T where naive's grows quadratically, counted by the
 // allocator rather than timed.
 #include <catch2/catch.hpp>
 

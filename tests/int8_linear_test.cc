@@ -16,11 +16,23 @@
 namespace seqbench {
 namespace {
 
+// Whether this build can run int8 (a quantized engine); warns with the reason where not,
+// so that the skip shows in the test output.
+bool Int8Available() {
+  if (Int8UnavailableReason().empty()) return true;
+  WARN("skipped: " << Int8UnavailableReason());
+  return false;
+}
+
+// The int8 variant `key`'s capabilities; every int8 variant runs inference only.
+const Capabilities& InferenceOnlyCapabilities(const std::string& key) {
+  const Capabilities& caps = GlobalVariants().Get(key).capabilities;
+  CHECK_FALSE(caps.Supports(Mode::kTrain));
+  return caps;
+}
+
 TEST_CASE("an int8 weight dequantizes within half a step of its channel's scale", "[int8]") {
-  if (!Int8UnavailableReason().empty()) {
-    WARN("skipped: " << Int8UnavailableReason());
-    return;
-  }
+  if (!Int8Available()) return;
   torch::manual_seed(3);
   // Channels of very different ranges, and one of zeros (scale clamped, values exact).
   auto weight = torch::randn({48, 24}) * torch::logspace(-3, 1, 24).unsqueeze(0);
@@ -39,10 +51,7 @@ TEST_CASE("an int8 weight dequantizes within half a step of its channel's scale"
 }
 
 TEST_CASE("an int8 product errs no more than quantizing its input once allows", "[int8]") {
-  if (!Int8UnavailableReason().empty()) {
-    WARN("skipped: " << Int8UnavailableReason());
-    return;
-  }
+  if (!Int8Available()) return;
   torch::manual_seed(5);
   const auto weight = torch::randn({64, 40}) * 0.2;
   const Int8Linear linear(weight);
@@ -66,12 +75,8 @@ TEST_CASE("an int8 product errs no more than quantizing its input once allows", 
 
 TEST_CASE("int8_dynamic: its incremental decoder computes its forward's logits",
           "[int8][equivalence]") {
-  const Capabilities& caps = GlobalVariants().Get("int8_dynamic").capabilities;
-  if (!caps.unavailable.empty()) {
-    WARN("skipped: " << caps.unavailable);
-    return;
-  }
-  CHECK_FALSE(caps.Supports(Mode::kTrain));
+  if (!Int8Available()) return;
+  const Capabilities& caps = InferenceOnlyCapabilities("int8_dynamic");
   const ModelConfig config = testing::SmallSimpleRnn();
   const ParameterSet weights = simple_rnn::InitWeights(config, 7);
   auto variant = testing::MakeVariant("int8_dynamic", config, weights, torch::kFloat32);
@@ -107,12 +112,8 @@ TEST_CASE("int8_dynamic: its incremental decoder computes its forward's logits",
 
 TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of float32's",
           "[int8][lstm]") {
-  const Capabilities& caps = GlobalVariants().Get("lstm_int8_dynamic").capabilities;
-  if (!caps.unavailable.empty()) {
-    WARN("skipped: " << caps.unavailable);
-    return;
-  }
-  CHECK_FALSE(caps.Supports(Mode::kTrain));
+  if (!Int8Available()) return;
+  const Capabilities& caps = InferenceOnlyCapabilities("lstm_int8_dynamic");
   ModelConfig config;
   config.family = lstm::kFamily;
   config.vocab_size = 37;
@@ -139,13 +140,10 @@ TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of
 
 TEST_CASE("attention_int8_dynamic: attention's logits in int8, within its tolerance of float32's",
           "[int8][attention]") {
-  const Capabilities& caps = GlobalVariants().Get("attention_int8_dynamic").capabilities;
-  if (!caps.unavailable.empty()) {
-    WARN("skipped: " << caps.unavailable);
-    return;
-  }
-  CHECK_FALSE(caps.Supports(Mode::kTrain));
-  // Every feed-forward activation: gelu's [D,F] and the gated [D,2F] up-projection.
+  if (!Int8Available()) return;
+  const Capabilities& caps = InferenceOnlyCapabilities("attention_int8_dynamic");
+  // Both shapes of feed-forward: gelu's [D,F] up-projection and the gated activations'
+  // [D,2F] (swiglu; geglu's matrices are the same).
   for (const std::string ffn : {"gelu", "swiglu"}) {
     DYNAMIC_SECTION(ffn) {
       ModelConfig config;
@@ -166,11 +164,13 @@ TEST_CASE("attention_int8_dynamic: attention's logits in int8, within its tolera
       CHECK(result.passed());
       CHECK(result.logits.max_abs > 1e-4);  // int8's logits, not float32's
       // What it holds: every matrix in int8, its float32 copy freed; the norms kept.
-      for (const char* name : {"w_q", "w_k", "w_v", "w_o", "w_up", "w_down"}) {
-        CHECK(variant->parameters()[LayerParameterName(1, name)].numel() == 0);
+      for (int64_t l = 0; l < config.num_layers; ++l) {
+        for (const char* name : {"w_q", "w_k", "w_v", "w_o", "w_up", "w_down"}) {
+          CHECK(variant->parameters()[LayerParameterName(l, name)].numel() == 0);
+        }
+        CHECK(variant->parameters()[LayerParameterName(l, "ffn_norm")].numel() == config.width);
       }
       CHECK(variant->parameters()["w_out"].numel() == 0);
-      CHECK(variant->parameters()[LayerParameterName(1, "ffn_norm")].numel() == config.width);
     }
   }
 }

@@ -148,7 +148,8 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"noise in words", WithLine(14, "max_noise = \"low\""), 14, "or a percentage, e.g. 0.03"},
       {"no time budget", WithLine(14, "max_time_s = 0"), 14, "'max_time_s' must be above 0"},
       {"unknown variant", WithLine(19, "key = \"basline\""), 19,
-       // Every registered key, sorted, so that the user sees the one they meant.
+       // The registry's list of keys, so that the user sees the one they meant (that it is
+       // sorted is registry_test's).
        "unknown variant 'basline'; known variants: " + GlobalVariants().JoinedKeys()},
       {"unknown option", WithLine(23, "options = { chunk = 4 }"), 23,
        "has no option 'chunk'; it reads: checkpoint_every"},

@@ -1,12 +1,13 @@
 // What our two forms of AdamW (8-bit AdamW, offloaded AdamW) share: one element of
 // torch::optim::AdamW's update, for the C++ loops over float32 arrays that they run
 // instead of ATen's tensor operations (8-bit AdamW's pass per block, offloaded AdamW's
-// host update), their parameter groups' check, and their checkpoints' keys. The formulas and their
-// order are AdamW's: decoupled weight decay, both bias corrections, eps added after the square
-// root. ATen's vectorised kernels may fuse multiply-adds where this loop does not, so the two agree
-// to rounding, not to the bit.
+// host update), their parameter groups' check, and their checkpoints' keys and layout. The formulas
+// and their order are AdamW's: decoupled weight decay, both bias corrections, eps added after the
+// square root. ATen's vectorised kernels may fuse multiply-adds where this loop does not, so the
+// two agree to rounding, not to the bit.
 //
-// Thread-safety: pure functions of their arguments.
+// Thread-safety: functions of their arguments only, no shared state; the checkpoint
+// functions write to the archive and the states they are given.
 #pragma once
 
 #include <torch/torch.h>

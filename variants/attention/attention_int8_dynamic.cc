@@ -3,7 +3,8 @@
 // ([D,D]), its feed-forward block's two matrices, and the [D,V] head. The embedding, the
 // norms, the rotary embedding and attention itself (q·kᵀ, softmax, ·v, whose operands are
 // activations, not weights) stay float32. Attention's own products are the part of the step
-// that int8 leaves alone, so its gain shrinks as T grows against D. It is lossy by design:
+// that int8 leaves alone, so int8's share of the step grows with D and shrinks with T. It is
+// lossy by design:
 // its tolerance against the baseline is the int8 error measured (below), not float32
 // rounding; and because an input's scale is taken per call over the whole batch, a
 // sequence's logits depend slightly on what else is in its batch. CPU, float32, forward
@@ -46,7 +47,7 @@ class Int8Dynamic final : public Variant {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const auto h = RunLayers(weights, config(), batch.tokens, NaiveAttention, /*cache=*/nullptr,
                              [this](size_t layer, Matrix matrix, const torch::Tensor& x) {
-                               return layers_[layer][static_cast<size_t>(matrix)](x);
+                               return layers_[layer][Index(matrix)](x);
                              });
     const auto logits = head_(RmsNorm(h, weights.norm_out));
     return {logits, NextTokenLoss(logits, batch)};
@@ -59,26 +60,24 @@ class Int8Dynamic final : public Variant {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     layers_.clear();
     for (const LayerWeights& layer : weights.layers) {
-      // In Matrix's order.
-      layers_.push_back({Int8Linear(layer.w_q), Int8Linear(layer.w_k), Int8Linear(layer.w_v),
-                         Int8Linear(layer.w_o), Int8Linear(layer.w_up), Int8Linear(layer.w_down)});
+      Int8Layer& int8 = layers_.emplace_back();
+      for (const Matrix matrix : kMatrices)
+        int8[Index(matrix)] = Int8Linear(MatrixOf(layer, matrix));
     }
     head_ = Int8Linear(weights.w_out);
     // As in int8_dynamic: the float32 copies of the matrices are read by nothing once they
     // are in int8, so they are freed (their tensors left empty; parameters() share them).
     torch::NoGradGuard no_grad;
     for (const LayerWeights& layer : weights.layers) {
-      for (const torch::Tensor& matrix :
-           {layer.w_q, layer.w_k, layer.w_v, layer.w_o, layer.w_up, layer.w_down}) {
-        matrix.set_();
-      }
+      for (const Matrix matrix : kMatrices) MatrixOf(layer, matrix).set_();
     }
     weights.w_out.set_();
   }
 
  private:
-  // One layer's matrices, indexed by Matrix.
-  using Int8Layer = std::array<Int8Linear, 6>;
+  // One layer's matrices, at Index(matrix).
+  using Int8Layer = std::array<Int8Linear, kMatrices.size()>;
+  static size_t Index(Matrix matrix) { return static_cast<size_t>(matrix); }
 
   std::vector<Int8Layer> layers_;
   Int8Linear head_;

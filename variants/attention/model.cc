@@ -111,14 +111,6 @@ torch::Tensor Rotary(const torch::Tensor& x, int64_t offset) {
   return x * cos + rotated * sin;
 }
 
-namespace {
-
-// u: [B,T,D] -> [B,H,T,dh]
-torch::Tensor SplitHeads(const torch::Tensor& u, int64_t num_heads) {
-  return u.unflatten(-1, {num_heads, u.size(-1) / num_heads}).transpose(1, 2);
-}
-
-// The float weight `matrix` of `layer`, which the default ProjectFn multiplies by.
 const torch::Tensor& MatrixOf(const LayerWeights& layer, Matrix matrix) {
   switch (matrix) {
     case Matrix::kQuery:
@@ -135,6 +127,13 @@ const torch::Tensor& MatrixOf(const LayerWeights& layer, Matrix matrix) {
       return layer.w_down;
   }
   TORCH_CHECK(false, "unknown attention matrix");
+}
+
+namespace {
+
+// u: [B,T,D] -> [B,H,T,dh]
+torch::Tensor SplitHeads(const torch::Tensor& u, int64_t num_heads) {
+  return u.unflatten(-1, {num_heads, u.size(-1) / num_heads}).transpose(1, 2);
 }
 
 // u: [B,T,D] normed -> [B,T,D]; `project(matrix, x)` applies this layer's matrices.

@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <functional>
 #include <vector>
 
@@ -86,6 +87,12 @@ struct KeyValueCache {
 
 // A layer's six weight matrices, named by the product each one takes part in.
 enum class Matrix { kQuery, kKey, kValue, kOutput, kUp, kDown };
+inline constexpr std::array<Matrix, 6> kMatrices = {Matrix::kQuery,  Matrix::kKey, Matrix::kValue,
+                                                    Matrix::kOutput, Matrix::kUp,  Matrix::kDown};
+
+// The float weight `matrix` of `layer`: [D,D], or w_up [D,F] / [D,2F], w_down [F,D]. What
+// RunLayers multiplies by when it has no ProjectFn.
+const torch::Tensor& MatrixOf(const LayerWeights& layer, Matrix matrix);
 
 // How a variant applies layer `layer`'s matrix `matrix`: x: [...,in] -> x·W: [...,out].
 // Empty (the default): torch::matmul with the float weights. int8 inference gives its
