@@ -31,6 +31,25 @@ const Capabilities& InferenceOnlyCapabilities(const std::string& key) {
   return caps;
 }
 
+// The int8 variant `key`'s forward against `reference_key`'s on the same weights, over a
+// ragged batch (padding keeps a recurrent state, in int8 as in float32): within `key`'s
+// int8 tolerance, and int8's result, not float32's (the error is nonzero). Returns the int8
+// variant, to inspect what it holds.
+std::unique_ptr<Variant> CheckInt8Forward(const std::string& key, const std::string& reference_key,
+                                          const ModelConfig& config, const ParameterSet& weights) {
+  const Capabilities& caps = InferenceOnlyCapabilities(key);
+  auto variant = testing::MakeVariant(key, config, weights, torch::kFloat32);
+  auto reference = testing::MakeVariant(reference_key, config, weights, torch::kFloat32);
+  const Batch batch = MakeBatch({4, 29, 6}, config.vocab_size, 19);
+  const EquivalenceResult result =
+      CheckEquivalence(*variant, *reference, Mode::kForward, batch, caps.float32);
+  INFO(key << ": int8 logits max_abs " << result.logits.max_abs << ", loss "
+           << result.loss.max_abs);
+  CHECK(result.passed());
+  CHECK(result.logits.max_abs > 1e-4);
+  return variant;
+}
+
 TEST_CASE("an int8 weight dequantizes within half a step of its channel's scale", "[int8]") {
   if (!Int8Available()) return;
   torch::manual_seed(3);
@@ -113,22 +132,13 @@ TEST_CASE("int8_dynamic: its incremental decoder computes its forward's logits",
 TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of float32's",
           "[int8][lstm]") {
   if (!Int8Available()) return;
-  const Capabilities& caps = InferenceOnlyCapabilities("lstm_int8_dynamic");
   ModelConfig config;
   config.family = lstm::kFamily;
   config.vocab_size = 37;
   config.width = 48;
   config.num_layers = 3;
   const ParameterSet weights = lstm::InitWeights(config, 11);
-  auto variant = testing::MakeVariant("lstm_int8_dynamic", config, weights, torch::kFloat32);
-  auto reference = testing::MakeVariant("lstm_torch", config, weights, torch::kFloat32);
-  // Ragged: padding keeps the state, in int8 as in float32.
-  const Batch batch = MakeBatch({4, 29, 6}, config.vocab_size, 19);
-  const EquivalenceResult result =
-      CheckEquivalence(*variant, *reference, Mode::kForward, batch, caps.float32);
-  INFO("int8 logits max_abs " << result.logits.max_abs << ", loss " << result.loss.max_abs);
-  CHECK(result.passed());
-  CHECK(result.logits.max_abs > 1e-4);  // int8's logits, not float32's
+  const auto variant = CheckInt8Forward("lstm_int8_dynamic", "lstm_torch", config, weights);
   // What it holds: the matrices in int8, their float32 copies freed.
   for (int64_t l = 0; l < config.num_layers; ++l) {
     const std::string layer = "layers." + std::to_string(l) + ".";
@@ -141,7 +151,6 @@ TEST_CASE("lstm_int8_dynamic: the LSTM's logits in int8, within its tolerance of
 TEST_CASE("attention_int8_dynamic: attention's logits in int8, within its tolerance of float32's",
           "[int8][attention]") {
   if (!Int8Available()) return;
-  const Capabilities& caps = InferenceOnlyCapabilities("attention_int8_dynamic");
   // Both shapes of feed-forward: gelu's [D,F] up-projection and the gated activations'
   // [D,2F] (swiglu; geglu's matrices are the same).
   for (const std::string ffn : {"gelu", "swiglu"}) {
@@ -154,15 +163,7 @@ TEST_CASE("attention_int8_dynamic: attention's logits in int8, within its tolera
       config.num_heads = 4;
       config.ffn = ffn;
       const ParameterSet weights = attention::InitWeights(config, 11);
-      auto variant =
-          testing::MakeVariant("attention_int8_dynamic", config, weights, torch::kFloat32);
-      auto reference = testing::MakeVariant("naive", config, weights, torch::kFloat32);
-      const Batch batch = MakeBatch({4, 29, 6}, config.vocab_size, 19);
-      const EquivalenceResult result =
-          CheckEquivalence(*variant, *reference, Mode::kForward, batch, caps.float32);
-      INFO("int8 logits max_abs " << result.logits.max_abs << ", loss " << result.loss.max_abs);
-      CHECK(result.passed());
-      CHECK(result.logits.max_abs > 1e-4);  // int8's logits, not float32's
+      const auto variant = CheckInt8Forward("attention_int8_dynamic", "naive", config, weights);
       // What it holds: every matrix in int8, its float32 copy freed; the norms kept.
       for (int64_t l = 0; l < config.num_layers; ++l) {
         for (const char* name : {"w_q", "w_k", "w_v", "w_o", "w_up", "w_down"}) {
