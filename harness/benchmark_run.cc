@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <random>
 #include <regex>
 
+#include "harness/case_record.h"
 #include "harness/child_process.h"
+#include "harness/environment.h"
+#include "harness/instruction_count.h"
 #include "harness/runner.h"
 
 namespace seqbench {
@@ -143,19 +147,136 @@ CaseRecord FailedChildRecord(const CaseSpec& spec, int64_t position, const Child
   return record;
 }
 
+// The fewest steps whose test-slowdown extra steps (extra_per_mille each, carried over)
+// come out whole, so that a counted sample of them is slowed exactly; 1 without one.
+int64_t StepsPerCountedSample(int64_t extra_per_mille) {
+  for (int64_t steps = 1; steps < 1000; ++steps) {
+    if (extra_per_mille * steps % 1000 == 0) return steps;
+  }
+  return 1000;
+}
+
+// The cases a run counts, each with its stored record, which gains the counts.
+struct ToCount {
+  const CaseSpec* spec;
+  CaseRecord record;
+};
+
+// Whether a stored case is counted: timed on the CPU. A timed CUDA case says why not.
+bool Countable(const CaseSpec& spec, CaseRecord& record) {
+  if (record.status != kStatusOk && record.status != kStatusMismatch) return false;
+  if (spec.workload.device == "cpu") return true;
+  record.message +=
+      std::string(record.message.empty() ? "" : "; ") + "not counted: valgrind sees host code only";
+  return false;
+}
+
+// Counts every case of `batch` in one child and stores each case again with its counts
+// (or the reason it has none), and the child's view of the code it ran with the run
+// (count_* entries).
+void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
+                   const std::function<bool()>& should_stop, Store& store, int64_t run_id) {
+  if (batch.empty()) return;
+  std::vector<CaseSpec> specs;
+  for (const ToCount& entry : batch) specs.push_back(*entry.spec);
+  CountRequest request;
+  request.cases = static_cast<int64_t>(specs.size());
+  request.steps = counting.steps;
+  request.timeout_s =
+      counting.timeout_s > 0 ? counting.timeout_s : 600 + 120 * static_cast<double>(specs.size());
+  request.command = [&](const std::string& out_dir) {
+    std::ofstream keys(out_dir + "/cases");  // the child's list, one case key a line
+    for (const CaseSpec& spec : specs) keys << spec.Key() << "\n";
+    return counting.command(specs, out_dir);
+  };
+  const CountBatch counts = CountInChild(request, should_stop);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    CaseRecord& record = batch[i].record;
+    const StepCounts& mine = counts.cases.at(i);
+    if (mine.not_counted.empty()) {
+      for (const Metric& metric : CountMetrics(mine)) record.metrics.push_back(metric);
+    } else {
+      record.message +=
+          std::string(record.message.empty() ? "" : "; ") + "not counted: " + mine.not_counted;
+    }
+    store.ReplaceCase(run_id, record);
+  }
+  std::vector<std::pair<std::string, std::string>> facts;
+  for (const auto& [key, value] : counts.facts) facts.emplace_back("count_" + key, value);
+  facts.emplace_back("count_wall_s", std::to_string(counts.wall_s));
+  store.AddRunEnvironment(run_id, facts, {});
+}
+
+// Says that the counting begins (it takes minutes: valgrind starts LibTorch slowly), then
+// counts and stores.
+void CountTimedCases(const Counting& counting, std::vector<ToCount>& batch,
+                     const std::function<void(const CaseProgress&)>& on_case,
+                     const std::function<bool()>& should_stop, Store& store, int64_t run_id) {
+  if (batch.empty()) return;
+  if (on_case) {
+    CaseProgress progress;
+    progress.counting = static_cast<int64_t>(batch.size());
+    on_case(progress);
+  }
+  CountAndStore(counting, batch, should_stop, store, run_id);
+}
+
 }  // namespace
+
+std::vector<CaseSpec> CasesToCount(const std::vector<CaseSpec>& cases, const std::string& out_dir) {
+  std::ifstream keys(out_dir + "/cases");
+  if (!keys) throw std::runtime_error("no list of cases to count in " + out_dir);
+  std::vector<CaseSpec> specs;
+  for (std::string key; std::getline(keys, key);) {
+    const auto spec = std::find_if(cases.begin(), cases.end(), [&](const CaseSpec& candidate) {
+      return candidate.Key() == key;
+    });
+    if (spec == cases.end()) throw std::runtime_error("no case '" + key + "' in the suite");
+    specs.push_back(*spec);
+  }
+  return specs;
+}
+
+void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& specs, int64_t steps,
+                             const std::string& out_dir) {
+  CaseRunner runner(suite, CheckPolicy::kNone);
+  for (size_t index = 0; index < specs.size(); ++index) {
+    const std::string account = CaseCountFile(out_dir, static_cast<int64_t>(index));
+    try {
+      CaseSpec spec = specs[index];
+      spec.workload.threads = 1;
+      std::unique_ptr<PreparedCase> prepared = runner.Prepare(spec);
+      if (!prepared->ready)
+        throw std::runtime_error("the case did not set up (" + prepared->result.status +
+                                 "): " + prepared->result.message);
+      const int64_t per_sample = StepsPerCountedSample(prepared->extra_per_mille);
+      PreparedCase& p = *prepared;
+      CountStepsUnderCallgrind(
+          [&p, per_sample] {
+            for (int64_t i = 0; i < per_sample; ++i) p.measured_step();
+          },
+          steps, static_cast<int64_t>(index));
+      WriteFacts(account, {{"steps_per_sample", std::to_string(per_sample)}});
+    } catch (const std::exception& error) {
+      WriteFacts(account, {{"error", DescribeError(error)}});
+    }
+  }
+  WriteFacts(out_dir + "/facts", CodePathFacts());
+}
 
 RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
                     const std::set<std::string>& finished, CheckPolicy check, Store& store,
                     int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
                     const std::function<void(const CaseProgress&)>& on_case,
-                    const std::optional<Isolation>& isolation) {
+                    const std::optional<Isolation>& isolation,
+                    const std::optional<Counting>& counting) {
   RunSummary summary;
   std::optional<CaseRunner> runner;  // in this process, unless isolated
   if (!isolation) runner.emplace(suite, check);
   const int64_t total = static_cast<int64_t>(PendingCases(cases, finished).size());
   int64_t done = 0;
   double elapsed_s = 0, longest_s = 0;
+  std::vector<ToCount> to_count;
   for (size_t position = 0; position < cases.size(); ++position) {
     const CaseSpec& spec = cases[position];
     if (finished.count(spec.Key())) continue;
@@ -163,6 +284,7 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
       summary.interrupted = true;
       break;
     }
+    const auto stop_now = [&] { return should_stop && should_stop(done); };
     CaseRecord record;
     if (runner) {
       record = ToRecord(runner->Run(spec), static_cast<int64_t>(position));
@@ -171,8 +293,7 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
       const double timeout_s =
           isolation->case_timeout_s > 0 ? isolation->case_timeout_s : DefaultCaseTimeout(longest_s);
       const ChildOutcome outcome =
-          RunChild(isolation->command(spec, static_cast<int64_t>(position)), timeout_s,
-                   [&] { return should_stop && should_stop(done); });
+          RunChild(isolation->command(spec, static_cast<int64_t>(position)), timeout_s, stop_now);
       if (outcome.end == ChildOutcome::End::kInterrupted) {
         summary.interrupted = true;
         break;
@@ -188,10 +309,16 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
     }
     ++summary.status_counts[record.status];
     ++done;
+    if (counting && Countable(spec, record)) to_count.push_back({&spec, record});
     elapsed_s += record.wall_s;
     // A timed-out case says nothing about how long a healthy one takes.
     if (record.status != kStatusTimeout) longest_s = std::max(longest_s, record.wall_s);
     if (on_case) on_case(CaseProgress{done, total, &record, elapsed_s / done * (total - done)});
+  }
+  if (counting && !summary.interrupted) {
+    CountTimedCases(
+        *counting, to_count, on_case, [&] { return should_stop && should_stop(done); }, store,
+        run_id);
   }
   return summary;
 }
@@ -210,7 +337,8 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
                           const std::set<std::string>& finished, CheckPolicy check, Store& store,
                           int64_t run_id, uint64_t seed,
                           const std::function<bool(int64_t cases_run)>& should_stop,
-                          const std::function<void(const CaseProgress&)>& on_case) {
+                          const std::function<void(const CaseProgress&)>& on_case,
+                          const std::optional<Counting>& counting) {
   RunSummary summary;
   CaseRunner runner(suite, check);
   std::vector<size_t> positions;
@@ -248,13 +376,20 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
   }
   const int64_t total = static_cast<int64_t>(prepared.size());
   int64_t done = 0;
+  std::vector<ToCount> to_count;
   for (size_t i = 0; i < prepared.size(); ++i) {
-    const CaseRecord record =
+    CaseRecord record =
         ToRecord(runner.Finish(std::move(prepared[i])), static_cast<int64_t>(positions[i]));
     store.AddCase(run_id, record);
     ++summary.status_counts[record.status];
     ++done;
+    if (counting && Countable(cases[positions[i]], record))
+      to_count.push_back({&cases[positions[i]], record});
     if (on_case) on_case(CaseProgress{done, total, &record, 0});
+  }
+  if (counting) {
+    CountTimedCases(
+        *counting, to_count, on_case, [&] { return should_stop && should_stop(0); }, store, run_id);
   }
   return summary;
 }

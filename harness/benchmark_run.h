@@ -60,6 +60,8 @@ struct CaseProgress {
   const CaseRecord* record = nullptr;
   double eta_s = 0;
   int64_t samples_done = 0, samples_total = 0;
+  // > 0: the timed cases are about to be counted under callgrind, this many of them.
+  int64_t counting = 0;
 };
 
 // run --isolate: each case in a child process that stores its own result, so that a
@@ -77,6 +79,34 @@ struct Isolation {
 // far if that is longer, so that a slow but healthy suite is not cut short.
 double DefaultCaseTimeout(double longest_case_s);
 
+// run --count instructions: once the cases are timed, `steps` steps of each timed CPU case
+// are counted in one child under callgrind (harness/instruction_count.h), in the run's
+// order. The child is this seqbench again, started with `command(specs, out_dir)` (run
+// --count-out does it), which must call CountCasesInThisProcess with
+// CasesToCount(its cases, out_dir): the keys are in out_dir/cases, one a line. The counts are
+// stored as each case's metrics (the case is stored again); a case that cannot be counted keeps its
+// timing, with the reason in its message ("not counted: ..."), and the run goes on. An
+// interruption before the counting leaves the run's cases uncounted.
+struct Counting {
+  std::function<std::vector<std::string>(const std::vector<CaseSpec>& specs,
+                                         const std::string& out_dir)>
+      command;
+  int64_t steps = 3;
+  double timeout_s = 0;  // 0: 600 s, plus 120 s a case
+};
+
+// The child's side of Counting, in the process valgrind runs: sets each of `specs` up in
+// turn at one thread, unchecked, warms it up as the suite says, counts `steps` steps (with
+// a test slowdown, each counted sample is the fewest steps that carry its extra steps
+// exactly) and writes its CaseCountFile in `out_dir`; a case that fails says why there and
+// the next goes on. Then writes the code it ran on (CodePathFacts) to out_dir/facts.
+void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& specs, int64_t steps,
+                             const std::string& out_dir);
+
+// The cases of `cases` listed in out_dir/cases, in that order. Throws std::runtime_error
+// for a missing list or an unknown key.
+std::vector<CaseSpec> CasesToCount(const std::vector<CaseSpec>& cases, const std::string& out_dir);
+
 struct RunSummary {
   std::map<std::string, int64_t> status_counts;  // by case status
   bool interrupted = false;
@@ -92,7 +122,8 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
                     const std::set<std::string>& finished, CheckPolicy check, Store& store,
                     int64_t run_id, const std::function<bool(int64_t cases_run)>& should_stop,
                     const std::function<void(const CaseProgress&)>& on_case,
-                    const std::optional<Isolation>& isolation = std::nullopt);
+                    const std::optional<Isolation>& isolation = std::nullopt,
+                    const std::optional<Counting>& counting = std::nullopt);
 
 // The order in which RunInterleaved takes the samples: each of `cases` indices `repetitions`
 // times, shuffled by std::mt19937_64(seed) (Fisher–Yates, indices by modulo: the same order
@@ -111,6 +142,7 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
                           const std::set<std::string>& finished, CheckPolicy check, Store& store,
                           int64_t run_id, uint64_t seed,
                           const std::function<bool(int64_t cases_run)>& should_stop,
-                          const std::function<void(const CaseProgress&)>& on_case);
+                          const std::function<void(const CaseProgress&)>& on_case,
+                          const std::optional<Counting>& counting = std::nullopt);
 
 }  // namespace seqbench

@@ -1,12 +1,16 @@
 #include "harness/environment.h"
 
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -80,6 +84,22 @@ std::string LoadedBlasLibrary() {
     }
   }
   return "none found";
+}
+
+// A string returned by an OpenBLAS function of this process, or `otherwise` when the BLAS
+// mapped is not OpenBLAS (the reference BLAS, MKL).
+std::string OpenBlasString(const char* function, const std::string& otherwise) {
+  using Getter = char* (*)();
+  const auto getter = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, function));
+  if (getter == nullptr) return otherwise;
+  std::string text = getter();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  return text;
+}
+
+std::string VariableOrUnset(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "unset" : value;
 }
 
 // google/benchmark's view of the CPU (the one its own JSON reports): caches as the JSON
@@ -185,6 +205,25 @@ std::string VersionLine() {
          compat::TorchVersion() + ", " + SEQBENCH_BUILD_TYPE + " build (" + SEQBENCH_COMPILER + ")";
 }
 
+std::vector<std::pair<std::string, std::string>> CodePathFacts() {
+  // ATen reports the capability its dispatch uses in its build summary (the function
+  // itself, at::native::get_cpu_capability, is not exported by Debian's LibTorch).
+  static const std::regex usage("CPU capability usage: ([A-Za-z0-9_]+)");
+  const std::string config = at::show_config();
+  std::smatch match;
+  const std::string capability =
+      std::regex_search(config, match, usage) ? match[1].str() : "unknown";
+  return {
+      {"blas_core", OpenBlasString("openblas_get_corename", "not OpenBLAS")},
+      {"blas_config", OpenBlasString("openblas_get_config", "not OpenBLAS")},
+      {"aten_cpu_capability", capability},
+      {"glibc_version", gnu_get_libc_version()},
+      {"env_openblas_coretype", VariableOrUnset("OPENBLAS_CORETYPE")},
+      {"env_aten_cpu_capability", VariableOrUnset("ATEN_CPU_CAPABILITY")},
+      {"env_glibc_tunables", VariableOrUnset("GLIBC_TUNABLES")},
+  };
+}
+
 Environment CaptureEnvironment() {
   Environment env;
   const auto add = [&](const std::string& key, const std::string& value) {
@@ -201,6 +240,7 @@ Environment CaptureEnvironment() {
   add("blas", BuildSetting(torch_config, "BLAS_INFO"));
   add("lapack", BuildSetting(torch_config, "LAPACK_INFO"));
   add("blas_library", LoadedBlasLibrary());
+  for (const auto& [key, value] : CodePathFacts()) add(key, value);
   add("torch_threads", std::to_string(at::get_num_threads()));
   add("torch_interop_threads", std::to_string(at::get_num_interop_threads()));
   const ThreadsInForce threads = CurrentThreads();

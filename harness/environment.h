@@ -21,6 +21,15 @@ struct Environment {
 
 Environment CaptureEnvironment();
 
+// What decides which machine code this process runs, whatever its source: OpenBLAS's core
+// and build (openblas_get_corename/config, or "not OpenBLAS"), ATen's CPU capability in
+// force, glibc's version, and the variables that override them (OPENBLAS_CORETYPE,
+// ATEN_CPU_CAPABILITY, GLIBC_TUNABLES; "unset" when absent). Keys: blas_core,
+// blas_config, aten_cpu_capability, glibc_version, env_openblas_coretype,
+// env_aten_cpu_capability, env_glibc_tunables. Part of CaptureEnvironment(); a counted
+// child reports its own under valgrind, where they differ from the native run's.
+std::vector<std::pair<std::string, std::string>> CodePathFacts();
+
 // The machine's load at one moment of a run ("start" or "end"): entries load_avg_<when>
 // (1, 5 and 15 minute load averages) and busy_processes_<when> (other processes that used
 // at least 10% of a CPU over a 0.25 s sample, this process and its children excluded), and

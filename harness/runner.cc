@@ -269,19 +269,19 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
                         std::regex_search(spec.Key(), std::regex(measure.test_slowdown_filter));
     p.extra_per_mille = slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
     PreparedCase* self = &p;
-    const std::function<void()> measured_step = [self]() {
+    p.measured_step = [self]() {
       self->step();
       for (self->carried_per_mille += self->extra_per_mille; self->carried_per_mille >= 1000;
            self->carried_per_mille -= 1000) {
         self->step();
       }
     };
-    p.timed_step = [self, measured_step]() {
+    p.timed_step = [self]() {
       if (self->device.is_cuda() && cuda_probe::Compiled())
-        return cuda_probe::TimeStep(measured_step, self->device);
+        return cuda_probe::TimeStep(self->measured_step, self->device);
       Synchronize(self->device);
       const auto begin = std::chrono::steady_clock::now();
-      measured_step();
+      self->measured_step();
       Synchronize(self->device);
       return Seconds(std::chrono::steady_clock::now() - begin);
     };
@@ -362,6 +362,7 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     // The case's tensors go now; the next case should not inherit its cached blocks,
     // least of all after an out-of-memory failure.
     p.step = nullptr;
+    p.measured_step = nullptr;
     p.timed_step = nullptr;
     p.variant.reset();
     p.batch.reset();

@@ -83,7 +83,9 @@ struct PreparedCase {
   torch::Device device = torch::kCPU;
   Tolerance tolerance;
   int64_t iterations = 1;
-  std::function<void()> step;   // one step, untimed
+  std::function<void()> step;  // one step, untimed
+  // One step as timed and counted: with the test slowdown's extra steps, untimed.
+  std::function<void()> measured_step;
   TimedStep timed_step;         // one timed step (test slowdown included)
   int64_t extra_per_mille = 0;  // test slowdown: extra steps, in thousandths
   int64_t carried_per_mille = 0;

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/instruction_count.h"
 #include "harness/threads.h"
 #include "harness/toml_reader.h"
 #include "variants/core/registry.h"
@@ -103,6 +104,21 @@ std::string ContentHash(const std::string& text) {
 }
 
 namespace {
+
+// [measure] count = ["instructions"]: what `run --count` takes, as a list.
+std::vector<std::string> ReadCountKinds(const TomlReader& reader, const toml::node& node) {
+  const toml::array* kinds = node.as_array();
+  if (kinds == nullptr)
+    reader.Fail(node.source(), "'count' must be a list, e.g. count = [\"instructions\"]");
+  std::vector<std::string> count;
+  for (const toml::node& kind : *kinds) {
+    const std::string name = reader.String(kind, "count");
+    if (name != kCountInstructions)
+      reader.Fail(kind.source(), "'count' knows only \"instructions\", got '" + name + "'");
+    count.push_back(name);
+  }
+  return count;
+}
 
 std::vector<std::string> WorkloadKeys() {
   std::vector<std::string> keys;
@@ -269,9 +285,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     if (!measure_node->is_table())
       reader.Fail(measure_node->source(), "'measure' must be a table ([measure])");
     const toml::table& measure = *measure_node->as_table();
-    reader.CheckKeys(
-        measure, "[measure]",
-        {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise", "max_time_s"});
+    reader.CheckKeys(measure, "[measure]",
+                     {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise",
+                      "max_time_s", "count", "count_steps"});
     if (auto* n = measure.get("repetitions"))
       suite.measurement.repetitions = reader.Integer(*n, "repetitions", 1, 100000);
     if (auto* n = measure.get("warmup"))
@@ -300,6 +316,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       if (!(suite.measurement.max_time_s > 0))
         reader.Fail(n->source(), "'max_time_s' must be above 0");
     }
+    if (auto* n = measure.get("count")) suite.measurement.count = ReadCountKinds(reader, *n);
+    if (auto* n = measure.get("count_steps"))
+      suite.measurement.count_steps = reader.Integer(*n, "count_steps", 1, 100);
   }
 
   const toml::node& variants_node = reader.Required(root, "variants", "the suite");
@@ -453,8 +472,10 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   }
 
   suite.expectations = ReadExpectations(
-      reader, root, {"speedup", "memory_ratio", "recompute_ratio", "time_per_doubling", "all_correct"}, names,
-      "one of the suite's [[variants]]", {"where"},
+      reader, root,
+      {"speedup", "memory_ratio", "recompute_ratio", "instructions_ratio", "time_per_doubling",
+       "all_correct"},
+      names, "one of the suite's [[variants]]", {"where"},
       [&](const toml::table& table, Expectation& expectation) {
         const toml::node* where = table.get("where");
         if (where == nullptr) return;

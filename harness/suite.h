@@ -65,6 +65,11 @@ struct Measurement {
   // slow are measured alike.
   double test_slowdown = 0;
   std::string test_slowdown_filter;
+  // Counted work (run --count): after a case is timed, `count_steps` of its steps after its
+  // warmup are counted in a child under callgrind (harness/instruction_count.h). Empty: off;
+  // else {"instructions"}.
+  std::vector<std::string> count;
+  int64_t count_steps = 3;
 };
 
 // Adaptive stopping never takes more samples than this, whatever the budget.

@@ -138,10 +138,20 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
     }
     const bool speedup = e.what == "speedup";
     // The other kinds are one metric of `variant` over the same metric of `over`.
-    const std::string metric =
-        e.what == "recompute_ratio" ? "recompute_factor" : "activation_bytes";
-    const std::string quantity =
-        e.what == "recompute_ratio" ? " recomputation / " : " activation memory / ";
+    struct RatioKind {
+      const char *what, *metric, *quantity;
+    };
+    static const RatioKind kRatioKinds[] = {
+        {"memory_ratio", "activation_bytes", " activation memory / "},
+        {"recompute_ratio", "recompute_factor", " recomputation / "},
+        {"instructions_ratio", "instructions_per_step", " instructions per step / "},
+    };
+    const RatioKind* kind = &kRatioKinds[0];
+    for (const RatioKind& candidate : kRatioKinds) {
+      if (e.what == candidate.what) kind = &candidate;
+    }
+    const std::string metric = kind->metric;
+    const std::string quantity = kind->quantity;
     outcome.expectation =
         (speedup ? e.variant + " speedup over " + e.over : e.variant + quantity + e.over) + " " +
         DescribeBound(e) + where;

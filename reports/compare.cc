@@ -8,6 +8,80 @@
 #include "reports/report.h"
 
 namespace seqbench {
+
+std::optional<Gate> ParseGate(const std::string& name) {
+  for (const Gate gate : {Gate::kTime, Gate::kCounts, Gate::kBoth}) {
+    if (GateName(gate) == name) return gate;
+  }
+  return std::nullopt;
+}
+
+std::string GateName(Gate gate) {
+  switch (gate) {
+    case Gate::kTime:
+      return "time";
+    case Gate::kCounts:
+      return "counts";
+    case Gate::kBoth:
+      return "both";
+  }
+  return "time";
+}
+
+std::vector<double> CountedSteps(const CaseRecord& record) {
+  std::vector<double> steps;
+  for (size_t k = 1;; ++k) {
+    const auto value = record.MetricValue("instructions_step_" + std::to_string(k));
+    if (!value) return steps;
+    steps.push_back(*value);
+  }
+}
+
+bool HasCounts(const std::vector<CaseRecord>& cases) {
+  return std::any_of(cases.begin(), cases.end(),
+                     [](const CaseRecord& c) { return !CountedSteps(c).empty(); });
+}
+
+namespace {
+
+double Spread(const std::vector<double>& values) {
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  const double median = stats::Median(values);
+  return median > 0 ? (*high - *low) / median : 0;
+}
+
+// How far the counted steps disagree about the ratio. The steps of one process differ
+// (allocator and cache state; 0.5% seen), but the same steps of an unchanged binary count
+// the same in every process, so step k is paired with step k: the spread of the ratios.
+// Unpaired (other step counts), each side's own spread, the wider.
+double CountSpread(const std::vector<double>& base_steps, const std::vector<double>& new_steps) {
+  if (base_steps.size() != new_steps.size()) return std::max(Spread(base_steps), Spread(new_steps));
+  std::vector<double> ratios;
+  for (size_t k = 0; k < base_steps.size(); ++k) {
+    if (!(base_steps[k] > 0)) return std::max(Spread(base_steps), Spread(new_steps));
+    ratios.push_back(new_steps[k] / base_steps[k]);
+  }
+  return Spread(ratios);
+}
+
+// The counted-work part of a comparison, when both sides were counted.
+void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
+                   CaseComparison& comparison) {
+  const std::vector<double> base_steps = CountedSteps(b), new_steps = CountedSteps(n);
+  if (base_steps.empty() || new_steps.empty()) return;
+  const double base_median = stats::Median(base_steps);
+  if (!(base_median > 0)) return;
+  comparison.count_ratio = stats::Median(new_steps) / base_median;
+  comparison.count_spread = CountSpread(base_steps, new_steps);
+  const double limit = settings.count_threshold;
+  comparison.count_verdict = comparison.count_spread > limit / 10  ? "nondeterministic"
+                             : *comparison.count_ratio > 1 + limit ? "more"
+                             : *comparison.count_ratio < 1 - limit ? "fewer"
+                                                                   : "same";
+}
+
+}  // namespace
+
 std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
                                          const std::vector<CaseRecord>& next,
                                          const CompareSettings& settings) {
@@ -26,6 +100,7 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
     }
     matched[n.key()] = true;
     const CaseRecord& b = *found->second;
+    CompareCounts(b, n, settings, comparison);
     if (b.samples_s.empty() || n.samples_s.empty()) {
       comparison.verdict = "ambiguous";
       comparison.note = "no timings (status " + b.status + " / " + n.status + ")";
@@ -82,15 +157,32 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
   return comparisons;
 }
 
-bool IsRegression(const CaseComparison& comparison) {
-  return comparison.verdict == "slower" || comparison.memory_verdict == "larger";
+bool IsRegression(const CaseComparison& comparison, Gate gate) {
+  const bool slower = comparison.verdict == "slower";
+  const bool more = comparison.count_verdict == "more";
+  const bool judged = gate == Gate::kTime ? slower : gate == Gate::kCounts ? more : slower || more;
+  return judged || comparison.memory_verdict == "larger";
+}
+
+std::vector<std::string> CountFingerprintDifferences(const RunRecord& base, const RunRecord& next) {
+  std::vector<std::string> differences;
+  for (const char* key : {"count_tool", "count_pinning", "count_blas_core", "count_blas_config",
+                          "count_aten_cpu_capability", "count_glibc_version", "torch_version",
+                          "blas_library", "compiler", "build_type"}) {
+    const std::string a = base.Environment(key), b = next.Environment(key);
+    if (a != b)
+      differences.push_back(std::string(key) + ": " + (a.empty() ? "none" : a) + " -> " +
+                            (b.empty() ? "none" : b));
+  }
+  return differences;
 }
 
 std::vector<std::string> EnvironmentDifferences(const RunRecord& base, const RunRecord& next) {
   std::vector<std::string> differences;
   for (const char* key :
        {"cpu_model", "cpu_logical_cores", "gpu_name", "torch_version", "cuda_version",
-        "cudnn_version", "blas_library", "torch_threads", "build_type", "compiler", "hostname"}) {
+        "cudnn_version", "blas_library", "blas_core", "aten_cpu_capability", "glibc_version",
+        "torch_threads", "build_type", "compiler", "hostname"}) {
     const std::string a = base.Environment(key), b = next.Environment(key);
     if (a != b) differences.push_back(std::string(key) + ": " + a + " -> " + b);
   }

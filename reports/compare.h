@@ -2,7 +2,8 @@
 // results/case_identity.h): the ratio of median runtimes (new / base, the inverse of the
 // one speedup), its bootstrap confidence interval (harness/statistics.h) from the raw
 // repetition samples, and a verdict from where that interval lies against the threshold;
-// peak memory is judged against the same threshold.
+// peak memory is judged against the same threshold. Counted work (run --count) is judged
+// apart: the ratio of instructions per step against its own, tighter threshold.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -21,7 +22,16 @@ struct CompareSettings {
   double confidence = 0.95;  // of the ratio's bootstrap interval
   // Fewer repetitions on either side: no verdict.
   size_t min_samples = stats::kMinBootstrapSamples;
+  // Counted instructions: a change within 1% is "same"; a case whose counted steps spread
+  // by more than a tenth of this is "nondeterministic".
+  double count_threshold = 0.01;
 };
+
+// What sets a comparison's verdict for a CI gate: wall time, counted instructions, or
+// either (both must pass).
+enum class Gate { kTime, kCounts, kBoth };
+std::optional<Gate> ParseGate(const std::string& name);  // "time" | "counts" | "both"
+std::string GateName(Gate gate);
 
 struct CaseComparison {
   std::string case_key;
@@ -35,14 +45,39 @@ struct CaseComparison {
   std::optional<stats::Interval> interval;  // of that ratio, at CompareSettings::confidence
   std::optional<double> memory_ratio;       // new peak / base peak
   std::string memory_verdict;               // smaller | larger | same | "" (not measured)
+  // Counted work: new / base instructions per step (each side the median of its counted
+  // steps); count_spread is how far the steps disagree about it: (max - min) / median of
+  // the ratios of step k to step k (the same steps count the same in every process of an
+  // unchanged binary, though not alike within one), or with unequal step counts the wider
+  // side's (max - min) / median of its own steps.
+  std::optional<double> count_ratio;
+  double count_spread = 0;
+  // more: above 1 + count_threshold; fewer: below 1 - count_threshold; same: within;
+  // nondeterministic: count_spread past a tenth of the threshold; "": not counted
+  // on both sides.
+  std::string count_verdict;
 };
 
 std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
                                          const std::vector<CaseRecord>& next,
                                          const CompareSettings& settings);
 
-// True when a comparison should fail a CI gate: slower, or memory larger.
-bool IsRegression(const CaseComparison& comparison);
+// True when a comparison should fail a CI gate: memory larger, or under the time gate
+// slower, under the counts gate more instructions, under both either.
+bool IsRegression(const CaseComparison& comparison, Gate gate = Gate::kTime);
+
+// The counted steps of a stored case, in order (its instructions_step_<k> metrics); empty
+// when it was not counted.
+std::vector<double> CountedSteps(const CaseRecord& record);
+
+// Whether any case of the run carries counted instructions.
+bool HasCounts(const std::vector<CaseRecord>& cases);
+
+// "count_blas_core: Haswell -> SkylakeX" for each environment entry that decides which
+// code a counted run executed (valgrind, the pinning and what the counting child saw of
+// OpenBLAS, ATen and glibc, LibTorch, the compiler and build type): counts from runs that
+// differ here are not comparable.
+std::vector<std::string> CountFingerprintDifferences(const RunRecord& base, const RunRecord& next);
 
 // "cpu_model: A -> B" for the environment entries that change what numbers mean.
 std::vector<std::string> EnvironmentDifferences(const RunRecord& base, const RunRecord& next);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -13,32 +14,56 @@
 namespace seqbench {
 namespace {
 
-void Count(GateRow& row, const std::vector<CaseComparison>& comparisons) {
+void Count(GateRow& row, const std::vector<CaseComparison>& comparisons, Gate gate) {
   ++row.compares;
   bool regression = false;
   for (const CaseComparison& c : comparisons) {
-    regression = regression || IsRegression(c);
+    regression = regression || IsRegression(c, gate);
     ++row.cases;
     row.slower += c.verdict == "slower";
     row.faster += c.verdict == "faster";
     row.same += c.verdict == "same";
     row.ambiguous += c.verdict == "ambiguous";
+    row.more += c.count_verdict == "more";
+    row.fewer += c.count_verdict == "fewer";
+    row.same_count += c.count_verdict == "same";
+    row.nondeterministic += c.count_verdict == "nondeterministic";
+    row.uncounted += c.count_verdict.empty();
   }
   row.flagged += regression;
+}
+
+// The label's factor: "x1.3" -> 1.3; "head+2" -> the extra head passes; nullopt else.
+struct Planted {
+  std::string what;
+  double order = 0;
+};
+std::optional<Planted> ParsePlanted(const std::string& suffix) {
+  const bool head = suffix.rfind("head+", 0) == 0;
+  if (!head && suffix.rfind("x", 0) != 0) return std::nullopt;
+  const std::string number = suffix.substr(head ? 5 : 1);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || *end != '\0' || !std::isfinite(value) || value < 1) return std::nullopt;
+  if (head)
+    return Planted{"the shared head computed " + FormatSignificant(value, 3) + " extra time(s)",
+                   1000 + value};
+  return Planted{FormatSignificant(value, 3) + "x slower (whole extra steps)", value};
 }
 
 }  // namespace
 
 std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
-                                 const std::string& prefix, const CompareSettings& settings) {
+                                 const std::string& prefix, const CompareSettings& settings,
+                                 Gate gate) {
   const std::string base_label = prefix + " base";
-  const std::string slowed_prefix = prefix + " x";
+  const std::string slowed_prefix = prefix + " ";
   struct Labelled {
     int64_t run_id;
     std::string commit;
   };
   std::vector<Labelled> base;
-  std::map<double, std::vector<Labelled>> slowed;  // factor -> runs, in run order
+  std::map<double, std::pair<std::string, std::vector<Labelled>>> slowed;  // by order
   for (const RunRecord& listed : store.Runs()) {
     if (listed.status != "complete" || listed.suite_name != suite) continue;
     if (listed.label != base_label && listed.label.rfind(slowed_prefix, 0) != 0) continue;
@@ -48,11 +73,10 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
       base.push_back(labelled);
       continue;
     }
-    const std::string factor_text = run.label.substr(slowed_prefix.size());
-    char* end = nullptr;
-    const double factor = std::strtod(factor_text.c_str(), &end);
-    if (!factor_text.empty() && *end == '\0' && std::isfinite(factor) && factor >= 1)
-      slowed[factor].push_back(labelled);
+    if (const auto planted = ParsePlanted(run.label.substr(slowed_prefix.size()))) {
+      slowed[planted->order].first = planted->what;
+      slowed[planted->order].second.push_back(labelled);
+    }
   }
   if (base.size() < 2) {
     throw std::invalid_argument("gate: fewer than 2 complete runs of suite '" + suite +
@@ -65,14 +89,16 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
   for (size_t i = 0; i + 1 < base.size(); ++i) {
     if (base[i].commit != base[i + 1].commit) continue;
     Count(unchanged,
-          CompareCases(store.Cases(base[i].run_id), store.Cases(base[i + 1].run_id), settings));
+          CompareCases(store.Cases(base[i].run_id), store.Cases(base[i + 1].run_id), settings),
+          gate);
   }
   rows.push_back(unchanged);
   // Each slowed run against the base run just before it of the same commit (its round,
   // as ci/measure_gate takes them), each base run at most once per factor.
-  for (const auto& [factor, runs] : slowed) {
+  for (const auto& [order, planted] : slowed) {
+    const auto& [what, runs] = planted;
     GateRow row;
-    row.what = FormatSignificant(factor, 3) + "x slower: each slowed run against its round's base";
+    row.what = what + ": each against its round's base";
     std::set<int64_t> used;
     for (const Labelled& run : runs) {
       const Labelled* partner = nullptr;
@@ -80,25 +106,48 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
         if (candidate.run_id < run.run_id && candidate.commit == run.commit) partner = &candidate;
       }
       if (partner == nullptr || !used.insert(partner->run_id).second) continue;
-      Count(row, CompareCases(store.Cases(partner->run_id), store.Cases(run.run_id), settings));
+      Count(row, CompareCases(store.Cases(partner->run_id), store.Cases(run.run_id), settings),
+            gate);
     }
     rows.push_back(row);
   }
   return rows;
 }
 
-std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings) {
-  MarkdownTable table({"compared", "compares", "flagged (exit 1)", "cases", "slower", "faster",
-                       "same", "ambiguous"});
+std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
+                            Gate gate) {
+  const bool time = gate != Gate::kCounts, counts = gate != Gate::kTime;
+  std::vector<std::string> columns = {"compared", "compares", "flagged (exit 1)", "cases"};
+  if (time) columns.insert(columns.end(), {"slower", "faster", "same", "ambiguous"});
+  if (counts)
+    columns.insert(columns.end(), {"more", "fewer", "same count", "nondeterministic", "uncounted"});
+  MarkdownTable table(columns);
   for (const GateRow& row : rows) {
-    table.AddRow({row.what, std::to_string(row.compares),
-                  std::to_string(row.flagged) + " of " + std::to_string(row.compares),
-                  std::to_string(row.cases), std::to_string(row.slower), std::to_string(row.faster),
-                  std::to_string(row.same), std::to_string(row.ambiguous)});
+    std::vector<std::string> cells = {
+        row.what, std::to_string(row.compares),
+        std::to_string(row.flagged) + " of " + std::to_string(row.compares),
+        std::to_string(row.cases)};
+    if (time) {
+      for (const int n : {row.slower, row.faster, row.same, row.ambiguous})
+        cells.push_back(std::to_string(n));
+    }
+    if (counts) {
+      for (const int n : {row.more, row.fewer, row.same_count, row.nondeterministic, row.uncounted})
+        cells.push_back(std::to_string(n));
+    }
+    table.AddRow(cells);
   }
-  return "`compare` at `--threshold " + FormatSignificant(settings.threshold * 100, 3) + "%`, " +
-         FormatSignificant(settings.confidence * 100, 3) +
-         "% bootstrap intervals of the ratio of medians:\n\n" + table.Render();
+  std::string settings_text =
+      "`compare --gate " + GateName(gate) + "`" +
+      (time ? " at `--threshold " + FormatSignificant(settings.threshold * 100, 3) + "%`, " +
+                  FormatSignificant(settings.confidence * 100, 3) +
+                  "% bootstrap intervals of the ratio of medians"
+            : "") +
+      (time && counts ? ";" : "") +
+      (counts ? " at `--count-threshold " + FormatSignificant(settings.count_threshold * 100, 3) +
+                    "%` on instructions per step"
+              : "");
+  return settings_text + ":\n\n" + table.Render();
 }
 
 }  // namespace seqbench

@@ -1,5 +1,7 @@
 // The gate's measured power: how often `compare` raises a false alarm between runs of one
-// unchanged binary, and how often it catches a known slowdown (run --test-slowdown), from
+// unchanged binary, and how often it catches a known slowdown (run --test-slowdown, or
+// extra work in the shared head, run --test-extra-head-passes), under the time or the
+// counts gate, from
 // runs stored with labels "<prefix> base" and "<prefix> x<factor>" (ci/measure_gate). A
 // README section `gate=<prefix> suite=<suite>` renders it, so that the figures in
 // reports/README.md come from stored runs, not from typing.
@@ -21,17 +23,23 @@ struct GateRow {
   int compares = 0;  // pairs of runs compared
   int flagged = 0;   // compares that fail (exit 1: a case slower or larger)
   int cases = 0;     // case comparisons over all compares
-  int slower = 0, faster = 0, same = 0, ambiguous = 0;
+  int slower = 0, faster = 0, same = 0, ambiguous = 0;  // time verdicts
+  // Counted instructions' verdicts (runs with run --count).
+  int more = 0, fewer = 0, same_count = 0, nondeterministic = 0, uncounted = 0;
 };
 
 // Each base run compared with the next base run of the same commit; each slowed run with
 // the base run just before it of the same commit (its round), each base run at most once
 // per factor; labels whose factor is not a finite number >= 1 are ignored. Throws
 // std::invalid_argument when there are fewer than 2 base runs.
+// A compare is flagged as `compare --gate gate` would exit 1.
 std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
-                                 const std::string& prefix, const CompareSettings& settings);
+                                 const std::string& prefix, const CompareSettings& settings,
+                                 Gate gate = Gate::kTime);
 
-// A Markdown table of the rows, with the threshold and confidence they were judged at.
-std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings);
+// A Markdown table of the rows, with the threshold and confidence they were judged at: the
+// time verdicts under the time gate, the counts' under the counts gate, both under both.
+std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
+                            Gate gate = Gate::kTime);
 
 }  // namespace seqbench

@@ -40,7 +40,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
-         name == "recall" || name == "inference";
+         name == "recall" || name == "inference" || name == "judge";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -106,9 +106,13 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
   if (const std::string prefix = Attribute(section, "gate"); !prefix.empty()) {
     const std::string suite = Attribute(section, "suite");
     if (suite.empty()) throw ReadmeError("a gate section needs suite=NAME");
-    const CompareSettings settings;  // compare's defaults: 5%, 95%
+    const CompareSettings settings;  // compare's defaults: 5%, 95%, counts 1%
+    // judge=counts|time|both: which gate's verdicts the table counts (default time).
+    const std::string judge = Attribute(section, "judge");
+    const std::optional<Gate> gate = judge.empty() ? Gate::kTime : ParseGate(judge);
+    if (!gate) throw ReadmeError("judge= takes time, counts or both, got '" + judge + "'");
     try {
-      return RenderGateTable(MeasureGate(store, suite, prefix, settings), settings);
+      return RenderGateTable(MeasureGate(store, suite, prefix, settings, *gate), settings, *gate);
     } catch (const std::invalid_argument& error) {
       throw NoMatchingRun(error.what());
     }

@@ -17,19 +17,34 @@ namespace {
 using nlohmann::json;
 
 // Every metric a case may carry, in the order CSV columns list them.
-const std::vector<std::string> kMetricColumns = {"runtime_mean_s",    "runtime_median_s",
-                                                 "runtime_stddev_s",  "runtime_cv",
-                                                 "runtime_min_s",     "runtime_max_s",
-                                                 "runtime_q1_s",      "runtime_q3_s",
-                                                 "runtime_iqr_s",     "runtime_relative_iqr",
-                                                 "runtime_outliers",  "tokens_per_s",
-                                                 "peak_bytes",        "activation_bytes",
-                                                 "max_rss_bytes",     "logits_max_abs",
-                                                 "logits_max_rel",    "loss_max_abs",
-                                                 "grad_max_abs",      "grad_max_rel",
-                                                 "mismatched_tokens", "correct",
-                                                 "step_flops",        "step_bytes",
-                                                 "gflops_per_s",      "gbytes_per_s"};
+const std::vector<std::string> kMetricColumns = {"runtime_mean_s",
+                                                 "runtime_median_s",
+                                                 "runtime_stddev_s",
+                                                 "runtime_cv",
+                                                 "runtime_min_s",
+                                                 "runtime_max_s",
+                                                 "runtime_q1_s",
+                                                 "runtime_q3_s",
+                                                 "runtime_iqr_s",
+                                                 "runtime_relative_iqr",
+                                                 "runtime_outliers",
+                                                 "tokens_per_s",
+                                                 "peak_bytes",
+                                                 "activation_bytes",
+                                                 "max_rss_bytes",
+                                                 "logits_max_abs",
+                                                 "logits_max_rel",
+                                                 "loss_max_abs",
+                                                 "grad_max_abs",
+                                                 "grad_max_rel",
+                                                 "mismatched_tokens",
+                                                 "correct",
+                                                 "step_flops",
+                                                 "step_bytes",
+                                                 "gflops_per_s",
+                                                 "gbytes_per_s",
+                                                 "instructions_per_step",
+                                                 "instructions_spread"};
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {

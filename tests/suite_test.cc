@@ -139,7 +139,11 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"TOML syntax", WithLine(9, "width = = 16"), 9, "invalid TOML"},
       {"unknown top-level key", WithLine(5, "sed = 3"), 5, "unknown key 'sed' in the suite"},
       {"unknown [measure] key", WithLine(14, "repetition = 3"), 14,
-       "expected one of: case_timeout_s, max_noise, max_time_s, min_time_ms, repetitions, warmup"},
+       "expected one of: case_timeout_s, count, count_steps, max_noise, max_time_s, min_time_ms, "
+       "repetitions, warmup"},
+      {"count of an unknown kind", WithLine(14, "count = [\"cycles\"]"), 14,
+       "'count' knows only \"instructions\", got 'cycles'"},
+      {"count not a list", WithLine(14, "count = \"instructions\""), 14, "'count' must be a list"},
       {"wrong type", WithLine(14, "repetitions = \"three\""), 14,
        "'repetitions' must be an integer, got a string"},
       {"out of range", WithLine(14, "repetitions = 0"), 14, "'repetitions' must be between 1 and"},
@@ -170,7 +174,8 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "'generate_tokens' must be between 1 and"},
       {"expect without bound", WithLine(41, ""), 37, "needs 'at_least' or 'at_most'"},
       {"expect with unknown what", WithLine(38, "what = \"faster\""), 38,
-       "'what' must be one of speedup, memory_ratio, recompute_ratio, time_per_doubling, "
+       "'what' must be one of speedup, memory_ratio, recompute_ratio, instructions_ratio, "
+       "time_per_doubling, "
        "all_correct"},
       {"doubling over a variant", WithLine(38, "what = \"time_per_doubling\""), 40,
        "over 'baseline' is not an integer workload field; it names the field that doubles"},

@@ -72,7 +72,8 @@ int RunReport(const std::vector<std::string>& args) {
   options.add_options()("format", po::value(&format)->default_value("md"),
                         "md, csv, json or gbench-json")("out", po::value(&out),
                                                         "write here instead of standard output")(
-      "fit", po::value(&fit_field), "fit exponents, and list each doubling's time ratio, against this "
+      "fit", po::value(&fit_field),
+      "fit exponents, and list each doubling's time ratio, against this "
       "workload field (md only)");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
@@ -223,10 +224,108 @@ std::vector<std::string> MachineDifferences(const RunRecord& base, const RunReco
   return differences;
 }
 
+// The gate `compare --gate` asks for; "auto" is counts when both runs were counted, else
+// time. A counted gate on runs whose fingerprints differ is refused (exit 2).
+Gate ResolveGate(const std::string& text, const RunRecord& base, const RunRecord& next,
+                 const std::vector<CaseRecord>& base_cases,
+                 const std::vector<CaseRecord>& new_cases) {
+  const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
+  const std::optional<Gate> asked =
+      text == "auto" ? std::optional<Gate>(counted ? Gate::kCounts : Gate::kTime) : ParseGate(text);
+  if (!asked)
+    throw UsageError("compare: --gate must be auto, time, counts or both, got '" + text + "'");
+  if (*asked == Gate::kTime) return *asked;
+  for (const RunRecord* run : {&base, &next}) {
+    if (!HasCounts(run == &base ? base_cases : new_cases))
+      throw UsageError("compare: --gate " + GateName(*asked) + ": run " +
+                       std::to_string(run->run_id) +
+                       " has no counted instructions (run it with --count instructions)");
+  }
+  const std::vector<std::string> differences = CountFingerprintDifferences(base, next);
+  if (!differences.empty()) {
+    std::string message = "compare: the runs' counts are not comparable; they ran other code:";
+    for (const auto& difference : differences) message += "\n  " + difference;
+    throw UsageError(message +
+                     "\nre-count the base on this machine (ci/publish counts), or judge time "
+                     "with --gate time");
+  }
+  return *asked;
+}
+
+// The geometric mean of the positive values `of` picks, and how many there were.
+std::pair<std::optional<double>, int> GeometricMean(
+    const std::vector<CaseComparison>& comparisons,
+    const std::function<std::optional<double>(const CaseComparison&)>& of) {
+  double log_sum = 0;
+  int count = 0;
+  for (const CaseComparison& c : comparisons) {
+    const std::optional<double> value = of(c);
+    if (value && *value > 0) {
+      log_sum += std::log(*value);
+      ++count;
+    }
+  }
+  return {count > 0 ? std::optional<double>(std::exp(log_sum / count)) : std::nullopt, count};
+}
+
+std::optional<double> TimeRatio(const CaseComparison& c) {
+  return c.ratio > 0 ? std::optional<double>(c.ratio) : std::nullopt;
+}
+std::optional<double> CountRatio(const CaseComparison& c) { return c.count_ratio; }
+
+json ComparisonJson(const CaseComparison& c, Gate gate) {
+  const auto maybe = [](const std::optional<double>& value) {
+    return value ? json(*value) : json(nullptr);
+  };
+  json entry = {{"case", c.case_key}, {"verdict", c.verdict}, {"note", c.note}};
+  entry["base_median_s"] = c.base_median_s > 0 ? json(c.base_median_s) : json(nullptr);
+  entry["new_median_s"] = c.new_median_s > 0 ? json(c.new_median_s) : json(nullptr);
+  entry["ratio"] = maybe(TimeRatio(c));
+  entry["interval"] =
+      c.interval ? json{{"low", c.interval->low}, {"high", c.interval->high}} : json(nullptr);
+  entry["memory_ratio"] = maybe(c.memory_ratio);
+  entry["memory_verdict"] = c.memory_verdict;
+  entry["count_ratio"] = maybe(c.count_ratio);
+  entry["count_spread"] = c.count_ratio ? json(c.count_spread) : json(nullptr);
+  entry["count_verdict"] = c.count_verdict;
+  entry["regression"] = IsRegression(c, gate);
+  return entry;
+}
+
+std::string CompareTable(const std::vector<CaseComparison>& comparisons, bool counted) {
+  std::vector<std::string> columns = {"case",     "base median", "new median", "ratio",
+                                      "interval", "verdict",     "memory"};
+  if (counted) columns.insert(columns.end(), {"instructions", "count verdict"});
+  columns.push_back("note");
+  MarkdownTable table(columns);
+  for (const CaseComparison& c : comparisons) {
+    char ratio[32] = "—", interval[48] = "—", memory[48] = "—", count[48] = "—";
+    if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
+    if (c.interval)
+      std::snprintf(interval, sizeof(interval), "%.3f–%.3f", c.interval->low, c.interval->high);
+    if (c.memory_ratio)
+      std::snprintf(memory, sizeof(memory), "%.3f× %s", *c.memory_ratio, c.memory_verdict.c_str());
+    if (c.count_ratio)
+      std::snprintf(count, sizeof(count), "%.4f× (spread %.3f%%)", *c.count_ratio,
+                    c.count_spread * 100);
+    std::vector<std::string> row = {c.case_key,
+                                    c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
+                                    c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—",
+                                    ratio,
+                                    interval,
+                                    c.verdict,
+                                    memory};
+    if (counted) row.insert(row.end(), {count, c.count_verdict.empty() ? "—" : c.count_verdict});
+    row.push_back(c.note);
+    table.AddRow(row);
+  }
+  return table.Render();
+}
+
 }  // namespace
 
 int RunCompare(const std::vector<std::string>& args) {
-  std::string base_db, threshold_text, format, base_latest_on;
+  std::string base_db, threshold_text, count_threshold_text, format, base_latest_on, gate_text;
   int64_t base_id = 0;
   RunSelection selection;  // the new run
   CompareSettings settings;
@@ -241,8 +340,15 @@ int RunCompare(const std::vector<std::string>& args) {
       "repetition samples (at least 3 a side). Verdicts: slower (the whole interval above\n"
       "1 + threshold), faster (below 1 - threshold), same (inside both), ambiguous (it\n"
       "reaches across a limit, or too few samples). Peak memory is judged against the same\n"
-      "threshold. Runs of different suites or machines are refused unless allowed. Exits 1\n"
-      "when any case is slower or larger, 2 on bad input.\n\nOptions");
+      "threshold. Runs of different suites or machines are refused unless allowed.\n\n"
+      "Counted runs (run --count instructions) are also judged on instructions per step\n"
+      "(each side the median of its counted steps) against --count-threshold: more, fewer,\n"
+      "same, or nondeterministic when a side's steps spread past a tenth of it. --gate\n"
+      "picks what fails: counts compare across machines of one fingerprint (valgrind, the\n"
+      "pinning, the OpenBLAS core and ATen capability the counting child saw, LibTorch,\n"
+      "compiler) and are refused with exit 2 where it differs. Exits 1 when the gate finds a\n"
+      "case slower (time), with more instructions (counts), or larger, 2 on bad input.\n\n"
+      "Options");
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
@@ -257,6 +363,11 @@ int RunCompare(const std::vector<std::string>& args) {
       "smallest change that counts: 5% or 0.05")(
       "confidence", po::value(&settings.confidence)->default_value(0.95, "0.95"),
       "of the ratio's bootstrap interval, in (0, 1)")(
+      "gate", po::value(&gate_text)->default_value("auto"),
+      "what sets the exit status: time, counts (instructions per step, from run --count), "
+      "both, or auto (counts when both runs were counted, else time); memory always")(
+      "count-threshold", po::value(&count_threshold_text)->default_value("1%"),
+      "smallest change of counted instructions that counts: 1% or 0.01")(
       "format", po::value(&format)->default_value("md"),
       "md (a table) or json (for machines: per-case intervals, a geometric-mean summary)")(
       "allow-different-suites", "judge runs of different suites on the cases they share")(
@@ -266,6 +377,7 @@ int RunCompare(const std::vector<std::string>& args) {
   if (format != "md" && format != "json")
     throw UsageError("compare: --format must be md or json, got '" + format + "'");
   settings.threshold = ParseThreshold(threshold_text, "compare");
+  settings.count_threshold = ParseThreshold(count_threshold_text, "compare --count-threshold");
   if (!(settings.confidence > 0 && settings.confidence < 1))
     throw UsageError("compare: --confidence must lie in (0, 1), e.g. 0.95");
   // With --base-latest-on, the one run id given is the new run.
@@ -307,8 +419,12 @@ int RunCompare(const std::vector<std::string>& args) {
                      next.suite_name +
                      "'; pass --allow-different-suites to judge the cases they share");
   }
+  const std::vector<CaseRecord> base_cases = base_source.Cases(base.run_id);
+  const std::vector<CaseRecord> new_cases = new_store->Cases(next.run_id);
+  const Gate gate = ResolveGate(gate_text, base, next, base_cases, new_cases);
+  // Counts on a matching fingerprint compare across machines; times do not.
   if (const auto machines = MachineDifferences(base, next);
-      !machines.empty() && !values->count("allow-different-machines")) {
+      !machines.empty() && gate == Gate::kTime && !values->count("allow-different-machines")) {
     std::string message = "compare: the runs were measured on different machines:";
     for (const auto& difference : machines) message += "\n  " + difference;
     throw UsageError(message + "\npass --allow-different-machines to judge them anyway");
@@ -321,76 +437,62 @@ int RunCompare(const std::vector<std::string>& args) {
   for (const auto& difference : EnvironmentDifferences(base, next))
     notes.push_back("environments differ: " + difference);
 
-  const auto comparisons =
-      CompareCases(base_source.Cases(base.run_id), new_store->Cases(next.run_id), settings);
+  const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
+  const auto comparisons = CompareCases(base_cases, new_cases, settings);
   bool regression = false;
-  std::map<std::string, int> verdicts;
-  double log_sum = 0;
-  int timed = 0;
+  std::map<std::string, int> verdicts, count_verdicts;
   for (const CaseComparison& c : comparisons) {
-    regression = regression || IsRegression(c);
+    regression = regression || IsRegression(c, gate);
     ++verdicts[c.verdict];
-    if (c.ratio > 0) {
-      log_sum += std::log(c.ratio);
-      ++timed;
-    }
+    if (!c.count_verdict.empty()) ++count_verdicts[c.count_verdict];
   }
-  const std::optional<double> geometric_mean =
-      timed > 0 ? std::optional<double>(std::exp(log_sum / timed)) : std::nullopt;
+  const auto [geometric_mean, timed] = GeometricMean(comparisons, TimeRatio);
+  const auto [count_mean, counted_cases] = GeometricMean(comparisons, CountRatio);
 
   if (format == "json") {
     json cases = json::array();
-    for (const CaseComparison& c : comparisons) {
-      json entry = {{"case", c.case_key}, {"verdict", c.verdict}, {"note", c.note}};
-      entry["base_median_s"] = c.base_median_s > 0 ? json(c.base_median_s) : json(nullptr);
-      entry["new_median_s"] = c.new_median_s > 0 ? json(c.new_median_s) : json(nullptr);
-      entry["ratio"] = c.ratio > 0 ? json(c.ratio) : json(nullptr);
-      entry["interval"] =
-          c.interval ? json{{"low", c.interval->low}, {"high", c.interval->high}} : json(nullptr);
-      entry["memory_ratio"] = c.memory_ratio ? json(*c.memory_ratio) : json(nullptr);
-      entry["memory_verdict"] = c.memory_verdict;
-      entry["regression"] = IsRegression(c);
-      cases.push_back(std::move(entry));
-    }
+    for (const CaseComparison& c : comparisons) cases.push_back(ComparisonJson(c, gate));
     const json document = {
         {"base", RunSummaryJson(base)},
         {"new", RunSummaryJson(next)},
+        {"gate", GateName(gate)},
         {"threshold", settings.threshold},
+        {"count_threshold", settings.count_threshold},
         {"confidence", settings.confidence},
         {"notes", notes},
         {"cases", cases},
         {"summary",
          {{"verdicts", verdicts},
+          {"count_verdicts", count_verdicts},
           {"timed_cases", timed},
+          {"counted_cases", counted_cases},
           {"geometric_mean_ratio", geometric_mean ? json(*geometric_mean) : json(nullptr)},
+          {"geometric_mean_count_ratio", count_mean ? json(*count_mean) : json(nullptr)},
           {"regression", regression}}}};
     std::cout << document.dump(2) << "\n";
     return regression ? 1 : 0;
   }
 
   for (const auto& note : notes) std::cerr << "seqbench: warning: " << note << "\n";
-  MarkdownTable table(
-      {"case", "base median", "new median", "ratio", "interval", "verdict", "memory", "note"});
-  for (const CaseComparison& c : comparisons) {
-    char ratio[32] = "—", interval[48] = "—", memory[48] = "—";
-    if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
-    if (c.interval)
-      std::snprintf(interval, sizeof(interval), "%.3f–%.3f", c.interval->low, c.interval->high);
-    if (c.memory_ratio)
-      std::snprintf(memory, sizeof(memory), "%.3f× %s", *c.memory_ratio, c.memory_verdict.c_str());
-    table.AddRow({c.case_key, c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
-                  c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—", ratio, interval,
-                  c.verdict, memory, c.note});
-  }
   std::cout << "compare run " << base.run_id << " (base) with run " << next.run_id
-            << " (new), suite " << next.suite_name << "\n\n"
-            << table.Render() << "\n";
+            << " (new), suite " << next.suite_name << "; gate: " << GateName(gate) << "\n\n"
+            << CompareTable(comparisons, counted) << "\n";
   for (const auto& [verdict, count] : verdicts) std::cout << verdict << ": " << count << "  ";
   if (geometric_mean) {
     std::cout << "\ngeometric mean of the ratios: " << FormatSignificant(*geometric_mean, 4)
               << " over " << timed << " timed case(s)";
   }
-  std::cout << "\n" << (regression ? "REGRESSION beyond the threshold\n" : "no regression\n");
+  if (count_mean) {
+    std::cout << "\ninstructions: ";
+    for (const auto& [verdict, count] : count_verdicts)
+      std::cout << verdict << ": " << count << "  ";
+    std::cout << "geometric mean " << FormatSignificant(*count_mean, 5) << " over " << counted_cases
+              << " counted case(s), threshold "
+              << FormatSignificant(settings.count_threshold * 100, 3) << "%";
+  }
+  std::cout << "\n"
+            << (regression ? "REGRESSION beyond the threshold" : "no regression") << " (gate "
+            << GateName(gate) << (gate == Gate::kCounts ? "; time is advice" : "") << ")\n";
   return regression ? 1 : 0;
 }
 

@@ -17,12 +17,14 @@
 #include "harness/child_process.h"
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
+#include "harness/instruction_count.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
 #include "harness/runner.h"
 #include "harness/suite.h"
 #include "reports/format.h"
 #include "results/store.h"
+#include "variants/core/test_hooks.h"
 #include "variants/core/trace.h"
 
 namespace po = boost::program_options;
@@ -72,6 +74,31 @@ int RunIsolatedCase(const Suite& suite, const std::vector<CaseSpec>& cases, cons
   std::_Exit(0);
 }
 
+// The child of --count, run by valgrind: the cases listed in OUT_DIR/cases counted, each
+// one's account and the facts written there, nothing stored or printed.
+int RunCountingChild(const Suite& suite, const std::vector<CaseSpec>& cases, int64_t steps,
+                     const std::string& out_dir) {
+  try {
+    CountCasesInThisProcess(suite, CasesToCount(cases, out_dir), steps, out_dir);
+  } catch (const std::exception& error) {
+    std::cerr << "seqbench: counting child: " << error.what() << "\n";
+    std::fflush(nullptr);
+    std::_Exit(3);
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+// The run's record of how it counts (run --count), or nothing when it does not.
+std::vector<std::pair<std::string, std::string>> CountingEnvironment(const Measurement& measure) {
+  if (measure.count.empty()) return {};
+  return {{"count", std::string(kCountInstructions) + ": " + std::to_string(measure.count_steps) +
+                        " steps a case after " + std::to_string(measure.warmup) +
+                        " warmup, 1 thread, callgrind in a child process"},
+          {"count_tool", ValgrindVersion().value_or("not installed")},
+          {"count_pinning", CountPinningText()}};
+}
+
 }  // namespace
 
 int RunRun(const std::vector<std::string>& args) {
@@ -79,7 +106,8 @@ int RunRun(const std::vector<std::string>& args) {
   int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
   double case_timeout_s = 0;
   std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
-  int64_t warmup = 0;
+  int64_t warmup = 0, count_steps = 0, test_extra_head_passes = 0;
+  std::string count_kind, count_out;
   double test_slowdown = 0;
   std::string test_slowdown_filter = ".*";
   po::options_description options(
@@ -126,7 +154,13 @@ int RunRun(const std::vector<std::string>& args) {
       "case-timeout", po::value(&case_timeout_s),
       "seconds before an isolated case is killed and stored as timeout (implies --isolate; "
       "default: the suite's [measure] case_timeout_s, else max(600, 20 x the longest case "
-      "so far))")("retry-failed", "with --resume: run the cases stored as error or timeout again");
+      "so far))")("retry-failed", "with --resume: run the cases stored as error or timeout again")(
+      "count", po::value(&count_kind),
+      "after timing each CPU case, count the instructions of a few of its steps under "
+      "valgrind's callgrind, in a child at 1 thread with ATen, OpenBLAS and glibc pinned to "
+      "AVX2 (machine-independent, for compare --gate counts): instructions ([measure] count)")(
+      "count-steps", po::value(&count_steps),
+      "with --count: steps counted a case, after its warmup ([measure] count_steps; default 3)");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&suite_path))(
       "stop-after", po::value(&stop_after), "stop after K cases, as if interrupted (tests)")(
@@ -138,7 +172,11 @@ int RunRun(const std::vector<std::string>& args) {
       // extra steps, to measure what the gate catches (reports/README.md). Recorded with
       // the run, and a warning wherever it is shown.
       "test-slowdown", po::value(&test_slowdown))("test-slowdown-filter",
-                                                  po::value(&test_slowdown_filter));
+                                                  po::value(&test_slowdown_filter))(
+      // Test-only: the head every variant shares computes its logits N extra times.
+      "test-extra-head-passes", po::value(&test_extra_head_passes))(
+      // The child of --count, under valgrind: count the cases OUT_DIR/cases lists.
+      "count-out", po::value(&count_out));
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "run");
@@ -195,6 +233,15 @@ int RunRun(const std::vector<std::string>& args) {
           "run: --interleave takes a fixed number of repetitions; drop --max-noise or "
           "--interleave");
   }
+  if (values->count("count") && count_kind != kCountInstructions)
+    throw UsageError("run: --count takes 'instructions', got '" + count_kind + "'");
+  if (values->count("count-steps") && !(count_steps >= 1 && count_steps <= 100))
+    throw UsageError("run: --count-steps must be between 1 and 100");
+  if (values->count("count-steps") && !values->count("count"))
+    throw UsageError("run: --count-steps goes with --count instructions");
+  if (values->count("test-extra-head-passes") &&
+      !(test_extra_head_passes >= 1 && test_extra_head_passes <= 100))
+    throw UsageError("run: --test-extra-head-passes must be between 1 and 100");
   if (values->count("test-slowdown") && !(test_slowdown >= 1 && test_slowdown <= 10))
     throw UsageError("run: --test-slowdown must be a factor between 1 and 10, e.g. 1.3");
   if (values->count("test-slowdown-filter")) {
@@ -256,6 +303,9 @@ int RunRun(const std::vector<std::string>& args) {
     suite.measurement.test_slowdown = test_slowdown;
     suite.measurement.test_slowdown_filter = test_slowdown_filter;
   }
+  if (values->count("count")) suite.measurement.count = {count_kind};
+  if (values->count("count-steps")) suite.measurement.count_steps = count_steps;
+  if (test_extra_head_passes > 0) SetTestExtraHeadPasses(test_extra_head_passes);
   std::vector<CaseSpec> cases;
   try {
     cases = SelectCases(suite, selection);
@@ -264,6 +314,8 @@ int RunRun(const std::vector<std::string>& args) {
   }
   if (cases.empty())
     throw UsageError("run: no case of " + suite_path + " matches --filter/--shard");
+  if (values->count("count-out"))
+    return RunCountingChild(suite, cases, suite.measurement.count_steps, count_out);
   if (values->count("run-case"))
     return RunIsolatedCase(suite, cases, run_case, into_run, run_uuid, position, *check, db_path);
 
@@ -303,6 +355,12 @@ int RunRun(const std::vector<std::string>& args) {
         FormatSignificant(test_slowdown, 4) + "x on cases matching " + test_slowdown_filter;
     description.extra_environment.emplace_back("test_slowdown", slowdown);
   }
+  if (test_extra_head_passes > 0) {
+    description.extra_environment.emplace_back(
+        "test_extra_work", std::to_string(test_extra_head_passes) + " extra head passes");
+  }
+  for (auto& entry : CountingEnvironment(suite.measurement))
+    description.extra_environment.push_back(entry);
   description.expectations = suite.expectations;
   description.extra_environment.emplace_back(
       "timer", cuda_probe::Compiled()
@@ -328,6 +386,12 @@ int RunRun(const std::vector<std::string>& args) {
           ? "a child process per case, killed after " + FormatSignificant(case_timeout_s, 6) + " s"
           : "a child process per case, killed after max(600 s, 20 x the longest case)");
   RunRecord requested = NewRunRecord(description);
+  if (test_extra_head_passes > 0) {
+    requested.warnings.push_back(
+        "test-only --test-extra-head-passes: every variant's head computes its logits " +
+        std::to_string(test_extra_head_passes) +
+        " extra times on purpose; not a measurement of the code");
+  }
   if (test_slowdown > 1) {
     requested.warnings.push_back("test-only --test-slowdown: the step times of cases matching " +
                                  test_slowdown_filter + " are inflated " +
@@ -378,38 +442,56 @@ int RunRun(const std::vector<std::string>& args) {
       std::cerr << "seqbench: warning: " << warning << "\n";
   }
 
+  // A child seqbench that selects and measures the cases as this process does.
+  const auto ChildCommand = [&]() {
+    std::vector<std::string> argv = {SelfExecutable()};
+    for (const std::string& plugin : LoadedPluginPaths()) {
+      argv.insert(argv.end(), {"--plugin", plugin});
+    }
+    argv.insert(argv.end(), {"run", suite_path});
+    if (values->count("device")) argv.insert(argv.end(), {"--device", device});
+    if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
+    if (values->count("test-slowdown")) {
+      argv.insert(argv.end(), {"--test-slowdown", FormatSignificant(test_slowdown, 17),
+                               "--test-slowdown-filter", test_slowdown_filter});
+    }
+    if (test_extra_head_passes > 0) {
+      argv.insert(argv.end(), {"--test-extra-head-passes", std::to_string(test_extra_head_passes)});
+    }
+    for (const char* flag : {"repetitions", "warmup", "min-time", "max-noise", "max-time"}) {
+      if (values->count(flag)) {
+        const std::string text = std::string(flag) == "repetitions" ? std::to_string(repetitions)
+                                 : std::string(flag) == "warmup"    ? std::to_string(warmup)
+                                 : std::string(flag) == "min-time"  ? min_time_text
+                                 : std::string(flag) == "max-noise" ? max_noise_text
+                                                                    : max_time_text;
+        argv.insert(argv.end(), {std::string("--") + flag, text});
+      }
+    }
+    return argv;
+  };
   std::optional<Isolation> isolation;
   if (isolate) {
     isolation.emplace();
     isolation->case_timeout_s = case_timeout_s;
     isolation->command = [&, run_id](const CaseSpec& spec, int64_t case_position) {
-      std::vector<std::string> argv = {SelfExecutable()};
-      for (const std::string& plugin : LoadedPluginPaths()) {
-        argv.insert(argv.end(), {"--plugin", plugin});
-      }
-      argv.insert(argv.end(),
-                  {"run", suite_path, "--db", db_path, "--check", check_text, "--run-case",
-                   spec.Key(), "--into-run", std::to_string(run_id), "--run-uuid", run_uuid_of_run,
-                   "--position", std::to_string(case_position)});
-      // The same selection as this process, so that the child finds the same case.
-      if (values->count("device")) argv.insert(argv.end(), {"--device", device});
-      if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
-      // And the same measurement: the child times the case.
-      if (values->count("test-slowdown")) {
-        argv.insert(argv.end(), {"--test-slowdown", FormatSignificant(test_slowdown, 17),
-                                 "--test-slowdown-filter", test_slowdown_filter});
-      }
-      for (const char* flag : {"repetitions", "warmup", "min-time", "max-noise", "max-time"}) {
-        if (values->count(flag)) {
-          const std::string text = std::string(flag) == "repetitions" ? std::to_string(repetitions)
-                                   : std::string(flag) == "warmup"    ? std::to_string(warmup)
-                                   : std::string(flag) == "min-time"  ? min_time_text
-                                   : std::string(flag) == "max-noise" ? max_noise_text
-                                                                      : max_time_text;
-          argv.insert(argv.end(), {std::string("--") + flag, text});
-        }
-      }
+      std::vector<std::string> argv = ChildCommand();
+      argv.insert(argv.end(), {"--db", db_path, "--check", check_text, "--run-case", spec.Key(),
+                               "--into-run", std::to_string(run_id), "--run-uuid", run_uuid_of_run,
+                               "--position", std::to_string(case_position)});
       if (TracingEnabled()) argv.push_back("--nvtx");
+      return argv;
+    };
+  }
+  std::optional<Counting> counting;
+  if (!suite.measurement.count.empty()) {
+    counting.emplace();
+    counting->steps = suite.measurement.count_steps;
+    counting->command = [&](const std::vector<CaseSpec>&, const std::string& out_dir) {
+      std::vector<std::string> argv = ChildCommand();
+      argv.insert(argv.end(), {"--count-out", out_dir});
+      argv.insert(argv.end(), {"--count", kCountInstructions, "--count-steps",
+                               std::to_string(suite.measurement.count_steps)});
       return argv;
     };
   }
@@ -427,6 +509,12 @@ int RunRun(const std::vector<std::string>& args) {
     return stop_requested || (stop_after > 0 && cases_run >= stop_after);
   };
   const auto print_progress = [](const CaseProgress& progress) {
+    if (progress.counting > 0) {
+      std::printf("counting the instructions of %lld case(s) under callgrind, in one child...\n",
+                  (long long)progress.counting);
+      std::fflush(stdout);
+      return;
+    }
     if (progress.record == nullptr) {
       std::printf("interleaved: %lld of %lld samples timed  ETA %s\n",
                   (long long)progress.samples_done, (long long)progress.samples_total,
@@ -445,9 +533,9 @@ int RunRun(const std::vector<std::string>& args) {
   }
   const RunSummary summary = values->count("interleave")
                                  ? RunInterleaved(suite, cases, finished, *check, store, run_id,
-                                                  suite.seed, should_stop, print_progress)
+                                                  suite.seed, should_stop, print_progress, counting)
                                  : RunCases(suite, cases, finished, *check, store, run_id,
-                                            should_stop, print_progress, isolation);
+                                            should_stop, print_progress, isolation, counting);
   const bool interrupted = summary.interrupted;
   const auto count = [&](const char* status) {
     const auto found = summary.status_counts.find(status);

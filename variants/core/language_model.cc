@@ -1,5 +1,7 @@
 #include "variants/core/language_model.h"
 
+#include "variants/core/test_hooks.h"
+
 namespace seqbench {
 
 std::string LayerParameterName(int64_t layer, const char* name) {
@@ -43,8 +45,19 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain) {
   return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kRmsNormEpsilon) * gain;
 }
 
+namespace {
+int64_t test_extra_head_passes = 0;
+}  // namespace
+
+void SetTestExtraHeadPasses(int64_t passes) { test_extra_head_passes = passes; }
+int64_t TestExtraHeadPasses() { return test_extra_head_passes; }
+
 torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gain,
                                 const torch::Tensor& w_out) {
+  for (int64_t pass = 0; pass < test_extra_head_passes; ++pass) {
+    torch::NoGradGuard no_grad;
+    (void)torch::matmul(RmsNorm(h, gain), w_out);
+  }
   return torch::matmul(RmsNorm(h, gain), w_out);
 }
 

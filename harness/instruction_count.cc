@@ -1,0 +1,285 @@
+#include "harness/instruction_count.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include "harness/child_process.h"
+#include "harness/statistics.h"
+
+#if SEQBENCH_HAVE_CALLGRIND
+#include <valgrind/callgrind.h>
+#endif
+
+namespace seqbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The first executable file named `name` on PATH, or "".
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream folders(path ? path : "");
+  std::string folder;
+  while (std::getline(folders, folder, ':')) {
+    if (folder.empty()) continue;
+    const fs::path candidate = fs::path(folder) / name;
+    std::error_code error;
+    if (fs::is_regular_file(candidate, error) &&
+        (fs::status(candidate, error).permissions() & fs::perms::owner_exec) != fs::perms::none)
+      return candidate.string();
+  }
+  return "";
+}
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The last non-empty line of valgrind's log, for a reason that names what went wrong.
+std::string LastLogLine(const fs::path& log) {
+  std::stringstream text(ReadText(log));
+  std::string line, last;
+  while (std::getline(text, line)) {
+    const auto begin = line.find_first_not_of("=0123456789 ");
+    if (begin != std::string::npos) last = line.substr(begin);
+  }
+  return last;
+}
+
+// A private folder for one child's dumps and facts, removed when done.
+class ScratchFolder {
+ public:
+  ScratchFolder() {
+    std::string pattern = (fs::temp_directory_path() / "seqbench-count-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("cannot create a folder under " +
+                               fs::temp_directory_path().string());
+    path_ = pattern;
+  }
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Every dump callgrind wrote as <prefix>.<part>, by the case and step its description
+// names ("Trigger: Client Request: case 3 step 2").
+std::map<std::pair<int64_t, int64_t>, double> ReadDumps(const fs::path& prefix) {
+  static const std::regex trigger("^desc: Trigger: Client Request: case ([0-9]+) step ([0-9]+)",
+                                  std::regex::multiline);
+  std::map<std::pair<int64_t, int64_t>, double> totals;
+  for (int64_t part = 1;; ++part) {
+    const fs::path dump = prefix.string() + "." + std::to_string(part);
+    if (!fs::exists(dump)) return totals;
+    const std::string text = ReadText(dump);
+    std::smatch match;
+    const std::optional<double> total = CallgrindTotal(text);
+    if (total && std::regex_search(text, match, trigger))
+      totals[{std::stoll(match[1]), std::stoll(match[2])}] = *total;
+  }
+}
+
+// Case `index`'s counts from the dumps and the child's account of it.
+StepCounts CaseCounts(const std::map<std::pair<int64_t, int64_t>, double>& totals,
+                      const fs::path& out_dir, int64_t index, int64_t steps) {
+  StepCounts counts;
+  double per_sample = 0;
+  for (const auto& [key, value] : ReadFacts(CaseCountFile(out_dir.string(), index))) {
+    if (key == "error") counts.not_counted = value;
+    if (key == "steps_per_sample") per_sample = std::atof(value.c_str());
+  }
+  if (!counts.not_counted.empty()) return counts;
+  for (int64_t k = 1; k <= steps; ++k) {
+    const auto total = totals.find({index, k});
+    if (total == totals.end() || !(per_sample >= 1)) {
+      counts.instructions.clear();
+      counts.not_counted = "callgrind wrote no total for step " + std::to_string(k);
+      return counts;
+    }
+    // A sample of several steps (a test slowdown's exact extra steps) counts per step.
+    counts.instructions.push_back(total->second / per_sample);
+  }
+  return counts;
+}
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& CountPinning() {
+  // glibc picks memcpy/memset/strlen by CPUID and sizes its non-temporal and rep-movsb
+  // thresholds by the caches it reads: both are fixed here, with AVX-512 and the
+  // fast-string flags masked, which valgrind does not emulate uniformly either.
+  static const std::vector<std::pair<std::string, std::string>> pinning = {
+      {"ATEN_CPU_CAPABILITY", "avx2"},
+      {"OPENBLAS_CORETYPE", "Haswell"},
+      {"OPENBLAS_NUM_THREADS", "1"},
+      {"OMP_NUM_THREADS", "1"},
+      {"MKL_NUM_THREADS", "1"},
+      {"GLIBC_TUNABLES",
+       "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-ERMS,-FSRM"
+       ":glibc.cpu.x86_data_cache_size=32768:glibc.cpu.x86_shared_cache_size=1048576"
+       ":glibc.cpu.x86_non_temporal_threshold=786432:glibc.cpu.x86_rep_movsb_threshold=2048"
+       ":glibc.cpu.x86_rep_stosb_threshold=2048"},
+  };
+  return pinning;
+}
+
+std::string CountPinningText() {
+  std::string text;
+  for (const auto& [name, value] : CountPinning())
+    text += (text.empty() ? "" : " ") + name + "=" + value;
+  return text;
+}
+
+bool CallgrindCompiledIn() { return SEQBENCH_HAVE_CALLGRIND != 0; }
+
+bool RunningUnderValgrind() {
+#if SEQBENCH_HAVE_CALLGRIND
+  return RUNNING_ON_VALGRIND != 0;
+#else
+  return false;
+#endif
+}
+
+void CountStepsUnderCallgrind(const std::function<void()>& step, int64_t steps, int64_t index) {
+#if SEQBENCH_HAVE_CALLGRIND
+  if (!RunningUnderValgrind())
+    throw std::runtime_error("counting needs this process to run under valgrind's callgrind");
+  // Instrumentation on (it flushes valgrind's translations), collection on only inside
+  // each step: the counts hold the step and nothing of the loop around it. One step more,
+  // uncollected, first: whatever a step does once under a new instrumentation state
+  // (first-use caches) is not counted in step 1.
+  CALLGRIND_START_INSTRUMENTATION;
+  step();
+  for (int64_t k = 1; k <= steps; ++k) {
+    CALLGRIND_ZERO_STATS;
+    CALLGRIND_TOGGLE_COLLECT;
+    step();
+    CALLGRIND_TOGGLE_COLLECT;
+    CALLGRIND_DUMP_STATS_AT(
+        ("case " + std::to_string(index) + " step " + std::to_string(k)).c_str());
+  }
+  CALLGRIND_STOP_INSTRUMENTATION;
+#else
+  (void)step;
+  (void)steps;
+  (void)index;
+  throw std::runtime_error(
+      "this seqbench was built without valgrind/callgrind.h (install valgrind, reconfigure)");
+#endif
+}
+
+std::string CaseCountFile(const std::string& out_dir, int64_t index) {
+  return out_dir + "/case_" + std::to_string(index);
+}
+
+std::optional<std::string> ValgrindVersion() {
+  if (FindInPath("valgrind").empty()) return std::nullopt;
+  FILE* pipe = popen("valgrind --version 2>/dev/null", "r");
+  if (pipe == nullptr) return std::nullopt;
+  char line[128] = "";
+  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
+  if (pclose(pipe) != 0 || !read) return std::nullopt;
+  std::string version(line);
+  version.erase(version.find_last_not_of(" \n\r") + 1);
+  return version;
+}
+
+std::optional<double> CallgrindTotal(const std::string& dump_text) {
+  static const std::regex total("^(?:summary|totals):[ \\t]*([0-9]+)", std::regex::multiline);
+  std::smatch match;
+  if (!std::regex_search(dump_text, match, total)) return std::nullopt;
+  return std::stod(match[1]);
+}
+
+void WriteFacts(const std::string& path,
+                const std::vector<std::pair<std::string, std::string>>& facts) {
+  std::ofstream file(path);
+  for (const auto& [key, value] : facts) {
+    std::string line = value;
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    file << key << "=" << line << "\n";
+  }
+  if (!file) throw std::runtime_error("cannot write " + path);
+}
+
+std::vector<std::pair<std::string, std::string>> ReadFacts(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> facts;
+  std::stringstream text(ReadText(path));
+  std::string line;
+  while (std::getline(text, line)) {
+    const auto equals = line.find('=');
+    if (equals != std::string::npos)
+      facts.emplace_back(line.substr(0, equals), line.substr(equals + 1));
+  }
+  return facts;
+}
+
+CountBatch CountInChild(const CountRequest& request, const std::function<bool()>& should_stop) {
+  CountBatch batch;
+  const auto fail_all = [&](const std::string& why) {
+    batch.cases.assign(static_cast<size_t>(request.cases), StepCounts{{}, why});
+    return batch;
+  };
+  const std::string valgrind = FindInPath("valgrind");
+  if (valgrind.empty()) return fail_all("valgrind is not installed (ci/install-deps installs it)");
+  if (!CallgrindCompiledIn())
+    return fail_all("built without valgrind/callgrind.h (install valgrind, reconfigure)");
+  ScratchFolder scratch;
+  const fs::path dumps = scratch.path() / "callgrind.out";
+  std::vector<std::string> argv = {valgrind,
+                                   "--tool=callgrind",
+                                   "--instr-atstart=no",
+                                   "--collect-atstart=no",
+                                   "--callgrind-out-file=" + dumps.string(),
+                                   "--log-file=" + (scratch.path() / "valgrind.log").string()};
+  std::vector<std::string> child = request.command(scratch.path().string());
+  // valgrind would read /proc/self/exe as its own binary: name this seqbench's file.
+  if (!child.empty() && child[0] == SelfExecutable())
+    child[0] = fs::read_symlink(child[0]).string();
+  for (std::string& arg : child) argv.push_back(std::move(arg));
+  std::vector<std::string> environment;
+  for (const auto& [name, value] : CountPinning()) environment.push_back(name + "=" + value);
+  const ChildOutcome outcome = RunChild(argv, request.timeout_s, should_stop, environment);
+  batch.wall_s = outcome.wall_s;
+  const fs::path facts = scratch.path() / "facts";
+  if (outcome.end != ChildOutcome::End::kExited || outcome.exit_code != 0 || !fs::exists(facts)) {
+    const std::string log = LastLogLine(scratch.path() / "valgrind.log");
+    return fail_all("the counting child failed: " + outcome.Describe() +
+                    (log.empty() ? "" : " (valgrind: " + log + ")"));
+  }
+  batch.facts = ReadFacts(facts.string());
+  const auto totals = ReadDumps(dumps);
+  for (int64_t index = 0; index < request.cases; ++index)
+    batch.cases.push_back(CaseCounts(totals, scratch.path(), index, request.steps));
+  return batch;
+}
+
+std::vector<Metric> CountMetrics(const StepCounts& counts) {
+  std::vector<Metric> metrics;
+  if (counts.instructions.empty()) return metrics;
+  const double median = stats::Median(counts.instructions);
+  const auto [low, high] =
+      std::minmax_element(counts.instructions.begin(), counts.instructions.end());
+  metrics.push_back({"instructions_per_step", median, "instructions"});
+  metrics.push_back({"instructions_spread", median > 0 ? (*high - *low) / median : 0, "ratio"});
+  for (size_t k = 0; k < counts.instructions.size(); ++k)
+    metrics.push_back(
+        {"instructions_step_" + std::to_string(k + 1), counts.instructions[k], "instructions"});
+  return metrics;
+}
+
+}  // namespace seqbench

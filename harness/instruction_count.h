@@ -1,0 +1,105 @@
+// Counted work: the instructions a case's steps execute, counted by callgrind in a child
+// process, as a machine-independent measure that a CI gate can compare across separate
+// jobs (wall time on a shared VM moves 50-90% between runs; these counts move < 0.1%).
+//
+// The parent (CountInChild) starts `valgrind --tool=callgrind` on a seqbench child with
+// instrumentation off at start, and with ATen's CPU capability, OpenBLAS's core, glibc's
+// string-function choice and cache-size thresholds pinned (CountPinning), at one thread,
+// so that any x86-64-v3 machine runs the same code. The child sets the case up and warms
+// it up uninstrumented, then calls CountStepsUnderCallgrind, which collects exactly the
+// counted steps (callgrind's client requests, as torch.utils.benchmark and codspeed-cpp
+// use them) and dumps one profile per step; the parent reads each dump's total.
+//
+// What counts cannot see: memory-bound stalls, cache and TLB misses, threading and lock
+// contention, the allocator's page faults, syscalls' kernel time, and anything on a GPU.
+//
+// Thread-safety: CountInChild blocks its thread until the child is gone; the child-side
+// functions are called from the one thread that runs the cases.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results/store.h"
+
+namespace seqbench {
+
+// What `run --count` can count: "instructions" (callgrind's Ir, user space).
+inline constexpr char kCountInstructions[] = "instructions";
+
+// The environment every counted child runs in: (variable, value) pairs. One stated level
+// (x86-64-v3: AVX2 and FMA, no AVX-512), whatever the machine offers natively.
+const std::vector<std::pair<std::string, std::string>>& CountPinning();
+// The pinning as one line, "ATEN_CPU_CAPABILITY=avx2 OPENBLAS_CORETYPE=Haswell ...",
+// stored with a counted run as `count_pinning`.
+std::string CountPinningText();
+
+// Whether this seqbench was built with valgrind/callgrind.h (configure time).
+bool CallgrindCompiledIn();
+// Whether this process runs under valgrind.
+bool RunningUnderValgrind();
+
+// In the child: runs `step` once uncollected, then `steps` times, each one alone collected
+// and dumped with the description "case <index> step <k>" (k 1-based). Throws
+// std::runtime_error when not under valgrind or built without callgrind.h, so that a child
+// never reports counts it did not take.
+void CountStepsUnderCallgrind(const std::function<void()>& step, int64_t steps, int64_t index);
+
+// The counts of one case's steps, or why there are none.
+struct StepCounts {
+  std::vector<double> instructions;  // one per counted step, in order
+  std::string not_counted;           // why none were taken; "" when counted
+};
+
+// What one counting child counted: valgrind starts LibTorch in 13 s here, so one child
+// counts every case of a run, in the run's order (the same order in every run, so the
+// same counts; a case's count may depend on the cases counted before it).
+struct CountBatch {
+  std::vector<StepCounts> cases;  // one per case asked for, in order
+  // What the child reported of the code it ran (blas_core, aten_cpu_capability,
+  // glibc_version, ...: CodePathFacts under the pinning), for the run's fingerprint.
+  std::vector<std::pair<std::string, std::string>> facts;
+  double wall_s = 0;  // the child's whole life, valgrind's start included
+};
+
+struct CountRequest {
+  // The child's command line (this seqbench, run --count-case ...), given the folder
+  // where it must write its files (CaseCountFile, facts) and callgrind its dumps.
+  std::function<std::vector<std::string>(const std::string& out_dir)> command;
+  int64_t cases = 1;
+  int64_t steps = 3;
+  double timeout_s = 600;
+};
+
+// Runs the child under the first valgrind on PATH, callgrind, with the pinning, and reads
+// its per-step dumps. Never throws for a child that fails: each case's reason lands in its
+// StepCounts::not_counted.
+CountBatch CountInChild(const CountRequest& request, const std::function<bool()>& should_stop);
+
+// The child's account of case `index` in `out_dir`: "steps_per_sample=N" (each counted
+// sample is N steps, a test slowdown's exact extra steps; the parent divides) or
+// "error=why".
+std::string CaseCountFile(const std::string& out_dir, int64_t index);
+
+// "valgrind-3.19.0", or nullopt when valgrind cannot be run.
+std::optional<std::string> ValgrindVersion();
+
+// The total of one callgrind dump's text (its `summary:` or `totals:` line, first event),
+// or nullopt if it has none.
+std::optional<double> CallgrindTotal(const std::string& dump_text);
+
+// The files the child writes: "key=value" lines.
+void WriteFacts(const std::string& path,
+                const std::vector<std::pair<std::string, std::string>>& facts);
+std::vector<std::pair<std::string, std::string>> ReadFacts(const std::string& path);
+
+// The metrics of a counted case: instructions_per_step (the median of the steps),
+// instructions_spread ((max - min) / median) and instructions_step_<k> for each step;
+// none when it was not counted.
+std::vector<Metric> CountMetrics(const StepCounts& counts);
+
+}  // namespace seqbench

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Counted instructions end to end (run --count instructions, compare --gate counts):
+# two runs of one binary in separate processes agree within 0.1% on every case; a planted
+# extra-work mutation inside the head every variant shares is flagged by the counts gate
+# (exit 1) while the unchanged pair passes (exit 0); a run whose counting child saw other
+# code (a fingerprint difference) is refused with exit 2, naming it; a counted ratio bound
+# within one run ([[expect]] instructions_ratio) is checked. Skipped (exit 77) without
+# valgrind.
+# Usage: count_test.sh SEQBENCH_BINARY
+set -euo pipefail
+seqbench=$1
+if ! command -v valgrind >/dev/null; then
+  echo "skipped: valgrind is not installed (ci/install-deps installs it)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+db=$work/count.db
+
+cat >"$work/tiny.toml" <<'EOF'
+name = "tiny_count"
+description = "two variants, counted"
+family = "simple_rnn"
+baseline = "baseline"
+seed = 3
+
+[model]
+vocab_size = 16
+width = 8
+layers = 1
+heads = 2
+
+[measure]
+repetitions = 3
+warmup = 1
+count = ["instructions"]
+count_steps = 3
+
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "fused"
+
+[grid]
+threads = 1
+mode = ["train", "forward"]
+batch = 2
+seq_len = 8
+min_len = 4
+dtype = "float32"
+
+[[expect]]
+what = "instructions_ratio"
+variant = "fused"
+over = "baseline"
+at_most = 1000
+where = { mode = "train" }
+EOF
+
+for run in 1 2; do
+  "$seqbench" run "$work/tiny.toml" --db "$db" --in-process >"$work/run$run.out" ||
+    fail "counted run $run: $(cat "$work/run$run.out")"
+done
+"$seqbench" run "$work/tiny.toml" --db "$db" --in-process --test-extra-head-passes 3 \
+  >"$work/run3.out" 2>&1 || fail "mutated run: $(cat "$work/run3.out")"
+
+# 1. Every case counted in both runs, and the two agree within 0.1%.
+counted=$(sqlite3 "$db" "SELECT count(*) FROM metrics m JOIN cases c USING (case_id)
+  WHERE m.name = 'instructions_per_step' AND c.run_id IN (1, 2) AND m.value > 0")
+[[ $counted -eq 8 ]] || fail "expected 8 counted cases over runs 1 and 2, got $counted"
+worst=$(sqlite3 "$db" "SELECT max(abs(b.value - a.value) / a.value)
+  FROM metrics a JOIN cases ca ON ca.case_id = a.case_id
+  JOIN cases cb ON cb.case_key = ca.case_key AND cb.run_id = 2
+  JOIN metrics b ON b.case_id = cb.case_id AND b.name = a.name
+  WHERE ca.run_id = 1 AND a.name = 'instructions_per_step'")
+awk -v w="$worst" 'BEGIN { exit !(w < 0.001) }' || fail "runs 1 and 2 disagree by $worst"
+sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'count_blas_core'" |
+  grep -q . || fail "run 1 records no count_blas_core"
+
+# 2. The counts gate: the unchanged pair passes, the mutated head is flagged.
+"$seqbench" compare 1 2 --db "$db" --gate counts >"$work/same.out" ||
+  fail "unchanged pair flagged: $(cat "$work/same.out")"
+grep -q "no regression (gate counts" "$work/same.out" || fail "$(cat "$work/same.out")"
+set +e
+"$seqbench" compare 1 3 --db "$db" --gate counts >"$work/more.out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "mutated head: compare exited $rc, expected 1: $(cat "$work/more.out")"
+grep -q "| more |" "$work/more.out" || fail "no case judged 'more': $(cat "$work/more.out")"
+
+# 3. The counted expectation within one run holds.
+"$seqbench" check 1 --db "$db" >"$work/check.out" || fail "check: $(cat "$work/check.out")"
+grep -q "instructions per step / baseline" "$work/check.out" || fail "$(cat "$work/check.out")"
+
+# 4. A fingerprint difference refuses the counted comparison (exit 2, naming the key), and
+#    leaves the time gate to judge with a warning.
+cp "$db" "$work/other.db"
+sqlite3 "$work/other.db" "UPDATE environment SET value = 'SkylakeX'
+  WHERE run_id = 2 AND key = 'count_blas_core'"
+set +e
+"$seqbench" compare 1 2 --db "$work/other.db" --gate counts >"$work/refused.out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "fingerprint mismatch exited $rc, expected 2: $(cat "$work/refused.out")"
+grep -q "count_blas_core: .* -> SkylakeX" "$work/refused.out" ||
+  fail "the refusal does not name what differs: $(cat "$work/refused.out")"
+
+# 5. Not counted where it cannot be: no valgrind on PATH stores the reason, the run goes on.
+PATH=/nonexistent "$seqbench" run "$work/tiny.toml" --db "$db" --in-process --filter 'fused.*train' \
+  >"$work/novalgrind.out" || fail "run without valgrind: $(cat "$work/novalgrind.out")"
+sqlite3 "$db" "SELECT message FROM cases WHERE run_id = 4" | grep -q "not counted: valgrind" ||
+  fail "no reason stored for the uncounted case"
+echo "count test: ok"

@@ -1,0 +1,202 @@
+// Counted work and the counts gate: a callgrind dump's total is read from its own line;
+// a counted case's metrics are the median of its steps (not their mean) with the spread;
+// compare judges counts against their own threshold, flags more instructions under the
+// counts gate only, marks spread steps nondeterministic rather than failing, and names
+// what differs between two runs' fingerprints; the gate's measured power under counts.
+#include "harness/instruction_count.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "reports/compare.h"
+#include "reports/gate.h"
+
+namespace seqbench {
+namespace {
+
+// A case counted at these steps, timed at these samples (mean != median on both).
+CaseRecord CountedCase(const std::vector<double>& steps, const std::vector<double>& samples_s) {
+  CaseRecord record;
+  record.identity.variant_name = "fused";
+  record.identity.variant_key = "fused";
+  record.status = kStatusOk;
+  record.samples_s = samples_s;
+  StepCounts counts;
+  counts.instructions = steps;
+  record.metrics = CountMetrics(counts);
+  return record;
+}
+
+const std::vector<double> kSamples = {1.0, 1.1, 1.9, 1.05, 1.2};
+
+TEST_CASE("a callgrind dump's total is its summary or totals line", "[count]") {
+  CHECK(CallgrindTotal("version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 257066074\n"
+                       "fn=(1) main\n16 3\n") == Approx(257066074.0));
+  CHECK(CallgrindTotal("events: Ir\nfn=main\n3 7\ntotals: 1234\n") == Approx(1234.0));
+  // A cost line that merely contains digits is not a total.
+  CHECK_FALSE(CallgrindTotal("events: Ir\nfn=main\n16 3\n").has_value());
+  CHECK_FALSE(CallgrindTotal("").has_value());
+}
+
+TEST_CASE("a counted case stores the median step, the spread and every step", "[count]") {
+  StepCounts counts;
+  counts.instructions = {1000, 1300, 1010};  // mean 1103.3, median 1010
+  const std::vector<Metric> metrics = CountMetrics(counts);
+  CaseRecord record;
+  record.metrics = metrics;
+  CHECK(record.MetricValue("instructions_per_step") == Approx(1010));
+  CHECK(record.MetricValue("instructions_spread") == Approx(300.0 / 1010));
+  CHECK(CountedSteps(record) == std::vector<double>{1000, 1300, 1010});
+  CHECK(CountMetrics(StepCounts{}).empty());
+}
+
+TEST_CASE("the counts gate flags more instructions and passes an unchanged pair", "[count]") {
+  const CaseRecord base = CountedCase({1'000'000, 1'000'100, 1'000'050}, kSamples);
+  CompareSettings settings;  // count threshold 1%
+
+  // Unchanged code: counts within 0.05%; times alike.
+  const CaseRecord same = CountedCase({1'000'400, 1'000'300, 1'000'500}, kSamples);
+  const CaseComparison unchanged = CompareCases({base}, {same}, settings).at(0);
+  CHECK(unchanged.count_verdict == "same");
+  CHECK_FALSE(IsRegression(unchanged, Gate::kCounts));
+
+  // 2% more instructions, but the clock happened to be kind: only the counts gate sees it.
+  const CaseRecord more = CountedCase({1'020'000, 1'020'050, 1'020'100}, kSamples);
+  const CaseComparison grown = CompareCases({base}, {more}, settings).at(0);
+  CHECK(grown.count_verdict == "more");
+  CHECK(*grown.count_ratio == Approx(1.02).epsilon(1e-4));
+  CHECK(IsRegression(grown, Gate::kCounts));
+  CHECK(IsRegression(grown, Gate::kBoth));
+  CHECK_FALSE(IsRegression(grown, Gate::kTime));
+
+  // 0.9% more: inside the 1% threshold.
+  const CaseRecord slight = CountedCase({1'009'000, 1'009'050, 1'009'100}, kSamples);
+  CHECK(CompareCases({base}, {slight}, settings).at(0).count_verdict == "same");
+
+  // Fewer instructions are no regression.
+  const CaseRecord fewer = CountedCase({900'000, 900'050, 900'100}, kSamples);
+  const CaseComparison shrunk = CompareCases({base}, {fewer}, settings).at(0);
+  CHECK(shrunk.count_verdict == "fewer");
+  CHECK_FALSE(IsRegression(shrunk, Gate::kCounts));
+}
+
+TEST_CASE("steps that disagree past a tenth of the threshold are nondeterministic", "[count]") {
+  const CaseRecord base = CountedCase({1'000'000, 1'000'100, 1'000'050}, kSamples);
+  // Step k against step k: ratios 1.03, 1.0319, 1.0310 disagree by 0.19%, past a tenth
+  // of the 1% threshold.
+  const CaseRecord noisy = CountedCase({1'030'000, 1'032'000, 1'031'000}, kSamples);
+  CompareSettings settings;
+  const CaseComparison c = CompareCases({base}, {noisy}, settings).at(0);
+  CHECK(c.count_verdict == "nondeterministic");
+  const double r1 = 1'030'000 / 1'000'000.0, r2 = 1'032'000 / 1'000'100.0,
+               r3 = 1'031'000 / 1'000'050.0;
+  CHECK(c.count_spread == Approx((r2 - r1) / r3));
+  CHECK_FALSE(IsRegression(c, Gate::kCounts));
+  settings.count_threshold = 0.05;  // a tenth: 0.5%, wider than its spread
+  CHECK(CompareCases({base}, {noisy}, settings).at(0).count_verdict == "same");
+}
+
+TEST_CASE("steps that differ alike in both runs are deterministic", "[count]") {
+  // One process's steps differ by 0.5% (seen: 25015862, 24892626, 24980891), and so do
+  // the same steps of every other process of the same binary: no disagreement.
+  const CaseRecord base = CountedCase({25'015'862, 24'892'626, 24'980'891}, kSamples);
+  const CaseComparison c = CompareCases({base}, {base}, CompareSettings{}).at(0);
+  CHECK(c.count_spread == 0);
+  CHECK(c.count_verdict == "same");
+  // Counted at other step counts, each side's own spread decides.
+  const CaseRecord two = CountedCase({25'015'862, 24'892'626}, kSamples);
+  CHECK(CompareCases({base}, {two}, CompareSettings{}).at(0).count_verdict == "nondeterministic");
+}
+
+TEST_CASE("a case counted on one side only has no count verdict", "[count]") {
+  const CaseRecord base = CountedCase({1'000'000, 1'000'100, 1'000'050}, kSamples);
+  CaseRecord plain = base;
+  plain.metrics.clear();
+  const CaseComparison c = CompareCases({base}, {plain}, CompareSettings{}).at(0);
+  CHECK(c.count_verdict.empty());
+  CHECK_FALSE(c.count_ratio.has_value());
+  CHECK(HasCounts({base}));
+  CHECK_FALSE(HasCounts({plain}));
+}
+
+TEST_CASE("fingerprints name what decides which code a counted run executed", "[count]") {
+  RunRecord base, next;
+  for (RunRecord* run : {&base, &next}) {
+    run->environment = {{"count_tool", "valgrind-3.19.0"},
+                        {"count_pinning", CountPinningText()},
+                        {"count_blas_core", "Haswell"},
+                        {"torch_version", "1.13.1"},
+                        {"cpu_model", "Intel Xeon"}};
+  }
+  CHECK(CountFingerprintDifferences(base, next).empty());
+  next.environment.push_back({"hostname", "another-vm"});  // not part of the fingerprint
+  next.environment[4].second = "AMD EPYC";                 // nor is the CPU: counts are pinned
+  CHECK(CountFingerprintDifferences(base, next).empty());
+  next.environment[2].second = "SkylakeX";
+  const auto differences = CountFingerprintDifferences(base, next);
+  REQUIRE(differences.size() == 1);
+  CHECK(differences[0] == "count_blas_core: Haswell -> SkylakeX");
+}
+
+TEST_CASE("the pinning fixes ATen, OpenBLAS, glibc and one thread", "[count]") {
+  const std::string pinning = CountPinningText();
+  for (const char* variable : {"ATEN_CPU_CAPABILITY=avx2", "OPENBLAS_CORETYPE=Haswell",
+                               "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "GLIBC_TUNABLES="})
+    CHECK(pinning.find(variable) != std::string::npos);
+}
+
+TEST_CASE("the gate's power under counts: drift in time, none in counts", "[count]") {
+  // Runs whose times drift 1.5x between runs (as on the CI VM) and whose counts do not;
+  // planted extra work in the shared head adds 3% of instructions.
+  Store store(":memory:");
+  std::mt19937_64 generator(11);
+  std::uniform_real_distribution<double> drift(1.0, 1.5);
+  const auto add_run = [&](const std::string& label, double count_factor) {
+    RunRecord run;
+    run.uuid = label + std::to_string(store.Runs().size());
+    run.suite_name = "demo";
+    run.label = label;
+    run.status = "running";
+    run.started_at = "2026-11-26T00:00:00Z";
+    run.environment = {{"git_sha", "abc"}};
+    const int64_t run_id = store.CreateRun(run);
+    const double machine = drift(generator);
+    int64_t position = 0;
+    for (const char* variant : {"baseline", "fused"}) {
+      std::vector<double> samples;
+      for (double base : kSamples) samples.push_back(base * machine);
+      CaseRecord c = CountedCase(
+          {1e6 * count_factor, 1.0004e6 * count_factor, 0.9998e6 * count_factor}, samples);
+      c.identity.variant_name = c.identity.variant_key = variant;
+      c.position = position++;
+      store.AddCase(run_id, c);
+    }
+    store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:00Z");
+  };
+  for (int round = 0; round < 4; ++round) {
+    add_run("gate base", 1.0);
+    add_run("gate head+1", 1.03);
+  }
+  const CompareSettings settings;
+  const std::vector<GateRow> counted = MeasureGate(store, "demo", "gate", settings, Gate::kCounts);
+  REQUIRE(counted.size() == 2);
+  CHECK(counted[0].compares == 3);
+  CHECK(counted[0].flagged == 0);
+  CHECK(counted[0].same_count == 6);
+  CHECK_THAT(counted[1].what, Catch::StartsWith("the shared head computed 1 extra"));
+  CHECK(counted[1].flagged == 4);
+  CHECK(counted[1].more == 8);
+  const std::string table = RenderGateTable(counted, settings, Gate::kCounts);
+  CHECK_THAT(table, Catch::Contains("--count-threshold 1%"));
+  CHECK_THAT(table, !Catch::Contains("| slower"));
+}
+
+TEST_CASE("gate names round-trip", "[count]") {
+  for (const Gate gate : {Gate::kTime, Gate::kCounts, Gate::kBoth})
+    CHECK(ParseGate(GateName(gate)) == gate);
+  CHECK_FALSE(ParseGate("wall").has_value());
+}
+
+}  // namespace
+}  // namespace seqbench
