@@ -44,40 +44,63 @@ bool HasCounts(const std::vector<CaseRecord>& cases) {
 
 namespace {
 
-double Spread(const std::vector<double>& values) {
-  const auto [low, high] = std::minmax_element(values.begin(), values.end());
-  const double median = stats::Median(values);
-  return median > 0 ? (*high - *low) / median : 0;
-}
-
-// How far the counted steps disagree about the ratio. The steps of one process differ
-// (allocator and cache state; 0.5% seen), but the same steps of an unchanged binary count
-// the same in every process, so step k is paired with step k: the spread of the ratios.
-// Unpaired (other step counts), each side's own spread, the wider.
-double CountSpread(const std::vector<double>& base_steps, const std::vector<double>& new_steps) {
-  if (base_steps.size() != new_steps.size()) return std::max(Spread(base_steps), Spread(new_steps));
+// The ratios of new to base instructions the counted steps allow. The steps of one
+// process differ (allocator and cache state; 0.5% seen), but the same steps of an
+// unchanged binary count the same in every process, so step k is paired with step k;
+// with other step counts, every step of one side with every step of the other.
+std::vector<double> StepRatios(const std::vector<double>& base_steps,
+                               const std::vector<double>& new_steps) {
   std::vector<double> ratios;
-  for (size_t k = 0; k < base_steps.size(); ++k) {
-    if (!(base_steps[k] > 0)) return std::max(Spread(base_steps), Spread(new_steps));
-    ratios.push_back(new_steps[k] / base_steps[k]);
+  const bool positive =
+      std::all_of(base_steps.begin(), base_steps.end(), [](double count) { return count > 0; });
+  if (!positive) return ratios;
+  if (base_steps.size() == new_steps.size()) {
+    for (size_t k = 0; k < base_steps.size(); ++k) ratios.push_back(new_steps[k] / base_steps[k]);
+    return ratios;
   }
-  return Spread(ratios);
+  for (const double mine : new_steps) {
+    for (const double theirs : base_steps) ratios.push_back(mine / theirs);
+  }
+  return ratios;
 }
 
-// The counted-work part of a comparison, when both sides were counted.
+// How far the counted steps disagree, as a fraction of the base's median step: paired,
+// the range of the differences step k minus step k (0 for an unchanged binary, and about
+// 0 for work added to every step alike, whatever the steps' own differences); unpaired,
+// the wider side's range of its own steps.
+double Disagreement(const std::vector<double>& base_steps, const std::vector<double>& new_steps) {
+  const double scale = stats::Median(base_steps);
+  const auto range = [](const std::vector<double>& values) {
+    const auto [low, high] = std::minmax_element(values.begin(), values.end());
+    return *high - *low;
+  };
+  if (base_steps.size() != new_steps.size())
+    return std::max(range(base_steps), range(new_steps)) / scale;
+  std::vector<double> differences;
+  for (size_t k = 0; k < base_steps.size(); ++k)
+    differences.push_back(new_steps[k] - base_steps[k]);
+  return range(differences) / scale;
+}
+
+// The counted-work part of a comparison, when both sides were counted: judged on the whole
+// range of the step ratios, as the time verdict is on its interval.
 void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
                    CaseComparison& comparison) {
   const std::vector<double> base_steps = CountedSteps(b), new_steps = CountedSteps(n);
   if (base_steps.empty() || new_steps.empty()) return;
-  const double base_median = stats::Median(base_steps);
-  if (!(base_median > 0)) return;
-  comparison.count_ratio = stats::Median(new_steps) / base_median;
-  comparison.count_spread = CountSpread(base_steps, new_steps);
+  const std::vector<double> ratios = StepRatios(base_steps, new_steps);
+  if (ratios.empty()) return;
+  const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+  const double ratio = stats::Median(new_steps) / stats::Median(base_steps);
+  comparison.count_ratio = ratio;
+  comparison.count_range = stats::Interval{ratio, *low, *high};
+  comparison.count_spread = Disagreement(base_steps, new_steps);
   const double limit = settings.count_threshold;
-  comparison.count_verdict = comparison.count_spread > limit / 10  ? "nondeterministic"
-                             : *comparison.count_ratio > 1 + limit ? "more"
-                             : *comparison.count_ratio < 1 - limit ? "fewer"
-                                                                   : "same";
+  comparison.count_nondeterministic = comparison.count_spread > limit / 10;
+  comparison.count_verdict = *low > 1 + limit                          ? "more"
+                             : *high < 1 - limit                       ? "fewer"
+                             : *low >= 1 - limit && *high <= 1 + limit ? "same"
+                                                                       : "ambiguous";
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ struct CompareSettings {
   double confidence = 0.95;  // of the ratio's bootstrap interval
   // Fewer repetitions on either side: no verdict.
   size_t min_samples = stats::kMinBootstrapSamples;
-  // Counted instructions: a change within 1% is "same"; a case whose counted steps spread
-  // by more than a tenth of this is "nondeterministic".
+  // Counted instructions: a change within 1% is "same"; a case whose counted steps
+  // disagree about the ratio by more than a tenth of this is flagged nondeterministic.
   double count_threshold = 0.01;
 };
 
@@ -46,15 +46,18 @@ struct CaseComparison {
   std::optional<double> memory_ratio;       // new peak / base peak
   std::string memory_verdict;               // smaller | larger | same | "" (not measured)
   // Counted work: new / base instructions per step (each side the median of its counted
-  // steps); count_spread is how far the steps disagree about it: (max - min) / median of
-  // the ratios of step k to step k (the same steps count the same in every process of an
-  // unchanged binary, though not alike within one), or with unequal step counts the wider
-  // side's (max - min) / median of its own steps.
+  // steps), and the range of the ratios its steps allow: step k against step k (the same
+  // steps count the same in every process of an unchanged binary, though not alike within
+  // one), or with unequal step counts every step against every step. count_spread is how
+  // far the steps disagree: the range of the differences step k minus step k over the
+  // base's median step (unpaired: the wider side's own range); past a tenth of the count
+  // threshold the case is flagged nondeterministic (shown, not failed).
   std::optional<double> count_ratio;
+  std::optional<stats::Interval> count_range;
   double count_spread = 0;
-  // more: above 1 + count_threshold; fewer: below 1 - count_threshold; same: within;
-  // nondeterministic: count_spread past a tenth of the threshold; "": not counted
-  // on both sides.
+  bool count_nondeterministic = false;
+  // more: the whole range above 1 + count_threshold; fewer: below 1 - count_threshold;
+  // same: inside both; ambiguous: across a limit; "": not counted on both sides.
   std::string count_verdict;
 };
 

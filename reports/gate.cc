@@ -27,7 +27,8 @@ void Count(GateRow& row, const std::vector<CaseComparison>& comparisons, Gate ga
     row.more += c.count_verdict == "more";
     row.fewer += c.count_verdict == "fewer";
     row.same_count += c.count_verdict == "same";
-    row.nondeterministic += c.count_verdict == "nondeterministic";
+    row.ambiguous_count += c.count_verdict == "ambiguous";
+    row.nondeterministic += c.count_nondeterministic;
     row.uncounted += c.count_verdict.empty();
   }
   row.flagged += regression;
@@ -120,7 +121,8 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
   std::vector<std::string> columns = {"compared", "compares", "flagged (exit 1)", "cases"};
   if (time) columns.insert(columns.end(), {"slower", "faster", "same", "ambiguous"});
   if (counts)
-    columns.insert(columns.end(), {"more", "fewer", "same count", "nondeterministic", "uncounted"});
+    columns.insert(columns.end(), {"more", "fewer", "same count", "ambiguous count", "uncounted",
+                                   "nondeterministic"});
   MarkdownTable table(columns);
   for (const GateRow& row : rows) {
     std::vector<std::string> cells = {
@@ -132,7 +134,8 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
         cells.push_back(std::to_string(n));
     }
     if (counts) {
-      for (const int n : {row.more, row.fewer, row.same_count, row.nondeterministic, row.uncounted})
+      for (const int n : {row.more, row.fewer, row.same_count, row.ambiguous_count, row.uncounted,
+                          row.nondeterministic})
         cells.push_back(std::to_string(n));
     }
     table.AddRow(cells);

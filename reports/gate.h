@@ -25,7 +25,8 @@ struct GateRow {
   int cases = 0;     // case comparisons over all compares
   int slower = 0, faster = 0, same = 0, ambiguous = 0;  // time verdicts
   // Counted instructions' verdicts (runs with run --count).
-  int more = 0, fewer = 0, same_count = 0, nondeterministic = 0, uncounted = 0;
+  int more = 0, fewer = 0, same_count = 0, ambiguous_count = 0, uncounted = 0;
+  int nondeterministic = 0;  // flagged, whatever their verdict
 };
 
 // Each base run compared with the next base run of the same commit; each slowed run with

@@ -1,7 +1,7 @@
 // Counted work and the counts gate: a callgrind dump's total is read from its own line;
 // a counted case's metrics are the median of its steps (not their mean) with the spread;
 // compare judges counts against their own threshold, flags more instructions under the
-// counts gate only, marks spread steps nondeterministic rather than failing, and names
+// counts gate only, flags steps that disagree as nondeterministic rather than failing, names
 // what differs between two runs' fingerprints; the gate's measured power under counts.
 #include "harness/instruction_count.h"
 
@@ -83,18 +83,41 @@ TEST_CASE("the counts gate flags more instructions and passes an unchanged pair"
 
 TEST_CASE("steps that disagree past a tenth of the threshold are nondeterministic", "[count]") {
   const CaseRecord base = CountedCase({1'000'000, 1'000'100, 1'000'050}, kSamples);
-  // Step k against step k: ratios 1.03, 1.0319, 1.0310 disagree by 0.19%, past a tenth
-  // of the 1% threshold.
-  const CaseRecord noisy = CountedCase({1'030'000, 1'032'000, 1'031'000}, kSamples);
+  // Step k against step k: ratios 1.005, 1.0150, 1.00995 reach across the 1% limit and
+  // disagree by 1%, past a tenth of the threshold.
+  const CaseRecord noisy = CountedCase({1'005'000, 1'015'100, 1'010'000}, kSamples);
   CompareSettings settings;
   const CaseComparison c = CompareCases({base}, {noisy}, settings).at(0);
-  CHECK(c.count_verdict == "nondeterministic");
-  const double r1 = 1'030'000 / 1'000'000.0, r2 = 1'032'000 / 1'000'100.0,
-               r3 = 1'031'000 / 1'000'050.0;
-  CHECK(c.count_spread == Approx((r2 - r1) / r3));
+  CHECK(c.count_verdict == "ambiguous");
+  CHECK(c.count_nondeterministic);
+  const double r1 = 1'005'000 / 1'000'000.0, r2 = 1'015'100 / 1'000'100.0;
+  REQUIRE(c.count_range.has_value());
+  CHECK(c.count_range->low == Approx(r1));
+  CHECK(c.count_range->high == Approx(r2));
+  // Differences step k minus step k: 5000, 15000, 9950, over the base's median step.
+  CHECK(c.count_spread == Approx(10'000.0 / 1'000'050));
   CHECK_FALSE(IsRegression(c, Gate::kCounts));
-  settings.count_threshold = 0.05;  // a tenth: 0.5%, wider than its spread
-  CHECK(CompareCases({base}, {noisy}, settings).at(0).count_verdict == "same");
+  settings.count_threshold = 0.2;  // a tenth: 2%, wider than its disagreement
+  const CaseComparison wide = CompareCases({base}, {noisy}, settings).at(0);
+  CHECK(wide.count_verdict == "same");
+  CHECK_FALSE(wide.count_nondeterministic);
+  // A disagreement whose whole range lies above the limit is still a regression.
+  const CaseRecord grown = CountedCase({1'030'000, 1'040'000, 1'035'000}, kSamples);
+  const CaseComparison more = CompareCases({base}, {grown}, CompareSettings{}).at(0);
+  CHECK(more.count_verdict == "more");
+  CHECK(more.count_nondeterministic);
+  CHECK(IsRegression(more, Gate::kCounts));
+}
+
+TEST_CASE("work added to every step alike is no disagreement", "[count]") {
+  // Steps that differ by 0.5% among themselves, each 20 000 instructions more: ratios
+  // 1.0800, 1.0803, 1.0801 move apart, their differences do not.
+  const CaseRecord base = CountedCase({250'158, 248'926, 249'808}, kSamples);
+  const CaseRecord added = CountedCase({270'158, 268'926, 269'808}, kSamples);
+  const CaseComparison c = CompareCases({base}, {added}, CompareSettings{}).at(0);
+  CHECK(c.count_verdict == "more");
+  CHECK(c.count_spread == 0);
+  CHECK_FALSE(c.count_nondeterministic);
 }
 
 TEST_CASE("steps that differ alike in both runs are deterministic", "[count]") {
@@ -103,10 +126,14 @@ TEST_CASE("steps that differ alike in both runs are deterministic", "[count]") {
   const CaseRecord base = CountedCase({25'015'862, 24'892'626, 24'980'891}, kSamples);
   const CaseComparison c = CompareCases({base}, {base}, CompareSettings{}).at(0);
   CHECK(c.count_spread == 0);
+  CHECK_FALSE(c.count_nondeterministic);
   CHECK(c.count_verdict == "same");
-  // Counted at other step counts, each side's own spread decides.
+  // Counted at other step counts, every step against every step: 0.995-1.005.
   const CaseRecord two = CountedCase({25'015'862, 24'892'626}, kSamples);
-  CHECK(CompareCases({base}, {two}, CompareSettings{}).at(0).count_verdict == "nondeterministic");
+  const CaseComparison unpaired = CompareCases({base}, {two}, CompareSettings{}).at(0);
+  CHECK(unpaired.count_verdict == "same");
+  CHECK(unpaired.count_nondeterministic);
+  CHECK(unpaired.count_range->low == Approx(24'892'626.0 / 25'015'862));
 }
 
 TEST_CASE("a case counted on one side only has no count verdict", "[count]") {

@@ -286,7 +286,11 @@ json ComparisonJson(const CaseComparison& c, Gate gate) {
   entry["memory_ratio"] = maybe(c.memory_ratio);
   entry["memory_verdict"] = c.memory_verdict;
   entry["count_ratio"] = maybe(c.count_ratio);
+  entry["count_range"] = c.count_range
+                             ? json{{"low", c.count_range->low}, {"high", c.count_range->high}}
+                             : json(nullptr);
   entry["count_spread"] = c.count_ratio ? json(c.count_spread) : json(nullptr);
+  entry["count_nondeterministic"] = c.count_nondeterministic;
   entry["count_verdict"] = c.count_verdict;
   entry["regression"] = IsRegression(c, gate);
   return entry;
@@ -299,15 +303,15 @@ std::string CompareTable(const std::vector<CaseComparison>& comparisons, bool co
   columns.push_back("note");
   MarkdownTable table(columns);
   for (const CaseComparison& c : comparisons) {
-    char ratio[32] = "—", interval[48] = "—", memory[48] = "—", count[48] = "—";
+    char ratio[32] = "—", interval[48] = "—", memory[48] = "—", count[80] = "—";
     if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
     if (c.interval)
       std::snprintf(interval, sizeof(interval), "%.3f–%.3f", c.interval->low, c.interval->high);
     if (c.memory_ratio)
       std::snprintf(memory, sizeof(memory), "%.3f× %s", *c.memory_ratio, c.memory_verdict.c_str());
-    if (c.count_ratio)
-      std::snprintf(count, sizeof(count), "%.4f× (spread %.3f%%)", *c.count_ratio,
-                    c.count_spread * 100);
+    if (c.count_ratio && c.count_range)
+      std::snprintf(count, sizeof(count), "%.4f× (%.4f–%.4f)%s", *c.count_ratio, c.count_range->low,
+                    c.count_range->high, c.count_nondeterministic ? " nondeterministic" : "");
     std::vector<std::string> row = {c.case_key,
                                     c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
                                     c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—",
@@ -342,8 +346,9 @@ int RunCompare(const std::vector<std::string>& args) {
       "reaches across a limit, or too few samples). Peak memory is judged against the same\n"
       "threshold. Runs of different suites or machines are refused unless allowed.\n\n"
       "Counted runs (run --count instructions) are also judged on instructions per step\n"
-      "(each side the median of its counted steps) against --count-threshold: more, fewer,\n"
-      "same, or nondeterministic when a side's steps spread past a tenth of it. --gate\n"
+      "(each side the median of its counted steps), on the range of the ratios of step k\n"
+      "to step k against --count-threshold: more, fewer, same, ambiguous; a case whose\n"
+      "steps disagree past a tenth of it is flagged nondeterministic. --gate\n"
       "picks what fails: counts compare across machines of one fingerprint (valgrind, the\n"
       "pinning, the OpenBLAS core and ATen capability the counting child saw, LibTorch,\n"
       "compiler) and are refused with exit 2 where it differs. Exits 1 when the gate finds a\n"
