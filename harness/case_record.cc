@@ -4,6 +4,34 @@
 
 namespace seqbench {
 
+std::vector<Metric> RuntimeMetrics(const std::vector<double>& samples_s, int64_t tokens_per_step,
+                                   double step_flops, double step_bytes) {
+  std::vector<Metric> metrics;
+  if (samples_s.empty()) return metrics;
+  const auto add = [&](const std::string& name, double value, const char* unit) {
+    metrics.push_back({name, value, unit});
+  };
+  const stats::Summary summary = stats::Summarize(samples_s);
+  add("runtime_mean_s", summary.mean, "s");
+  add("runtime_median_s", summary.median, "s");
+  add("runtime_stddev_s", summary.stddev, "s");
+  add("runtime_cv", summary.cv, "ratio");
+  add("runtime_min_s", summary.min, "s");
+  add("runtime_max_s", summary.max, "s");
+  add("runtime_q1_s", summary.q1, "s");
+  add("runtime_q3_s", summary.q3, "s");
+  add("runtime_iqr_s", summary.iqr, "s");
+  add("runtime_relative_iqr", summary.RelativeIqr(), "ratio");
+  add("runtime_outliers", static_cast<double>(summary.outliers), "count");
+  if (summary.median > 0) add("tokens_per_s", tokens_per_step / summary.median, "tokens/s");
+  // Roofline: the step's work over the median step (the peaks are the run's).
+  if (step_flops > 0 && summary.median > 0) {
+    add("gflops_per_s", step_flops / summary.median / 1e9, "GFLOP/s");
+    add("gbytes_per_s", step_bytes / summary.median / 1e9, "GB/s");
+  }
+  return metrics;
+}
+
 CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   const Workload& w = result.spec.workload;
   CaseRecord record;
@@ -21,27 +49,8 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   const auto add = [&](const std::string& name, double value, const char* unit) {
     record.metrics.push_back({name, value, unit});
   };
-  if (!record.samples_s.empty()) {
-    const stats::Summary summary = stats::Summarize(record.samples_s);
-    add("runtime_mean_s", summary.mean, "s");
-    add("runtime_median_s", summary.median, "s");
-    add("runtime_stddev_s", summary.stddev, "s");
-    add("runtime_cv", summary.cv, "ratio");
-    add("runtime_min_s", summary.min, "s");
-    add("runtime_max_s", summary.max, "s");
-    add("runtime_q1_s", summary.q1, "s");
-    add("runtime_q3_s", summary.q3, "s");
-    add("runtime_iqr_s", summary.iqr, "s");
-    add("runtime_relative_iqr", summary.RelativeIqr(), "ratio");
-    add("runtime_outliers", static_cast<double>(summary.outliers), "count");
-    if (summary.median > 0)
-      add("tokens_per_s", result.tokens_per_step / summary.median, "tokens/s");
-    // Roofline: the step's work over the median step (the peaks are the run's).
-    if (result.cost.flops > 0 && summary.median > 0) {
-      add("gflops_per_s", result.cost.flops / summary.median / 1e9, "GFLOP/s");
-      add("gbytes_per_s", result.cost.bytes / summary.median / 1e9, "GB/s");
-    }
-  }
+  record.metrics = RuntimeMetrics(record.samples_s, result.tokens_per_step, result.cost.flops,
+                                  result.cost.bytes);
   if (result.cost.flops > 0) {
     add("step_flops", result.cost.flops, "FLOP");
     add("step_bytes", result.cost.bytes, "bytes");

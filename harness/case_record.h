@@ -20,4 +20,11 @@ namespace seqbench {
 // and RSS bytes; the correctness errors and `correct`.
 CaseRecord ToRecord(const CaseResult& result, int64_t position);
 
+// The runtime metrics of a case timed at `samples_s` (seconds per step): runtime_* over
+// the samples, tokens_per_s over the median, and gflops_per_s, gbytes_per_s where the
+// step's cost is known (flops > 0). What ToRecord adds, for samples gathered elsewhere
+// (seqbench ab gathers a case's samples from several processes).
+std::vector<Metric> RuntimeMetrics(const std::vector<double>& samples_s, int64_t tokens_per_step,
+                                   double step_flops, double step_bytes);
+
 }  // namespace seqbench

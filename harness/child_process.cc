@@ -1,5 +1,6 @@
 #include "harness/child_process.h"
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +43,8 @@ std::string SelfExecutable() { return "/proc/self/exe"; }
 
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop,
-                      const std::vector<std::string>& extra_environment) {
+                      const std::vector<std::string>& extra_environment,
+                      const std::string& output_path) {
   ChildOutcome outcome;
   if (argv.empty()) {
     outcome.message = "no command";
@@ -67,11 +69,20 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     if (!overridden) environment.push_back(*entry);
   }
   environment.push_back(nullptr);
+  int output = -1;
+  if (!output_path.empty()) {
+    output = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (output < 0) {
+      outcome.message = "cannot write " + output_path + ": " + std::strerror(errno);
+      return outcome;
+    }
+  }
   const pid_t parent = getpid();
   const auto started = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid < 0) {
     outcome.message = std::string("fork: ") + std::strerror(errno);
+    if (output >= 0) close(output);
     return outcome;
   }
   if (pid == 0) {
@@ -80,9 +91,12 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the supervisor died before prctl
+    if (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0))
+      _exit(127);
     execve(args[0], args.data(), environment.data());
     _exit(127);
   }
+  if (output >= 0) close(output);
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };

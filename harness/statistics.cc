@@ -314,4 +314,20 @@ PowerLawFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>&
   return fit;
 }
 
+std::optional<Interval> PairedRatioInterval(const std::vector<double>& base,
+                                            const std::vector<double>& next, double confidence) {
+  if (base.size() != next.size() || base.empty())
+    throw std::invalid_argument(
+        "paired ratio: the sides must have the same, non-zero number of rounds");
+  std::vector<double> ratios;
+  for (size_t r = 0; r < base.size(); ++r) {
+    if (!(base[r] > 0))
+      throw std::invalid_argument("paired ratio: a base time that is not positive");
+    ratios.push_back(next[r] / base[r]);
+  }
+  std::optional<Interval> interval = MedianInterval(ratios, confidence);
+  if (interval) interval->estimate = Median(ratios);
+  return interval;
+}
+
 }  // namespace seqbench::stats

@@ -92,6 +92,16 @@ Interval BootstrapRatioOfMedians(const std::vector<double>& first,
 // skewed. nullopt when even [min, max] covers less (n < 6 at 95%). Throws
 // std::invalid_argument on an empty input or a confidence outside (0, 1).
 std::optional<Interval> MedianInterval(const std::vector<double>& values, double confidence = 0.95);
+// The paired analysis of an A/B run (seqbench ab): round r timed the base and the new
+// side one after the other, so their ratio new[r] / base[r] cancels whatever the machine
+// did to both in that round. The estimate is the median of the per-round ratios, the
+// interval MedianInterval's over them (distribution-free). nullopt where MedianInterval
+// is (fewer than 6 rounds at 95%). Throws std::invalid_argument for sizes that differ or a
+// base that is not positive.
+std::optional<Interval> PairedRatioInterval(const std::vector<double>& base,
+                                            const std::vector<double>& next,
+                                            double confidence = 0.95);
+
 // How far MedianInterval reaches from the median, as a fraction of it, on its wider side
 // (the interval of skewed timings is lopsided): the noise `run --max-noise` repeats a case
 // until it is under, so that both ends lie within ±target. nullopt where MedianInterval

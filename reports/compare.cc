@@ -103,6 +103,66 @@ void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettin
                                                                        : "ambiguous";
 }
 
+// The time verdict: the ratio of medians (new / base, the inverse of the one speedup) and
+// where its interval lies against the threshold: the bootstrap's, or for an A/B pair the
+// paired interval over its rounds.
+void JudgeTime(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
+               CaseComparison& comparison) {
+  comparison.ratio = 1 / Speedup(n, b).value_or(0);
+  if (b.samples_s.size() < settings.min_samples || n.samples_s.size() < settings.min_samples) {
+    comparison.verdict = "ambiguous";
+    comparison.note = "cannot judge: " + std::to_string(b.samples_s.size()) + " and " +
+                      std::to_string(n.samples_s.size()) + " samples, at least " +
+                      std::to_string(settings.min_samples) + " a side";
+  } else if (settings.paired && b.samples_s.size() != n.samples_s.size()) {
+    comparison.verdict = "ambiguous";
+    comparison.note = "cannot pair: " + std::to_string(b.samples_s.size()) + " and " +
+                      std::to_string(n.samples_s.size()) + " rounds";
+  } else {
+    const std::optional<stats::Interval> paired =
+        settings.paired ? stats::PairedRatioInterval(b.samples_s, n.samples_s, settings.confidence)
+                        : std::nullopt;
+    if (settings.paired && !paired) {
+      comparison.verdict = "ambiguous";
+      comparison.note = "too few rounds for a paired interval (6 or more at 95%)";
+      return;
+    }
+    const stats::Interval interval =
+        paired ? *paired
+               : stats::BootstrapRatioOfMedians(b.samples_s, n.samples_s, settings.confidence);
+    if (paired) comparison.ratio = paired->estimate;
+    comparison.interval = interval;
+    const double up = 1 + settings.threshold, down = 1 - settings.threshold;
+    if (interval.low > up) {
+      comparison.verdict = "slower";
+    } else if (interval.high < down) {
+      comparison.verdict = "faster";
+    } else if (interval.low >= down && interval.high <= up) {
+      comparison.verdict = "same";
+    } else {
+      comparison.verdict = "ambiguous";
+      char note[128];
+      std::snprintf(note, sizeof(note), "%g%% interval %.3f–%.3f reaches past ±%g%%",
+                    settings.confidence * 100, interval.low, interval.high,
+                    settings.threshold * 100);
+      comparison.note = note;
+    }
+  }
+}
+
+// Peak memory, against the same threshold.
+void JudgeMemory(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
+                 CaseComparison& comparison) {
+  const auto base_peak = b.MetricValue("peak_bytes");
+  const auto new_peak = n.MetricValue("peak_bytes");
+  if (base_peak && new_peak && *base_peak > 0) {
+    comparison.memory_ratio = *new_peak / *base_peak;
+    comparison.memory_verdict = *comparison.memory_ratio > 1 + settings.threshold   ? "larger"
+                                : *comparison.memory_ratio < 1 - settings.threshold ? "smaller"
+                                                                                    : "same";
+  }
+}
+
 }  // namespace
 
 std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
@@ -133,40 +193,8 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
     comparison.base_median_s = stats::Median(b.samples_s);
     comparison.new_median_s = stats::Median(n.samples_s);
     // new time / base time: the inverse of Speedup(new, base), the one definition.
-    comparison.ratio = 1 / Speedup(n, b).value_or(0);
-    if (b.samples_s.size() < settings.min_samples || n.samples_s.size() < settings.min_samples) {
-      comparison.verdict = "ambiguous";
-      comparison.note = "cannot judge: " + std::to_string(b.samples_s.size()) + " and " +
-                        std::to_string(n.samples_s.size()) + " samples, at least " +
-                        std::to_string(settings.min_samples) + " a side";
-    } else {
-      const stats::Interval interval =
-          stats::BootstrapRatioOfMedians(b.samples_s, n.samples_s, settings.confidence);
-      comparison.interval = interval;
-      const double up = 1 + settings.threshold, down = 1 - settings.threshold;
-      if (interval.low > up) {
-        comparison.verdict = "slower";
-      } else if (interval.high < down) {
-        comparison.verdict = "faster";
-      } else if (interval.low >= down && interval.high <= up) {
-        comparison.verdict = "same";
-      } else {
-        comparison.verdict = "ambiguous";
-        char note[128];
-        std::snprintf(note, sizeof(note), "%g%% interval %.3f–%.3f reaches past ±%g%%",
-                      settings.confidence * 100, interval.low, interval.high,
-                      settings.threshold * 100);
-        comparison.note = note;
-      }
-    }
-    const auto base_peak = b.MetricValue("peak_bytes");
-    const auto new_peak = n.MetricValue("peak_bytes");
-    if (base_peak && new_peak && *base_peak > 0) {
-      comparison.memory_ratio = *new_peak / *base_peak;
-      comparison.memory_verdict = *comparison.memory_ratio > 1 + settings.threshold   ? "larger"
-                                  : *comparison.memory_ratio < 1 - settings.threshold ? "smaller"
-                                                                                      : "same";
-    }
+    JudgeTime(b, n, settings, comparison);
+    JudgeMemory(b, n, settings, comparison);
     comparisons.push_back(comparison);
   }
   for (const CaseRecord& b : base) {
@@ -178,6 +206,11 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
     }
   }
   return comparisons;
+}
+
+bool IsAbPair(const RunRecord& base, const RunRecord& next) {
+  return base.Environment("ab_side") == "base" && next.Environment("ab_side") == "new" &&
+         base.Environment("ab_pair") == next.uuid && next.Environment("ab_pair") == base.uuid;
 }
 
 bool IsRegression(const CaseComparison& comparison, Gate gate) {

@@ -25,7 +25,14 @@ struct CompareSettings {
   // Counted instructions: a change within 1% is "same"; a case whose counted steps
   // disagree about the ratio by more than a tenth of this is flagged nondeterministic.
   double count_threshold = 0.01;
+  // The two runs are the sides of one A/B run (seqbench ab): each case is judged on the
+  // ratios of its rounds, stats::PairedRatioInterval, instead of the bootstrap.
+  bool paired = false;
 };
+
+// Whether `base` and `next` are the base and new sides of one A/B run (seqbench ab),
+// linked by their ab_pair entries.
+bool IsAbPair(const RunRecord& base, const RunRecord& next);
 
 // What sets a comparison's verdict for a CI gate: wall time, counted instructions, or
 // either (both must pass).

@@ -39,6 +39,7 @@ int RunMerge(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunReadme(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);
+int RunAbCommand(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
 int RunPlot(const std::vector<std::string>& args);
 

@@ -27,6 +27,8 @@ const std::vector<Command>& Commands() {
       {"readme", "regenerate the seqbench sections of a Markdown file", RunReadme},
       {"compare", "compare two runs case by case (bootstrap interval); exit 1 on regression",
        RunCompare},
+      {"ab", "time a suite with two builds in alternating processes (a linked pair of runs)",
+       RunAbCommand},
       {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},

@@ -443,6 +443,9 @@ int RunCompare(const std::vector<std::string>& args) {
     notes.push_back("environments differ: " + difference);
 
   const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
+  settings.paired = IsAbPair(base, next);
+  if (settings.paired)
+    notes.push_back("an A/B pair (seqbench ab): each case judged on the ratios of its rounds");
   const auto comparisons = CompareCases(base_cases, new_cases, settings);
   bool regression = false;
   std::map<std::string, int> verdicts, count_verdicts;

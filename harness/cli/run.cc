@@ -158,7 +158,8 @@ int RunRun(const std::vector<std::string>& args) {
       "count", po::value(&count_kind),
       "after timing each CPU case, count the instructions of a few of its steps under "
       "valgrind's callgrind, in a child at 1 thread with ATen, OpenBLAS and glibc pinned to "
-      "AVX2 (machine-independent, for compare --gate counts): instructions ([measure] count)")(
+      "AVX2 (machine-independent, for compare --gate counts): instructions ([measure] count), "
+      "or none to skip the suite's counting")(
       "count-steps", po::value(&count_steps),
       "with --count: steps counted a case, after its warmup ([measure] count_steps; default 3)");
   po::options_description hidden;
@@ -233,11 +234,11 @@ int RunRun(const std::vector<std::string>& args) {
           "run: --interleave takes a fixed number of repetitions; drop --max-noise or "
           "--interleave");
   }
-  if (values->count("count") && count_kind != kCountInstructions)
-    throw UsageError("run: --count takes 'instructions', got '" + count_kind + "'");
+  if (values->count("count") && count_kind != kCountInstructions && count_kind != "none")
+    throw UsageError("run: --count takes 'instructions' or 'none', got '" + count_kind + "'");
   if (values->count("count-steps") && !(count_steps >= 1 && count_steps <= 100))
     throw UsageError("run: --count-steps must be between 1 and 100");
-  if (values->count("count-steps") && !values->count("count"))
+  if (values->count("count-steps") && count_kind != kCountInstructions)
     throw UsageError("run: --count-steps goes with --count instructions");
   if (values->count("test-extra-head-passes") &&
       !(test_extra_head_passes >= 1 && test_extra_head_passes <= 100))
@@ -303,7 +304,10 @@ int RunRun(const std::vector<std::string>& args) {
     suite.measurement.test_slowdown = test_slowdown;
     suite.measurement.test_slowdown_filter = test_slowdown_filter;
   }
-  if (values->count("count")) suite.measurement.count = {count_kind};
+  if (values->count("count")) {
+    suite.measurement.count.clear();
+    if (count_kind != "none") suite.measurement.count = {count_kind};
+  }
   if (values->count("count-steps")) suite.measurement.count_steps = count_steps;
   if (test_extra_head_passes > 0) SetTestExtraHeadPasses(test_extra_head_passes);
   std::vector<CaseSpec> cases;

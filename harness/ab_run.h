@@ -1,0 +1,67 @@
+// Two builds in one job (seqbench ab): every case of a suite timed by a base binary and a
+// new binary in alternating processes, round by round, so that whatever the machine does
+// during a round reaches both sides of it; `compare` then judges each case on the ratios
+// of its rounds (stats::PairedRatioInterval), which cancel the drift that separates runs
+// started minutes apart. What asv's `continuous --interleave-processes` and Chromium's
+// Pinpoint do.
+//
+// Each round runs `BINARY run SUITE --repetitions 1 --in-process` once per side, into a
+// scratch database of that side, in the order AbOrder gives; the first round checks every
+// case against the baseline, the later ones only time. The rounds are then gathered into
+// two runs of the target database, linked to each other (environment entries ab_side,
+// ab_pair = the other run's uuid, ab_order), each case's samples in round order.
+//
+// Thread-safety: RunAb blocks its thread until the last child is gone.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+
+namespace seqbench {
+
+// For each of `rounds` rounds, whether the base side runs first: a fair coin per round
+// from std::mt19937_64(seed), so that neither side is always the one that runs second
+// (after the other warmed the caches, or while a drift builds up), and the same order on
+// every machine for one seed.
+std::vector<bool> AbOrder(int64_t rounds, uint64_t seed);
+
+struct AbRequest {
+  std::string suite_path;
+  std::string base_binary, new_binary;  // paths to the two seqbench executables
+  int64_t rounds = 10;                  // samples per case and side (>= 6 for an interval)
+  uint64_t seed = 1;
+  std::vector<std::string> run_flags;  // passed to both sides' `run` (--filter, --threads)
+  // The suite counts instructions ([measure] count): both sides get --count none (which
+  // a base binary older than that flag does not know).
+  bool suite_counts = false;
+  std::string label;  // the pair's runs are labelled "<label> base|new"
+  double process_timeout_s = 3600;
+};
+
+struct AbProgress {
+  int64_t round = 0, rounds = 0;  // 1-based round being run
+  std::string side;               // "base" or "new"
+};
+
+struct AbResult {
+  int64_t base_run_id = 0, new_run_id = 0;
+  std::string order;  // "BN NB ...": the side that ran first, round by round
+};
+
+// Runs the rounds and stores the linked pair in `store`. Throws std::runtime_error naming
+// the side, round and its output file's last line when a side's process fails (the
+// scratch databases are kept in `scratch_dir` for a look), or when should_stop() asks.
+AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratch_dir,
+               const std::function<void(const AbProgress&)>& on_progress,
+               const std::function<bool()>& should_stop);
+
+// The runs of one side gathered into one: the first round's record of each case (its
+// correctness, memory, counts) with every round's samples in order and the runtime
+// metrics recomputed over them. A case missing from a round keeps the rounds it has.
+std::vector<CaseRecord> GatherRounds(const std::vector<std::vector<CaseRecord>>& rounds);
+
+}  // namespace seqbench

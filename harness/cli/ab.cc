@@ -1,0 +1,115 @@
+// `seqbench ab --base-binary PATH SUITE.toml`: every case of a suite timed by two builds
+// in alternating processes, stored as a linked pair of runs that `compare` judges round
+// by round (harness/ab_run.h).
+#include <boost/program_options.hpp>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "harness/ab_run.h"
+#include "harness/child_process.h"
+#include "harness/cli/command.h"
+#include "harness/suite.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+volatile std::sig_atomic_t ab_stop_requested = 0;
+void RequestAbStop(int) { ab_stop_requested = 1; }
+
+std::string ExistingExecutable(const std::string& path, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_regular_file(path, error) ||
+      (fs::status(path, error).permissions() & fs::perms::owner_exec) == fs::perms::none)
+    throw UsageError("ab: " + flag + " '" + path + "' is not an executable file");
+  return fs::absolute(path).string();
+}
+
+}  // namespace
+
+int RunAbCommand(const std::vector<std::string>& args) {
+  AbRequest request;
+  std::string db_path, filter, scratch;
+  int64_t threads = 0;
+  po::options_description options(
+      "Usage: seqbench ab --base-binary PATH SUITE.toml [OPTIONS]\n\n"
+      "Times every case of the suite with two seqbench builds, the base (--base-binary) and\n"
+      "the new one (--new-binary, default: this seqbench), in alternating processes: each\n"
+      "round runs each side once, one repetition a case, in a seeded order (base or new\n"
+      "first, a coin per round), so that what the machine does during a round reaches both\n"
+      "of its sides. The rounds are stored as two linked runs (labels '<label> base' and\n"
+      "'<label> new'); `seqbench compare BASE NEW` then judges each case on the median of\n"
+      "its per-round ratios with a distribution-free interval (6 rounds or more). Exits 0\n"
+      "when both sides ran every round, 1 when a side's process failed, 2 on bad input.\n\n"
+      "Options");
+  options.add_options()("help,h", "show this help")("base-binary", po::value(&request.base_binary),
+                                                    "the base seqbench executable (required)")(
+      "new-binary", po::value(&request.new_binary), "the new seqbench (default: this one)")(
+      "db", po::value(&db_path)->default_value(kDefaultDatabasePath), "results database")(
+      "rounds", po::value(&request.rounds)->default_value(10), "rounds: samples a case and side")(
+      "seed", po::value(&request.seed)->default_value(1), "seeds the order of each round's sides")(
+      "filter", po::value(&filter), "only cases whose key matches this regex (both sides)")(
+      "threads", po::value(&threads), "run every case with N threads (both sides)")(
+      "label", po::value(&request.label)->default_value("ab"), "the pair's label prefix")(
+      "keep", po::value(&scratch), "keep each side's rounds and output in this new folder");
+  po::options_description hidden;
+  hidden.add_options()("suite", po::value(&request.suite_path));
+  po::positional_options_description positional;
+  positional.add("suite", 1);
+  const auto values = ParseArguments(args, options, hidden, positional, "ab");
+  if (!values) return 0;
+  if (request.suite_path.empty())
+    throw UsageError("ab: no suite file given (see seqbench ab --help)");
+  if (request.base_binary.empty()) throw UsageError("ab: --base-binary PATH is required");
+  if (request.rounds < 1 || request.rounds > 1000)
+    throw UsageError("ab: --rounds must be between 1 and 1000");
+  if (request.label.find_first_of("\n\r") != std::string::npos)
+    throw UsageError("ab: --label must be one line");
+  try {
+    request.suite_counts = !LoadSuiteFile(request.suite_path).measurement.count.empty();
+  } catch (const SuiteError& error) {
+    throw UsageError(error.what());
+  }
+  request.base_binary = ExistingExecutable(request.base_binary, "--base-binary");
+  request.new_binary = request.new_binary.empty()
+                           ? std::filesystem::read_symlink(SelfExecutable()).string()
+                           : ExistingExecutable(request.new_binary, "--new-binary");
+  if (values->count("filter"))
+    request.run_flags.insert(request.run_flags.end(), {"--filter", filter});
+  if (values->count("threads"))
+    request.run_flags.insert(request.run_flags.end(), {"--threads", std::to_string(threads)});
+  std::string folder = scratch;
+  if (folder.empty()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "seqbench-ab-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ab: cannot create a folder");
+    folder = pattern;
+  } else if (!std::filesystem::create_directory(folder)) {
+    throw UsageError("ab: --keep '" + folder + "' exists already; name a new folder");
+  }
+  Store store(db_path);
+  std::signal(SIGINT, RequestAbStop);
+  std::signal(SIGTERM, RequestAbStop);
+  const AbResult result = RunAb(
+      request, store, folder,
+      [](const AbProgress& progress) {
+        std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
+                    (long long)progress.rounds, progress.side.c_str());
+        std::fflush(stdout);
+      },
+      [] { return ab_stop_requested != 0; });
+  if (scratch.empty()) std::filesystem::remove_all(folder);
+  std::printf(
+      "ab: runs %lld (base) and %lld (new), order %s -> %s\n"
+      "judge them with: seqbench compare %lld %lld --db %s\n",
+      (long long)result.base_run_id, (long long)result.new_run_id, result.order.c_str(),
+      db_path.c_str(), (long long)result.base_run_id, (long long)result.new_run_id,
+      db_path.c_str());
+  return 0;
+}
+
+}  // namespace seqbench::cli
