@@ -34,6 +34,8 @@ void RunSide(const AbRequest& request, const std::string& side, int64_t round,
   // Time only: counts are the other gate, and compare would judge a pair by them.
   if (request.suite_counts) argv.insert(argv.end(), {"--count", "none"});
   argv.insert(argv.end(), request.run_flags.begin(), request.run_flags.end());
+  if (side == "new" && request.test_slowdown > 0)
+    argv.insert(argv.end(), {"--test-slowdown", std::to_string(request.test_slowdown)});
   const std::string output = scratch_dir + "/" + side + "." + std::to_string(round) + ".log";
   const ChildOutcome outcome = RunChild(argv, request.process_timeout_s, should_stop, {}, output);
   if (outcome.end == ChildOutcome::End::kInterrupted) throw std::runtime_error("ab: interrupted");

@@ -38,6 +38,9 @@ struct AbRequest {
   // The suite counts instructions ([measure] count): both sides get --count none (which
   // a base binary older than that flag does not know).
   bool suite_counts = false;
+  // Test-only: the new side's steps slowed this much by whole extra steps (run
+  // --test-slowdown), to measure what the paired gate catches; 0: off.
+  double test_slowdown = 0;
   std::string label;  // the pair's runs are labelled "<label> base|new"
   double process_timeout_s = 3600;
 };

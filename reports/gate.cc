@@ -115,6 +115,38 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
   return rows;
 }
 
+std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
+                                   const std::string& prefix, CompareSettings settings) {
+  settings.paired = true;
+  std::map<double, GateRow> by_factor;
+  for (const RunRecord& listed : store.Runs()) {
+    if (listed.status != "complete" || listed.suite_name != suite) continue;
+    if (listed.label != prefix + " base") continue;
+    const RunRecord base = *store.FindRun(listed.run_id);
+    for (const RunRecord& other : store.Runs()) {
+      if (other.label != prefix + " new" || other.suite_name != suite) continue;
+      const RunRecord next = *store.FindRun(other.run_id);
+      if (!IsAbPair(base, next)) continue;
+      // "1.3x on cases matching .*": the new side's planted slowdown.
+      const double factor = std::atof(next.Environment("test_slowdown").c_str());
+      GateRow& row = by_factor[factor > 1 ? factor : 1];
+      Count(row, CompareCases(store.Cases(base.run_id), store.Cases(next.run_id), settings),
+            Gate::kTime);
+    }
+  }
+  if (by_factor.empty())
+    throw std::invalid_argument("gate: no A/B pair of suite '" + suite + "' labelled '" + prefix +
+                                " base' in " + store.path() + " (seqbench ab stores them)");
+  std::vector<GateRow> rows;
+  for (auto& [factor, row] : by_factor) {
+    row.what = factor == 1
+                   ? "no change: base against the same binary (A/A)"
+                   : "new side " + FormatSignificant(factor, 3) + "x slower (whole extra steps)";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
                             Gate gate) {
   const bool time = gate != Gate::kCounts, counts = gate != Gate::kTime;
@@ -144,7 +176,8 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
       "`compare --gate " + GateName(gate) + "`" +
       (time ? " at `--threshold " + FormatSignificant(settings.threshold * 100, 3) + "%`, " +
                   FormatSignificant(settings.confidence * 100, 3) +
-                  "% bootstrap intervals of the ratio of medians"
+                  (settings.paired ? "% intervals of the median of the per-round ratios (A/B pairs)"
+                                   : "% bootstrap intervals of the ratio of medians")
             : "") +
       (time && counts ? ";" : "") +
       (counts ? " at `--count-threshold " + FormatSignificant(settings.count_threshold * 100, 3) +

@@ -38,6 +38,13 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
                                  const std::string& prefix, const CompareSettings& settings,
                                  Gate gate = Gate::kTime);
 
+// The paired gate's measured power: every A/B pair (seqbench ab) of `suite` whose base
+// run is labelled "<prefix> base", judged as compare judges a pair, one row per slowdown
+// of the new side (its test_slowdown entry; none: an unchanged pair, A/A). Throws
+// std::invalid_argument when there is no such pair.
+std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
+                                   const std::string& prefix, CompareSettings settings);
+
 // A Markdown table of the rows, with the threshold and confidence they were judged at: the
 // time verdicts under the time gate, the counts' under the counts gate, both under both.
 std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,

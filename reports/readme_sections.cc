@@ -109,8 +109,17 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
     const CompareSettings settings;  // compare's defaults: 5%, 95%, counts 1%
     // judge=counts|time|both: which gate's verdicts the table counts (default time).
     const std::string judge = Attribute(section, "judge");
+    if (judge == "paired") {  // A/B pairs (seqbench ab), judged round by round
+      try {
+        CompareSettings paired = settings;
+        paired.paired = true;
+        return RenderGateTable(MeasureAbGate(store, suite, prefix, paired), paired);
+      } catch (const std::invalid_argument& error) {
+        throw NoMatchingRun(error.what());
+      }
+    }
     const std::optional<Gate> gate = judge.empty() ? Gate::kTime : ParseGate(judge);
-    if (!gate) throw ReadmeError("judge= takes time, counts or both, got '" + judge + "'");
+    if (!gate) throw ReadmeError("judge= takes time, counts, both or paired, got '" + judge + "'");
     try {
       return RenderGateTable(MeasureGate(store, suite, prefix, settings, *gate), settings, *gate);
     } catch (const std::invalid_argument& error) {

@@ -8,6 +8,7 @@
 #include "harness/ab_run.h"
 #include "harness/statistics.h"
 #include "reports/compare.h"
+#include "reports/gate.h"
 
 namespace seqbench {
 namespace {
@@ -109,6 +110,48 @@ TEST_CASE("compare judges an A/B pair on its rounds", "[ab]") {
   const CaseComparison paired = CompareCases({b}, {n}, settings).at(0);
   CHECK(paired.verdict == "slower");
   CHECK(paired.ratio == Approx(1.1));
+}
+
+TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[ab]") {
+  Store store(":memory:");
+  std::mt19937_64 generator(3);
+  std::uniform_real_distribution<double> drift(1.0, 1.5);
+  const auto add_pair = [&](double slowdown) {
+    const std::string base_uuid = "b" + std::to_string(store.Runs().size());
+    const std::string new_uuid = "n" + std::to_string(store.Runs().size());
+    std::vector<double> machine;
+    for (int round = 0; round < 8; ++round) machine.push_back(drift(generator));
+    for (const bool is_base : {true, false}) {
+      RunRecord run;
+      run.uuid = is_base ? base_uuid : new_uuid;
+      run.suite_name = "demo";
+      run.label = is_base ? "ab base" : "ab new";
+      run.status = "running";
+      run.started_at = "2026-11-26T00:00:00Z";
+      run.environment = {{"ab_side", is_base ? "base" : "new"},
+                         {"ab_pair", is_base ? new_uuid : base_uuid}};
+      if (!is_base && slowdown > 1)
+        run.environment.push_back({"test_slowdown", "1.3x on cases matching .*"});
+      const int64_t run_id = store.CreateRun(run);
+      CaseRecord c = RoundCase("fused", 0);
+      c.samples_s.clear();
+      for (const double m : machine) c.samples_s.push_back(0.01 * m * (is_base ? 1 : slowdown));
+      store.AddCase(run_id, c);
+      store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:01Z");
+    }
+  };
+  add_pair(1.0);
+  add_pair(1.3);
+  add_pair(1.0);
+  const std::vector<GateRow> rows = MeasureAbGate(store, "demo", "ab", CompareSettings{});
+  REQUIRE(rows.size() == 2);
+  CHECK_THAT(rows[0].what, Catch::StartsWith("no change"));
+  CHECK(rows[0].compares == 2);
+  CHECK(rows[0].flagged == 0);
+  CHECK_THAT(rows[1].what, Catch::StartsWith("new side 1.3x"));
+  CHECK(rows[1].compares == 1);
+  CHECK(rows[1].flagged == 1);
+  CHECK_THROWS_AS(MeasureAbGate(store, "demo", "nosuch", CompareSettings{}), std::invalid_argument);
 }
 
 }  // namespace

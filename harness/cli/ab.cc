@@ -58,7 +58,9 @@ int RunAbCommand(const std::vector<std::string>& args) {
       "label", po::value(&request.label)->default_value("ab"), "the pair's label prefix")(
       "keep", po::value(&scratch), "keep each side's rounds and output in this new folder");
   po::options_description hidden;
-  hidden.add_options()("suite", po::value(&request.suite_path));
+  hidden.add_options()("suite", po::value(&request.suite_path))(
+      // Test-only: the new side slowed by whole extra steps (run --test-slowdown).
+      "test-slowdown", po::value(&request.test_slowdown));
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "ab");
@@ -66,6 +68,9 @@ int RunAbCommand(const std::vector<std::string>& args) {
   if (request.suite_path.empty())
     throw UsageError("ab: no suite file given (see seqbench ab --help)");
   if (request.base_binary.empty()) throw UsageError("ab: --base-binary PATH is required");
+  if (values->count("test-slowdown") &&
+      !(request.test_slowdown >= 1 && request.test_slowdown <= 10))
+    throw UsageError("ab: --test-slowdown must be a factor between 1 and 10");
   if (request.rounds < 1 || request.rounds > 1000)
     throw UsageError("ab: --rounds must be between 1 and 1000");
   if (request.label.find_first_of("\n\r") != std::string::npos)
