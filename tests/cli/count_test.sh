@@ -6,7 +6,7 @@
 # code (a fingerprint difference) is refused with exit 2, naming it; a counted ratio bound
 # within one run ([[expect]] instructions_ratio) is checked. Skipped (exit 77) without
 # valgrind.
-# Usage: count_test.sh SEQBENCH_BINARY
+# Usage: count_test.sh SEQBENCH_BINARY SUITE (tests/data/tiny_counted.toml)
 set -euo pipefail
 seqbench=$1
 if ! command -v valgrind >/dev/null; then
@@ -17,46 +17,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 db=$work/count.db
+cp "$2" "$work/tiny.toml"
 
-cat >"$work/tiny.toml" <<'EOF'
-name = "tiny_count"
-description = "two variants, counted"
-family = "simple_rnn"
-baseline = "baseline"
-seed = 3
-
-[model]
-vocab_size = 16
-width = 8
-layers = 1
-heads = 2
-
-[measure]
-repetitions = 3
-warmup = 1
-count = ["instructions"]
-count_steps = 3
-
-[[variants]]
-key = "baseline"
-[[variants]]
-key = "fused"
-
-[grid]
-threads = 1
-mode = ["train", "forward"]
-batch = 2
-seq_len = 8
-min_len = 4
-dtype = "float32"
-
-[[expect]]
-what = "instructions_ratio"
-variant = "fused"
-over = "baseline"
-at_most = 1000
-where = { mode = "train" }
-EOF
 
 for run in 1 2; do
   "$seqbench" run "$work/tiny.toml" --db "$db" --in-process >"$work/run$run.out" ||
