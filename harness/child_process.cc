@@ -44,7 +44,7 @@ std::string SelfExecutable() { return "/proc/self/exe"; }
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop,
                       const std::vector<std::string>& extra_environment,
-                      const std::string& output_path) {
+                      const std::string& output_path, bool inherit_environment) {
   ChildOutcome outcome;
   if (argv.empty()) {
     outcome.message = "no command";
@@ -59,7 +59,7 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
   for (const std::string& entry : extra_environment) {
     environment.push_back(const_cast<char*>(entry.c_str()));
   }
-  for (char** entry = environ; *entry != nullptr; ++entry) {
+  for (char** entry = environ; inherit_environment && *entry != nullptr; ++entry) {
     const std::string_view text(*entry);
     const auto name = text.substr(0, text.find('=') + 1);  // "NAME="
     const bool overridden = std::any_of(

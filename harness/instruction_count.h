@@ -67,8 +67,11 @@ struct CountBatch {
 };
 
 struct CountRequest {
-  // The child's command line (this seqbench, run --count-case ...), given the folder
-  // where it must write its files (CaseCountFile, facts) and callgrind its dumps.
+  // The child's command line (this seqbench, run --count-out ...), given the folder where
+  // it must write its files (CaseCountFile, facts) and callgrind its dumps. Its argv[0]
+  // is copied into that folder and run from there, and it gets a fixed environment
+  // (PATH=/usr/bin:/bin, HOME=/, LC_ALL=C and the pinning): files it reads should be
+  // copied there too, so that where the caller's files lie does not move its counts.
   std::function<std::vector<std::string>(const std::string& out_dir)> command;
   int64_t cases = 1;
   int64_t steps = 3;

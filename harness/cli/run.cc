@@ -447,12 +447,12 @@ int RunRun(const std::vector<std::string>& args) {
   }
 
   // A child seqbench that selects and measures the cases as this process does.
-  const auto ChildCommand = [&]() {
+  const auto ChildCommand = [&](const std::string& suite_file) {
     std::vector<std::string> argv = {SelfExecutable()};
     for (const std::string& plugin : LoadedPluginPaths()) {
       argv.insert(argv.end(), {"--plugin", plugin});
     }
-    argv.insert(argv.end(), {"run", suite_path});
+    argv.insert(argv.end(), {"run", suite_file});
     if (values->count("device")) argv.insert(argv.end(), {"--device", device});
     if (values->count("threads")) argv.insert(argv.end(), {"--threads", std::to_string(threads)});
     if (values->count("test-slowdown")) {
@@ -479,7 +479,7 @@ int RunRun(const std::vector<std::string>& args) {
     isolation.emplace();
     isolation->case_timeout_s = case_timeout_s;
     isolation->command = [&, run_id](const CaseSpec& spec, int64_t case_position) {
-      std::vector<std::string> argv = ChildCommand();
+      std::vector<std::string> argv = ChildCommand(suite_path);
       argv.insert(argv.end(), {"--db", db_path, "--check", check_text, "--run-case", spec.Key(),
                                "--into-run", std::to_string(run_id), "--run-uuid", run_uuid_of_run,
                                "--position", std::to_string(case_position)});
@@ -492,7 +492,10 @@ int RunRun(const std::vector<std::string>& args) {
     counting.emplace();
     counting->steps = suite.measurement.count_steps;
     counting->command = [&](const std::vector<CaseSpec>&, const std::string& out_dir) {
-      std::vector<std::string> argv = ChildCommand();
+      // A copy in the child's folder: the suite's own path would move its counts.
+      const std::string suite_copy = out_dir + "/suite.toml";
+      std::filesystem::copy_file(suite_path, suite_copy);
+      std::vector<std::string> argv = ChildCommand(suite_copy);
       argv.insert(argv.end(), {"--count-out", out_dir});
       argv.insert(argv.end(), {"--count", kCountInstructions, "--count-steps",
                                std::to_string(suite.measurement.count_steps)});

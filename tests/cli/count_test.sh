@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Counted instructions end to end (run --count instructions, compare --gate counts):
-# two runs of one binary in separate processes agree within 0.1% on every case; a planted
+# two runs of one binary in separate processes, one of them from a copy in another folder
+# with another environment, agree within 0.1% on every case; a planted
 # extra-work mutation inside the head every variant shares is flagged by the counts gate
 # (exit 1) while the unchanged pair passes (exit 0); a run whose counting child saw other
 # code (a fingerprint difference) is refused with exit 2, naming it; a counted ratio bound
@@ -20,10 +21,17 @@ db=$work/count.db
 cp "$2" "$work/tiny.toml"
 
 
-for run in 1 2; do
-  "$seqbench" run "$work/tiny.toml" --db "$db" --in-process >"$work/run$run.out" ||
-    fail "counted run $run: $(cat "$work/run$run.out")"
-done
+"$seqbench" run "$work/tiny.toml" --db "$db" --in-process >"$work/run1.out" ||
+  fail "counted run 1: $(cat "$work/run1.out")"
+# Run 2 as another clone would run it: the binary and the suite 60 characters deeper, from
+# another folder, with another environment (a CI variable, 3 kB more); none of it may
+# move the counts.
+deep=$work/a/clone/in/a/folder/much/deeper/than/the/first/one/build/release
+mkdir -p "$deep"
+cp "$seqbench" "$deep/seqbench"
+cp "$work/tiny.toml" "$deep/suite.toml"
+(cd "$deep" && CI=true PADDING=$(printf '%3000s' x) ./seqbench run suite.toml --db "$db" \
+  --in-process >"$work/run2.out") || fail "counted run 2: $(cat "$work/run2.out")"
 "$seqbench" run "$work/tiny.toml" --db "$db" --in-process --test-extra-head-passes 3 \
   >"$work/run3.out" 2>&1 || fail "mutated run: $(cat "$work/run3.out")"
 
@@ -44,6 +52,11 @@ sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'count_b
 "$seqbench" compare 1 2 --db "$db" --gate counts >"$work/same.out" ||
   fail "unchanged pair flagged: $(cat "$work/same.out")"
 grep -q "no regression (gate counts" "$work/same.out" || fail "$(cat "$work/same.out")"
+# ... with every step of every case counted alike: no disagreement, no ambiguity.
+grep -q "instructions: same: 4  geometric mean 1 over" "$work/same.out" ||
+  fail "the unchanged pair is not 4 cases the same: $(cat "$work/same.out")"
+! grep -q "nondeterministic" "$work/same.out" ||
+  fail "the unchanged pair's steps disagree: $(cat "$work/same.out")"
 set +e
 "$seqbench" compare 1 3 --db "$db" --gate counts >"$work/more.out" 2>&1
 rc=$?
