@@ -316,9 +316,10 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
     if (on_case) on_case(CaseProgress{done, total, &record, elapsed_s / done * (total - done)});
   }
   if (counting && !summary.interrupted) {
-    CountTimedCases(
-        *counting, to_count, on_case, [&] { return should_stop && should_stop(done); }, store,
-        run_id);
+    const auto stop_now = [&] { return should_stop && should_stop(done); };
+    CountTimedCases(*counting, to_count, on_case, stop_now, store, run_id);
+    // Stopped while counting: the cases stay stored, uncounted, and so does the stop.
+    summary.interrupted = stop_now();
   }
   return summary;
 }
@@ -388,8 +389,9 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
     if (on_case) on_case(CaseProgress{done, total, &record, 0});
   }
   if (counting) {
-    CountTimedCases(
-        *counting, to_count, on_case, [&] { return should_stop && should_stop(0); }, store, run_id);
+    const auto stop_now = [&] { return should_stop && should_stop(0); };
+    CountTimedCases(*counting, to_count, on_case, stop_now, store, run_id);
+    summary.interrupted = stop_now();
   }
   return summary;
 }

@@ -94,7 +94,8 @@ std::vector<std::pair<std::string, std::string>> CountingEnvironment(const Measu
   if (measure.count.empty()) return {};
   return {{"count", std::string(kCountInstructions) + ": " + std::to_string(measure.count_steps) +
                         " steps a case after " + std::to_string(measure.warmup) +
-                        " warmup, 1 thread, callgrind in a child process"},
+                        " warmup and 1 uncollected step, 1 thread, callgrind in one child "
+                        "process for the run"},
           {"count_tool", ValgrindVersion().value_or("not installed")},
           {"count_pinning", CountPinningText()}};
 }
