@@ -91,8 +91,10 @@ std::vector<bool> AbOrder(int64_t rounds, uint64_t seed) {
 std::vector<CaseRecord> GatherRounds(const std::vector<std::vector<CaseRecord>>& rounds) {
   std::vector<CaseRecord> gathered;
   std::map<std::string, size_t> index;
+  std::map<std::string, size_t> rounds_with_one_sample;
   for (const std::vector<CaseRecord>& round : rounds) {
     for (const CaseRecord& c : round) {
+      rounds_with_one_sample[c.key()] += c.samples_s.size() == 1;
       const auto found = index.find(c.key());
       if (found == index.end()) {
         index[c.key()] = gathered.size();
@@ -104,6 +106,13 @@ std::vector<CaseRecord> GatherRounds(const std::vector<std::vector<CaseRecord>>&
     }
   }
   for (CaseRecord& c : gathered) {
+    // Sample r must be round r on both sides: a case missing from a round (it failed
+    // there) or timed more than once a round (adaptive stopping) keeps no samples.
+    if (rounds_with_one_sample[c.key()] != rounds.size() && !c.samples_s.empty()) {
+      c.samples_s.clear();
+      c.message +=
+          std::string(c.message.empty() ? "" : "; ") + "not one sample in every round: not paired";
+    }
     std::vector<Metric> metrics =
         RuntimeMetrics(c.samples_s, c.tokens_per_step, c.MetricValue("step_flops").value_or(0),
                        c.MetricValue("step_bytes").value_or(0));

@@ -64,7 +64,9 @@ AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratc
 
 // The runs of one side gathered into one: the first round's record of each case (its
 // correctness, memory, counts) with every round's samples in order and the runtime
-// metrics recomputed over them. A case missing from a round keeps the rounds it has.
+// metrics recomputed over them. A case without exactly one sample in every round (it
+// failed in one; adaptive stopping took more) keeps no samples, so that sample r is
+// always round r, and says so in its message.
 std::vector<CaseRecord> GatherRounds(const std::vector<std::vector<CaseRecord>>& rounds);
 
 }  // namespace seqbench

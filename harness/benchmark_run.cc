@@ -162,12 +162,14 @@ struct ToCount {
   CaseRecord record;
 };
 
-// Whether a stored case is counted: timed on the CPU. A timed CUDA case says why not.
-bool Countable(const CaseSpec& spec, CaseRecord& record) {
+// Whether a stored case is counted: timed on the CPU. A timed CUDA case is stored again,
+// saying why not.
+bool Countable(const CaseSpec& spec, CaseRecord& record, Store& store, int64_t run_id) {
   if (record.status != kStatusOk && record.status != kStatusMismatch) return false;
   if (spec.workload.device == "cpu") return true;
   record.message +=
       std::string(record.message.empty() ? "" : "; ") + "not counted: valgrind sees host code only";
+  store.ReplaceCase(run_id, record);
   return false;
 }
 
@@ -309,7 +311,7 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
     }
     ++summary.status_counts[record.status];
     ++done;
-    if (counting && Countable(spec, record)) to_count.push_back({&spec, record});
+    if (counting && Countable(spec, record, store, run_id)) to_count.push_back({&spec, record});
     elapsed_s += record.wall_s;
     // A timed-out case says nothing about how long a healthy one takes.
     if (record.status != kStatusTimeout) longest_s = std::max(longest_s, record.wall_s);
@@ -384,7 +386,7 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
     store.AddCase(run_id, record);
     ++summary.status_counts[record.status];
     ++done;
-    if (counting && Countable(cases[positions[i]], record))
+    if (counting && Countable(cases[positions[i]], record, store, run_id))
       to_count.push_back({&cases[positions[i]], record});
     if (on_case) on_case(CaseProgress{done, total, &record, 0});
   }

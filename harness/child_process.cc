@@ -44,7 +44,8 @@ std::string SelfExecutable() { return "/proc/self/exe"; }
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop,
                       const std::vector<std::string>& extra_environment,
-                      const std::string& output_path, bool inherit_environment) {
+                      const std::string& output_path, bool inherit_environment,
+                      const std::string& working_dir) {
   ChildOutcome outcome;
   if (argv.empty()) {
     outcome.message = "no command";
@@ -93,6 +94,7 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     if (getppid() != parent) _exit(127);  // the supervisor died before prctl
     if (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0))
       _exit(127);
+    if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) _exit(127);
     execve(args[0], args.data(), environment.data());
     _exit(127);
   }

@@ -34,13 +34,15 @@ struct ChildOutcome {
 // Runs argv[0] (a path, not looked up in PATH) with `argv`, inheriting stdout, stderr and
 // the environment, to which `extra_environment` ("NAME=value") adds or overrides; with
 // `inherit_environment` false, `extra_environment` is the child's whole environment. With
-// `output_path`, the child's stdout and stderr go to that file (created or truncated).
+// `output_path`, the child's stdout and stderr go to that file (created or truncated);
+// with `working_dir`, the child starts there.
 // timeout_s <= 0: no limit. `should_stop` is polled about every 20 ms (it may read a flag
 // set by a signal handler). The child dies with its supervisor (PR_SET_PDEATHSIG).
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop,
                       const std::vector<std::string>& extra_environment = {},
-                      const std::string& output_path = "", bool inherit_environment = true);
+                      const std::string& output_path = "", bool inherit_environment = true,
+                      const std::string& working_dir = "");
 
 // This executable's path (/proc/self/exe), to start another seqbench.
 std::string SelfExecutable();

@@ -1,8 +1,10 @@
 #include "harness/instruction_count.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,11 +61,13 @@ std::string LastLogLine(const fs::path& log) {
 // A private folder for one child's dumps and facts, removed when done.
 class ScratchFolder {
  public:
+  // Always under /tmp, whatever TMPDIR says: the folder's path is part of the child's
+  // command line, whose length moves its counts.
   ScratchFolder() {
-    std::string pattern = (fs::temp_directory_path() / "seqbench-count-XXXXXX").string();
+    std::string pattern = "/tmp/seqbench-count-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("cannot create a folder under " +
-                               fs::temp_directory_path().string());
+      throw std::runtime_error(std::string("cannot create a folder under /tmp: ") +
+                               std::strerror(errno));
     path_ = pattern;
   }
   ~ScratchFolder() {
@@ -228,7 +232,27 @@ std::vector<std::pair<std::string, std::string>> ReadFacts(const std::string& pa
   return facts;
 }
 
+namespace {
+// CountInChild's work, which may throw.
+CountBatch CountInScratchFolder(const CountRequest& request,
+                                const std::function<bool()>& should_stop);
+}  // namespace
+
 CountBatch CountInChild(const CountRequest& request, const std::function<bool()>& should_stop) {
+  try {
+    return CountInScratchFolder(request, should_stop);
+  } catch (const std::exception& error) {  // the scratch folder, the copies
+    CountBatch batch;
+    batch.cases.assign(static_cast<size_t>(request.cases),
+                       StepCounts{{}, std::string("cannot start counting: ") + error.what()});
+    return batch;
+  }
+}
+
+namespace {
+
+CountBatch CountInScratchFolder(const CountRequest& request,
+                                const std::function<bool()>& should_stop) {
   CountBatch batch;
   const auto fail_all = [&](const std::string& why) {
     batch.cases.assign(static_cast<size_t>(request.cases), StepCounts{{}, why});
@@ -252,8 +276,8 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
   // their lengths shift stack and heap addresses and with them the alignment peeling of
   // vectorised loops (a case moved by 1.5% with the binary 40 characters deeper, and by
   // 0.1% with a 3 kB variable). The child therefore runs a copy of the binary in the
-  // scratch folder (valgrind would also read /proc/self/exe as its own binary), reads the
-  // files the caller put there, and gets a fixed environment.
+  // scratch folder (valgrind would also read /proc/self/exe as its own binary), from
+  // there, reads the files the caller put there, and gets a fixed environment.
   if (!child.empty()) {
     const fs::path copy = scratch.path() / "seqbench";
     fs::copy_file(fs::canonical(child[0]), copy);
@@ -263,14 +287,18 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
   for (std::string& arg : child) argv.push_back(std::move(arg));
   std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "HOME=/", "LC_ALL=C"};
   for (const auto& [name, value] : CountPinning()) environment.push_back(name + "=" + value);
-  const ChildOutcome outcome =
-      RunChild(argv, request.timeout_s, should_stop, environment, "", /*inherit=*/false);
+  const fs::path output = scratch.path() / "output";
+  const ChildOutcome outcome = RunChild(argv, request.timeout_s, should_stop, environment,
+                                        output.string(), /*inherit=*/false, scratch.path());
   batch.wall_s = outcome.wall_s;
   const fs::path facts = scratch.path() / "facts";
+  if (outcome.end == ChildOutcome::End::kInterrupted) return fail_all("interrupted");
   if (outcome.end != ChildOutcome::End::kExited || outcome.exit_code != 0 || !fs::exists(facts)) {
-    const std::string log = LastLogLine(scratch.path() / "valgrind.log");
+    // The child's own last word (run --count-out prints why it failed), else valgrind's.
+    const std::string said = LastLogLine(output);
+    const std::string log = said.empty() ? LastLogLine(scratch.path() / "valgrind.log") : said;
     return fail_all("the counting child failed: " + outcome.Describe() +
-                    (log.empty() ? "" : " (valgrind: " + log + ")"));
+                    (log.empty() ? "" : " (" + log + ")"));
   }
   batch.facts = ReadFacts(facts.string());
   const auto totals = ReadDumps(dumps);
@@ -278,6 +306,8 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
     batch.cases.push_back(CaseCounts(totals, scratch.path(), index, request.steps));
   return batch;
 }
+
+}  // namespace
 
 std::vector<Metric> CountMetrics(const StepCounts& counts) {
   std::vector<Metric> metrics;

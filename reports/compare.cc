@@ -87,6 +87,10 @@ double Disagreement(const std::vector<double>& base_steps, const std::vector<dou
 void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
                    CaseComparison& comparison) {
   const std::vector<double> base_steps = CountedSteps(b), new_steps = CountedSteps(n);
+  if (!base_steps.empty() && new_steps.empty()) {
+    comparison.count_verdict = "not counted";  // was counted: the counts gate cannot pass it
+    return;
+  }
   if (base_steps.empty() || new_steps.empty()) return;
   const std::vector<double> ratios = StepRatios(base_steps, new_steps);
   if (ratios.empty()) return;
@@ -215,7 +219,11 @@ bool IsAbPair(const RunRecord& base, const RunRecord& next) {
 
 bool IsRegression(const CaseComparison& comparison, Gate gate) {
   const bool slower = comparison.verdict == "slower";
-  const bool more = comparison.count_verdict == "more";
+  // Under the counts gate a case counted on neither side (CUDA) is judged on its time,
+  // and one the new run failed to count where the base was counted fails.
+  const bool more = comparison.count_verdict == "more" ||
+                    comparison.count_verdict == "not counted" ||
+                    (comparison.count_verdict.empty() && slower);
   const bool judged = gate == Gate::kTime ? slower : gate == Gate::kCounts ? more : slower || more;
   return judged || comparison.memory_verdict == "larger";
 }

@@ -64,7 +64,8 @@ struct CaseComparison {
   double count_spread = 0;
   bool count_nondeterministic = false;
   // more: the whole range above 1 + count_threshold; fewer: below 1 - count_threshold;
-  // same: inside both; ambiguous: across a limit; "": not counted on both sides.
+  // same: inside both; ambiguous: across a limit; not counted: counted in the base run
+  // only (the counts gate fails it); "": counted on neither side (judged on time).
   std::string count_verdict;
 };
 
@@ -73,7 +74,8 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
                                          const CompareSettings& settings);
 
 // True when a comparison should fail a CI gate: memory larger, or under the time gate
-// slower, under the counts gate more instructions, under both either.
+// slower, under the counts gate more instructions (or no count where the base had one;
+// a case counted on neither side is judged on time), under both either.
 bool IsRegression(const CaseComparison& comparison, Gate gate = Gate::kTime);
 
 // The counted steps of a stored case, in order (its instructions_step_<k> metrics); empty

@@ -29,7 +29,7 @@ void Count(GateRow& row, const std::vector<CaseComparison>& comparisons, Gate ga
     row.same_count += c.count_verdict == "same";
     row.ambiguous_count += c.count_verdict == "ambiguous";
     row.nondeterministic += c.count_nondeterministic;
-    row.uncounted += c.count_verdict.empty();
+    row.uncounted += c.count_verdict.empty() || c.count_verdict == "not counted";
   }
   row.flagged += regression;
 }

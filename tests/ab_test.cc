@@ -44,7 +44,13 @@ TEST_CASE("a side's rounds gather into one run, samples in round order", "[ab]")
   const std::vector<CaseRecord> gathered = GatherRounds(rounds);
   REQUIRE(gathered.size() == 2);
   CHECK(gathered[0].samples_s == std::vector<double>{0.010, 0.030, 0.011});
-  CHECK(gathered[1].samples_s == std::vector<double>{0.050, 0.040});
+  // Missing from round 3: its samples could not be paired round by round.
+  CHECK(gathered[1].samples_s.empty());
+  CHECK_THAT(gathered[1].message, Catch::Contains("not paired"));
+  // Timed twice in round 2 (adaptive stopping would): not paired either.
+  CaseRecord twice = RoundCase("fused", 0.02);
+  twice.samples_s.push_back(0.03);
+  CHECK(GatherRounds({{RoundCase("fused", 0.01)}, {twice}}).at(0).samples_s.empty());
   // The runtime metrics are over all rounds (median 0.011, not round 1's 0.010; the mean
   // 0.017 differs), the others kept once.
   CHECK(gathered[0].MetricValue("runtime_median_s") == Approx(0.011));

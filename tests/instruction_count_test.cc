@@ -136,15 +136,25 @@ TEST_CASE("steps that differ alike in both runs are deterministic", "[count]") {
   CHECK(unpaired.count_range->low == Approx(24'892'626.0 / 25'015'862));
 }
 
-TEST_CASE("a case counted on one side only has no count verdict", "[count]") {
+TEST_CASE("an uncounted case fails the counts gate or is judged on time", "[count]") {
   const CaseRecord base = CountedCase({1'000'000, 1'000'100, 1'000'050}, kSamples);
   CaseRecord plain = base;
   plain.metrics.clear();
-  const CaseComparison c = CompareCases({base}, {plain}, CompareSettings{}).at(0);
-  CHECK(c.count_verdict.empty());
-  CHECK_FALSE(c.count_ratio.has_value());
+  // Counted in the base, not in the new run (its counting failed): the gate cannot pass it.
+  const CaseComparison lost = CompareCases({base}, {plain}, CompareSettings{}).at(0);
+  CHECK(lost.count_verdict == "not counted");
+  CHECK_FALSE(lost.count_ratio.has_value());
+  CHECK(IsRegression(lost, Gate::kCounts));
   CHECK(HasCounts({base}));
   CHECK_FALSE(HasCounts({plain}));
+  // Counted on neither side (a CUDA case): its time decides, as under the time gate.
+  CaseRecord slow = plain;
+  for (double& s : slow.samples_s) s *= 2;
+  const CaseComparison cuda = CompareCases({plain}, {slow}, CompareSettings{}).at(0);
+  CHECK(cuda.count_verdict.empty());
+  CHECK(cuda.verdict == "slower");
+  CHECK(IsRegression(cuda, Gate::kCounts));
+  CHECK_FALSE(IsRegression(CompareCases({plain}, {plain}, CompareSettings{}).at(0), Gate::kCounts));
 }
 
 TEST_CASE("fingerprints name what decides which code a counted run executed", "[count]") {

@@ -429,7 +429,7 @@ int RunCompare(const std::vector<std::string>& args) {
   const Gate gate = ResolveGate(gate_text, base, next, base_cases, new_cases);
   // Counts on a matching fingerprint compare across machines; times do not.
   if (const auto machines = MachineDifferences(base, next);
-      !machines.empty() && gate == Gate::kTime && !values->count("allow-different-machines")) {
+      !machines.empty() && gate != Gate::kCounts && !values->count("allow-different-machines")) {
     std::string message = "compare: the runs were measured on different machines:";
     for (const auto& difference : machines) message += "\n  " + difference;
     throw UsageError(message + "\npass --allow-different-machines to judge them anyway");

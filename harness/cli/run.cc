@@ -239,8 +239,6 @@ int RunRun(const std::vector<std::string>& args) {
     throw UsageError("run: --count takes 'instructions' or 'none', got '" + count_kind + "'");
   if (values->count("count-steps") && !(count_steps >= 1 && count_steps <= 100))
     throw UsageError("run: --count-steps must be between 1 and 100");
-  if (values->count("count-steps") && count_kind != kCountInstructions)
-    throw UsageError("run: --count-steps goes with --count instructions");
   if (values->count("test-extra-head-passes") &&
       !(test_extra_head_passes >= 1 && test_extra_head_passes <= 100))
     throw UsageError("run: --test-extra-head-passes must be between 1 and 100");
@@ -309,7 +307,17 @@ int RunRun(const std::vector<std::string>& args) {
     suite.measurement.count.clear();
     if (count_kind != "none") suite.measurement.count = {count_kind};
   }
-  if (values->count("count-steps")) suite.measurement.count_steps = count_steps;
+  if (values->count("count-steps")) {
+    if (suite.measurement.count.empty())
+      throw UsageError("run: --count-steps goes with --count instructions (or [measure] count)");
+    suite.measurement.count_steps = count_steps;
+  }
+  // A case's count depends on the cases counted before it in the run's one child: a resumed
+  // run would count its last cases in another context.
+  if (!suite.measurement.count.empty() && resume > 0)
+    throw UsageError(
+        "run: a counted run cannot be resumed (a case's count depends on the cases counted "
+        "before it in one child); start a new run, or resume with --count none");
   if (test_extra_head_passes > 0) SetTestExtraHeadPasses(test_extra_head_passes);
   std::vector<CaseSpec> cases;
   try {
@@ -450,8 +458,8 @@ int RunRun(const std::vector<std::string>& args) {
   // A child seqbench that selects and measures the cases as this process does.
   const auto ChildCommand = [&](const std::string& suite_file) {
     std::vector<std::string> argv = {SelfExecutable()};
-    for (const std::string& plugin : LoadedPluginPaths()) {
-      argv.insert(argv.end(), {"--plugin", plugin});
+    for (const std::string& plugin : LoadedPluginPaths()) {  // the counting child runs elsewhere
+      argv.insert(argv.end(), {"--plugin", std::filesystem::absolute(plugin).string()});
     }
     argv.insert(argv.end(), {"run", suite_file});
     if (values->count("device")) argv.insert(argv.end(), {"--device", device});

@@ -44,7 +44,8 @@ worst=$(sqlite3 "$db" "SELECT max(abs(b.value - a.value) / a.value)
   JOIN cases cb ON cb.case_key = ca.case_key AND cb.run_id = 2
   JOIN metrics b ON b.case_id = cb.case_id AND b.name = a.name
   WHERE ca.run_id = 1 AND a.name = 'instructions_per_step'")
-awk -v w="$worst" 'BEGIN { exit !(w < 0.001) }' || fail "runs 1 and 2 disagree by $worst"
+# To the instruction (the issue asks 0.1%; the pinned, relocated child gives 0).
+awk -v w="$worst" 'BEGIN { exit !(w == 0) }' || fail "runs 1 and 2 disagree by $worst"
 sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'count_blas_core'" |
   grep -q . || fail "run 1 records no count_blas_core"
 
