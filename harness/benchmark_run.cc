@@ -189,6 +189,8 @@ void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
   request.command = [&](const std::string& out_dir) {
     std::ofstream keys(out_dir + "/cases");  // the child's list, one case key a line
     for (const CaseSpec& spec : specs) keys << spec.Key() << "\n";
+    keys.close();  // a short list (a full disk) would count fewer cases, so it must be whole
+    if (!keys) throw std::runtime_error("cannot write " + out_dir + "/cases");
     return counting.command(specs, out_dir);
   };
   const CountBatch counts = CountInChild(request, should_stop);

@@ -217,6 +217,7 @@ void WriteFacts(const std::string& path,
     std::replace(line.begin(), line.end(), '\n', ' ');
     file << key << "=" << line << "\n";
   }
+  file.close();  // flushed before it is judged: a full disk shows at the close
   if (!file) throw std::runtime_error("cannot write " + path);
 }
 

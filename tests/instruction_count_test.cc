@@ -5,8 +5,11 @@
 // what differs between two runs' fingerprints; the gate's measured power under counts.
 #include "harness/instruction_count.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "reports/compare.h"
@@ -174,6 +177,18 @@ TEST_CASE("fingerprints name what decides which code a counted run executed", "[
   const auto differences = CountFingerprintDifferences(base, next);
   REQUIRE(differences.size() == 1);
   CHECK(differences[0] == "count_blas_core: Haswell -> SkylakeX");
+}
+
+TEST_CASE("the child's files are written whole or not at all", "[count]") {
+  // A full disk shows only when the buffer is flushed: the writer must judge the close.
+  CHECK_THROWS_AS(WriteFacts("/dev/full", {{"steps_per_sample", "1"}}), std::runtime_error);
+  const std::string path = "/tmp/seqbench-facts-test-" + std::to_string(::getpid());
+  WriteFacts(path, {{"blas_core", "Haswell"}, {"error", "two\nlines"}});
+  const auto facts = ReadFacts(path);
+  std::remove(path.c_str());
+  REQUIRE(facts.size() == 2);
+  CHECK(facts[0] == std::pair<std::string, std::string>{"blas_core", "Haswell"});
+  CHECK(facts[1].second == "two lines");  // one line a fact
 }
 
 TEST_CASE("the pinning fixes ATen, OpenBLAS, glibc and one thread", "[count]") {
