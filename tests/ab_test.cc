@@ -86,6 +86,14 @@ TEST_CASE("the paired analysis covers the true ratio under round-to-round drift"
     CHECK(covered >= 180);  // >= 90% of the draws
     if (truth > 1) CHECK(caught >= 190);
   }
+  // The estimate is the median of the round ratios (1.0, 1.3, 1.0, 1.1, 1.1, 1.0 -> 1.05),
+  // not the ratio of the medians (3.7 / 3.5 = 1.057); 6 rounds at 95%: [min, max].
+  const auto rounds =
+      stats::PairedRatioInterval({1, 2, 3, 4, 5, 6}, {1.0, 2.6, 3.0, 4.4, 5.5, 6.0});
+  REQUIRE(rounds.has_value());
+  CHECK(rounds->estimate == Approx(1.05));
+  CHECK(rounds->low == Approx(1.0));
+  CHECK(rounds->high == Approx(1.3));
   CHECK_FALSE(stats::PairedRatioInterval({1, 1, 1, 1, 1}, {1, 1, 1, 1, 1}).has_value());
   CHECK_THROWS_AS(stats::PairedRatioInterval({1, 2}, {1}), std::invalid_argument);
 }
@@ -116,6 +124,20 @@ TEST_CASE("compare judges an A/B pair on its rounds", "[ab]") {
   const CaseComparison paired = CompareCases({b}, {n}, settings).at(0);
   CHECK(paired.verdict == "slower");
   CHECK(paired.ratio == Approx(1.1));
+
+  // Round ratios that differ (1.0 to 1.3): the ratio shown is their median, 1.05, not the
+  // ratio of the sides' medians (1.375 / 1.25 = 1.1).
+  const std::vector<double> machines = {1.0, 1.5, 1.1, 1.4, 1.2, 1.45, 1.05, 1.3};
+  const std::vector<double> per_round = {1.0, 1.1, 1.0, 1.1, 1.3, 1.0, 1.2, 1.0};
+  b.samples_s.clear();
+  n.samples_s.clear();
+  for (size_t r = 0; r < machines.size(); ++r) {
+    b.samples_s.push_back(0.01 * machines[r]);
+    n.samples_s.push_back(0.01 * machines[r] * per_round[r]);
+  }
+  const double of_medians = stats::Median(n.samples_s) / stats::Median(b.samples_s);
+  REQUIRE(std::abs(of_medians - 1.05) > 0.01);
+  CHECK(CompareCases({b}, {n}, settings).at(0).ratio == Approx(1.05));
 }
 
 TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[ab]") {

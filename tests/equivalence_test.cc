@@ -118,6 +118,48 @@ TEST_CASE("the comparison catches a wrong result", "[equivalence]") {
   CHECK(Compare(off, expected, tolerance, mask).within);
 }
 
+TEST_CASE("the stored errors: logits over their real positions, the loss, the worst gradient",
+          "[equivalence]") {
+  // Logits of scale 4 off by 1e-3 at one real position and by 1 at a padding position;
+  // the loss off by 0.002; two gradients, "a" of scale 10 off by 0.05 (relative 0.005) and
+  // "b" of scale 0.1 off by 0.01 (relative 0.1): the largest absolute and the largest
+  // relative error come from different parameters, and "b" is the worse.
+  const Tolerance tolerance{1e-4, 1e-5};
+  Batch batch;
+  batch.tokens = torch::zeros({2, 3}, torch::kInt64);
+  batch.lengths = torch::tensor({3, 2}, torch::kInt64);  // [1][2] is padding
+  StepOutcome expected, actual;
+  expected.output.logits = torch::full({2, 3, 4}, 2.0, torch::kFloat64);
+  expected.output.logits[0][0][0] = -4.0;
+  actual.output.logits = expected.output.logits.clone();
+  actual.output.logits[1][1][2] += 1e-3;
+  actual.output.logits[1][2][0] += 1.0;  // padding: not compared
+  expected.output.loss = torch::tensor(1.5, torch::kFloat64);
+  actual.output.loss = torch::tensor(1.502, torch::kFloat64);
+  expected.gradients.insert("a", torch::full({3}, 10.0, torch::kFloat64));
+  expected.gradients.insert("b", torch::full({2}, 0.1, torch::kFloat64));
+  actual.gradients.insert("a", expected.gradients["a"] + torch::tensor({0.0, 0.05, 0.0}));
+  actual.gradients.insert("b", expected.gradients["b"] + torch::tensor({0.01, 0.0}));
+
+  const EquivalenceResult result =
+      CompareOutcomes(actual, expected, Mode::kTrain, batch, tolerance);
+  CHECK(result.logits.max_abs == Approx(1e-3));
+  CHECK(result.logits.max_rel == Approx(1e-3 / 4));
+  CHECK(result.loss.max_abs == Approx(0.002));
+  CHECK(result.gradients.max_abs == Approx(0.05));
+  CHECK(result.gradients.max_rel == Approx(0.1));
+  CHECK(result.worst_gradient == "b");
+  CHECK_FALSE(result.passed());
+
+  // Generate mode: tokens compared one for one, 3 of 8 differ (2 in one row).
+  StepOutcome generated, reference;
+  reference.tokens = torch::tensor({{1, 2, 3, 4}, {5, 6, 7, 8}}, torch::kInt64);
+  generated.tokens = torch::tensor({{1, 9, 9, 4}, {5, 6, 7, 0}}, torch::kInt64);
+  CHECK(
+      CompareOutcomes(generated, reference, Mode::kGenerate, batch, tolerance).mismatched_tokens ==
+      3);
+}
+
 }  // namespace
 }  // namespace seqbench
 

@@ -77,6 +77,12 @@ TEST_CASE("the counts gate flags more instructions and passes an unchanged pair"
   const CaseRecord slight = CountedCase({1'009'000, 1'009'050, 1'009'100}, kSamples);
   CHECK(CompareCases({base}, {slight}, settings).at(0).count_verdict == "same");
 
+  // The count ratio is of the median steps: 1.05M / 1.0M, where the mean steps give 1.015
+  // and the median of the step ratios (1.05, 1.0, 1.0) gives 1.0.
+  const CaseRecord skewed_base = CountedCase({1'000'000, 1'000'000, 1'300'000}, kSamples);
+  const CaseRecord skewed_new = CountedCase({1'050'000, 1'000'000, 1'300'000}, kSamples);
+  CHECK(*CompareCases({skewed_base}, {skewed_new}, settings).at(0).count_ratio == Approx(1.05));
+
   // Fewer instructions are no regression.
   const CaseRecord fewer = CountedCase({900'000, 900'050, 900'100}, kSamples);
   const CaseComparison shrunk = CompareCases({base}, {fewer}, settings).at(0);
@@ -104,6 +110,13 @@ TEST_CASE("steps that disagree past a tenth of the threshold are nondeterministi
   const CaseComparison wide = CompareCases({base}, {noisy}, settings).at(0);
   CHECK(wide.count_verdict == "same");
   CHECK_FALSE(wide.count_nondeterministic);
+  // A median ratio above the limit (1 012 000 / 1 000 050 = 1.0119) is not "more" while
+  // a step's ratio (1.005) lies within it: the verdict takes the whole range.
+  const CaseRecord straddling = CountedCase({1'005'000, 1'015'100, 1'012'000}, kSamples);
+  const CaseComparison straddled = CompareCases({base}, {straddling}, CompareSettings{}).at(0);
+  CHECK(*straddled.count_ratio > 1.01);
+  CHECK(straddled.count_verdict == "ambiguous");
+  CHECK_FALSE(IsRegression(straddled, Gate::kCounts));
   // A disagreement whose whole range lies above the limit is still a regression.
   const CaseRecord grown = CountedCase({1'030'000, 1'040'000, 1'035'000}, kSamples);
   const CaseComparison more = CompareCases({base}, {grown}, CompareSettings{}).at(0);

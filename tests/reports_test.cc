@@ -359,14 +359,16 @@ TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][
                                             Timed("fat", Noisy(2.0, 10), 1000),
                                             Timed("gone", Noisy(1.0, 10)),
                                             Timed("slow5", {1.0, 1.08, 0.95, 1.1, 0.92}),
-                                            Timed("noisy", {1.0, 1.5, 0.7, 1.2, 0.9})};
+                                            Timed("noisy", {1.0, 1.5, 0.7, 1.2, 0.9}),
+                                            Timed("quick", Noisy(1.0, 10), 1000)};
   const auto next = std::vector<CaseRecord>{Timed("same", Noisy(1.0, 10)),
                                             Timed("slow", Noisy(1.2, 10)),
                                             Timed("few", {2, 2}),
                                             Timed("fat", Noisy(2.0, 10), 1500),
                                             Timed("new", Noisy(1.0, 10)),
                                             Timed("slow5", {1.4, 1.5, 1.33, 1.45, 1.38}),
-                                            Timed("noisy", {1.1, 1.6, 0.8, 1.3, 0.95})};
+                                            Timed("noisy", {1.1, 1.6, 0.8, 1.3, 0.95}),
+                                            Timed("quick", Noisy(0.8, 10), 500)};
   const auto results = CompareCases(base, next, settings);
   std::map<std::string, CaseComparison> by_key;
   for (const auto& r : results) by_key[r.case_key.substr(0, r.case_key.find(' '))] = r;
@@ -391,6 +393,12 @@ TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][
   CHECK(by_key["noisy"].verdict == "ambiguous");
   CHECK_THAT(by_key["noisy"].note, Catch::Contains("interval"));
   CHECK_FALSE(IsRegression(by_key["noisy"]));
+  // 20% faster in half the memory: both improvements, neither a regression.
+  CHECK(by_key["quick"].verdict == "faster");
+  CHECK(by_key["quick"].ratio == Approx(0.8).epsilon(0.02));
+  CHECK(by_key["quick"].memory_verdict == "smaller");
+  CHECK(*by_key["quick"].memory_ratio == Approx(0.5));
+  CHECK_FALSE(IsRegression(by_key["quick"]));
   // A steady 2% change is "same" at a 5% threshold; at 1% it is "slower".
   const auto small = CompareCases({Timed("x", Noisy(1.0, 12, 0.001))},
                                   {Timed("x", Noisy(1.02, 12, 0.001))}, settings);
@@ -605,6 +613,25 @@ TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][
   const auto problems = GbenchFormatProblems(ours);
   for (const auto& problem : problems) UNSCOPED_INFO(problem);
   CHECK(problems.empty());
+  // The aggregates' values: fused's samples 0.2, 0.2, 0.8 s have median 0.2 and mean 0.4,
+  // sample standard deviation sqrt(0.12) and cv sqrt(0.12) / 0.4.
+  const std::map<std::string, double> per_second = {
+      {"ns", 1e9}, {"us", 1e6}, {"ms", 1e3}, {"s", 1}};
+  std::map<std::string, double> fused;
+  for (const json& entry : ours.at("benchmarks")) {
+    const std::string name = entry.at("name");
+    if (entry.at("run_type") != "aggregate" || name.find("fused") == std::string::npos) continue;
+    const double value = entry.at("real_time").get<double>();
+    const std::string aggregate = entry.at("aggregate_name");
+    fused[aggregate] =
+        aggregate == "cv" ? value : value / per_second.at(entry.at("time_unit").get<std::string>());
+  }
+  CHECK(fused.at("median") == Approx(0.2));
+  CHECK(fused.at("mean") == Approx(0.4));
+  CHECK(fused.at("stddev") == Approx(std::sqrt(0.12)));
+  CHECK(fused.at("cv") == Approx(std::sqrt(0.12) / 0.4));
+  CHECK(fused.at("min") == Approx(0.2));
+  CHECK(fused.at("max") == Approx(0.8));
   // The check can fail: it knows the format.
   json broken = ours;
   broken["context"].erase("json_schema_version");
@@ -732,6 +759,38 @@ TEST_CASE("check evaluates ratios on one workload and fails when one falls short
   sampled.pop_back();
   sampled[0].reference = std::string(kNotCheckedReference) + " (--check none)";
   CHECK_FALSE(EvaluateExpectations({expectations[5]}, sampled).at(0).held);  // nothing checked
+}
+
+TEST_CASE("check's metric ratios: the named metric, candidate over the other", "[reports][check]") {
+  // checkpointed against batched on one workload: activation memory 0.3x but peak 0.9x;
+  // 2x the instructions of batched a step. Each bound holds for the right ratio and fails
+  // for its inverse or for the neighbouring metric.
+  CaseRecord checkpointed = Case("checkpointed", "train", 4, {0.3, 0.3, 0.3});
+  CaseRecord batched = Case("batched", "train", 4, {0.2, 0.2, 0.2});
+  const auto set = [](CaseRecord& c, const std::string& name, double value) {
+    for (Metric& m : c.metrics) {
+      if (m.name == name) m.value = value;
+    }
+    if (!c.MetricValue(name)) c.metrics.push_back({name, value, "x"});
+  };
+  set(checkpointed, "activation_bytes", 300);
+  set(checkpointed, "peak_bytes", 900);
+  set(batched, "activation_bytes", 1000);
+  set(batched, "peak_bytes", 1000);
+  set(checkpointed, "instructions_per_step", 2e6);
+  set(batched, "instructions_per_step", 1e6);
+  const std::vector<CaseRecord> cases = {checkpointed, batched};
+  const auto held = [&](const std::string& what, std::optional<double> at_least,
+                        std::optional<double> at_most) {
+    return EvaluateExpectations({{what, "checkpointed", "batched", at_least, at_most, {}, 1}},
+                                cases)
+        .at(0)
+        .held;
+  };
+  CHECK(held("memory_ratio", 0.25, 0.35));  // activation 0.3, not peak 0.9 nor 3.33
+  CHECK_FALSE(held("memory_ratio", std::nullopt, 0.2));
+  CHECK(held("instructions_ratio", 1.9, 2.1));  // 2, not 0.5
+  CHECK_FALSE(held("instructions_ratio", std::nullopt, 1.5));
 }
 
 TEST_CASE("plots: one series per variant, units on the axes, log axes over decades",
@@ -1058,6 +1117,8 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   CHECK(outcome("validation_loss_ratio", "bf16", 1.11).held);
   CHECK_FALSE(outcome("validation_loss_ratio", "bf16", 1.09).held);
   CHECK(outcome("memory_ratio", "scan", 3.0).held);
+  CHECK_FALSE(outcome("memory_ratio", "scan", 2.9).held);  // scan / plain = 3, not 1/3
+  CHECK(outcome("memory_ratio", "scan", 0, 2.9).held);
   const auto state = outcome("optimizer_state_ratio", "bf16", 0.3);
   CHECK(state.held);
   CHECK_THAT(state.expectation, Catch::StartsWith("optimizer state of bf16 / plain"));
@@ -1071,6 +1132,23 @@ TEST_CASE("training expectations: loss curves, throughput and validation loss",
   CHECK(finished.held);
   CHECK_THAT(finished.measured, Catch::Contains("3 ok"));
   CHECK_FALSE(outcome("loss_match", "nobody", 1).held);
+
+  // Gaps that vary by step and sign: the largest magnitude (0.08 at step 30, below), not
+  // the last gap, the mean or the largest signed one (0.05).
+  TrainingCurves varied = curves;
+  varied[Key("scan")][9].loss = varied[Key("plain")][9].loss + 0.05;
+  varied[Key("scan")][29].loss = varied[Key("plain")][29].loss - 0.08;
+  const auto gap = [&](double at_most) {
+    Expectation e;
+    e.what = "loss_match";
+    e.variant = "scan";
+    e.over = "plain";
+    e.at_most = at_most;
+    return EvaluateTrainingExpectations({e}, cases, varied).at(0);
+  };
+  CHECK_FALSE(gap(0.079).held);
+  CHECK(gap(0.081).held);
+  CHECK_THAT(gap(0.081).measured, Catch::StartsWith("0.08"));
 }
 
 // Each route by which user-written text reaches gnuplot, with text that ran a shell command
@@ -1264,6 +1342,40 @@ TEST_CASE("the gate's power: false alarms between unchanged runs, a known slowdo
   }
   CHECK(widths.size() == 1);  // rectangular
   CHECK_THROWS_AS(MeasureGate(store, "demo", "nosuch", settings), std::invalid_argument);
+}
+
+TEST_CASE("the gate's power pairs runs of one commit only", "[reports][gate]") {
+  // Commit a: base, slowed. Commit b: base 1.3x slower than a's (another build), slowed,
+  // base. Across the commits nothing is compared: 1 unchanged pair (b's), not 2 with a
+  // false alarm; b's slowed run against b's own base, not a's (which it would match).
+  Store store(":memory:");
+  std::mt19937_64 generator(9);
+  std::normal_distribution<double> noise(0.0, 0.02);
+  const auto add_run = [&](const std::string& label, const std::string& commit, double factor) {
+    RunRecord run = Run();
+    run.uuid = label + std::to_string(store.Runs().size());
+    run.label = label;
+    for (auto& [key, value] : run.environment) {
+      if (key == "git_sha") value = commit;
+    }
+    const int64_t run_id = store.CreateRun(run);
+    std::vector<double> samples(10);
+    for (double& value : samples) value = factor * 0.01 * std::exp(noise(generator));
+    store.AddCase(run_id, Case("fused", "train", 1, samples));
+    store.SetRunStatus(run_id, "complete", "2026-11-23T00:00:00Z");
+  };
+  add_run("gate base", "a", 1.0);
+  add_run("gate x1.3", "a", 1.3);
+  add_run("gate base", "b", 1.3);
+  add_run("gate x1.3", "b", 1.69);
+  add_run("gate base", "b", 1.3);
+  const std::vector<GateRow> rows = MeasureGate(store, "demo", "gate", CompareSettings{});
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].compares == 1);
+  CHECK(rows[0].flagged == 0);
+  CHECK(rows[1].compares == 2);
+  CHECK(rows[1].flagged == 2);
+  CHECK(rows[1].slower == 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,8 @@
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
+#include "harness/statistics.h"
+#include "harness/workload.h"
 #include "tests/test_support.h"
 #include "variants/core/torch_compat.h"
 
@@ -38,6 +41,8 @@ TEST_CASE("timing samples, and the record's statistics from them", "[runner]") {
   result.status = kStatusOk;
   result.timing = timing;
   result.tokens_per_step = 52;
+  result.cost.flops = 2e6;
+  result.cost.bytes = 3e5;
   const CaseRecord record = ToRecord(result, 3);
   CHECK(record.position == 3);
   CHECK(record.key() == result.spec.Key());
@@ -53,7 +58,28 @@ TEST_CASE("timing samples, and the record's statistics from them", "[runner]") {
   CHECK(*record.MetricValue("runtime_min_s") == Approx(0.011));
   CHECK(*record.MetricValue("runtime_max_s") == Approx(0.091));
   CHECK(*record.MetricValue("runtime_iqr_s") == Approx(0.046 - 0.0185));  // NumPy's quantiles
+  CHECK(*record.MetricValue("runtime_q1_s") == Approx(0.0185));
+  CHECK(*record.MetricValue("runtime_q3_s") == Approx(0.046));
+  CHECK(*record.MetricValue("runtime_relative_iqr") == Approx((0.046 - 0.0185) / 0.026));
+  // Fences 0.0185 - 1.5 IQR and 0.046 + 1.5 IQR = 0.08725: the slow 0.091 is one outlier.
+  CHECK(*record.MetricValue("runtime_outliers") == 1);
+  CHECK(*record.MetricValue("gflops_per_s") == Approx(2e6 / 0.026 / 1e9));
+  CHECK(*record.MetricValue("gbytes_per_s") == Approx(3e5 / 0.026 / 1e9));
   CHECK(*record.MetricValue("tokens_per_s") == Approx(52 / 0.026));  // throughput of the median
+}
+
+TEST_CASE("the recompute factor: positions run again per forward position", "[runner][metrics]") {
+  // 48 of 32 forward positions run again (a schedule recomputing some twice): 1.5, where
+  // a share of all positions computed would be 0.6.
+  CaseResult result;
+  result.spec.variant.name = result.spec.variant.key = "checkpointed";
+  result.status = kStatusOk;
+  result.work.mode = Mode::kTrain;
+  result.work.positions = 32;
+  result.work.recomputed_positions = 48;
+  CHECK(*ToRecord(result, 0).MetricValue("recompute_factor") == 1.5);
+  result.work.mode = Mode::kForward;  // nothing runs backward: no factor
+  CHECK_FALSE(ToRecord(result, 0).MetricValue("recompute_factor"));
 }
 
 TEST_CASE("a step that throws surfaces as an exception from the measurement", "[runner]") {
@@ -71,9 +97,14 @@ TEST_CASE("a step that throws surfaces as an exception from the measurement", "[
 TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[memory]") {
   CountingCpuAllocator& allocator = CountingCpuAllocator::Install();
   REQUIRE(CountingCpuAllocator::Installed() == &allocator);
+  constexpr int64_t kMiB = 1 << 20;
+  // Live bytes before the step (weights, the batch): the step's activation memory is its
+  // peak above them, which a fixture starting from zero live bytes cannot tell from the
+  // peak itself.
+  const auto held = torch::empty({5 * kMiB / 2}, torch::kUInt8);
   allocator.ResetPeak();
   const int64_t start = allocator.live_bytes();
-  constexpr int64_t kMiB = 1 << 20;
+  REQUIRE(start >= 5 * kMiB / 2);
   MemoryProbe probe(torch::kCPU);
   probe.Begin();
   {
@@ -108,14 +139,14 @@ TEST_CASE("measuring keeps freed tensor memory in the process for the next step"
   // 64 MiB is above glibc's largest mmap threshold: by default the block is unmapped when
   // freed, and the next step would fault in and zero fresh pages. Retained, the freed
   // block stays in the heap as free bytes (mallinfo2's fordblks) for the next allocation.
+  // Measured against the heap's free bytes while the block is held, so that what earlier
+  // tests in the same process left free does not matter.
   constexpr size_t kBlock = size_t{64} << 20;
-  const size_t free_before = mallinfo2().fordblks;
-  {
-    auto block = torch::empty({static_cast<int64_t>(kBlock)}, torch::kUInt8);
-    block.fill_(1);
-  }
-  // (Less a little: the block may have been carved partly from free bytes already there.)
-  CHECK(mallinfo2().fordblks + (size_t{1} << 20) >= free_before + kBlock);
+  auto block = torch::empty({static_cast<int64_t>(kBlock)}, torch::kUInt8);
+  block.fill_(1);
+  const size_t free_while_held = mallinfo2().fordblks;
+  block.reset();
+  CHECK(mallinfo2().fordblks >= free_while_held + kBlock);
   CHECK(std::string(RetainFreedMemory()).find("kept") != std::string::npos);
 }
 #endif
@@ -142,6 +173,28 @@ class SlightlyWrong final : public Variant {
   }
 };
 SEQBENCH_REGISTER_VARIANT("test_slightly_wrong", SlightlyWrong, "off by 1e-3 (tests only)");
+
+// A variant whose timed forward step allocates a pattern computable by hand: 3 MiB, then
+// 1 MiB beside it (4 MiB live above the start: the peak), then 3 MiB freed and 2 MiB taken
+// (3 MiB), returning no logits.
+class KnownAllocations final : public Variant {
+ public:
+  static constexpr int64_t kMiB = 1 << 20;
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities("test"); }
+  ForwardOutput Forward(const Batch& batch) override {
+    return simple_rnn::ForwardBatched(simple_rnn::Weights::View(parameters(), config().num_layers),
+                                      batch, config().num_heads, simple_rnn::StepLoopMixer());
+  }
+  ForwardOutput InferStep(const Batch&) override {
+    auto first = torch::empty({3 * kMiB}, torch::kUInt8);
+    auto second = torch::empty({kMiB}, torch::kUInt8);
+    first.reset();
+    auto third = torch::empty({2 * kMiB}, torch::kUInt8);
+    return {};
+  }
+};
+SEQBENCH_REGISTER_VARIANT("test_known_allocations", KnownAllocations,
+                          "allocates a known pattern (tests only)");
 
 // The start of a suite over a tiny SimpleRNN, timed twice without warmup; the test adds
 // its variants and grid.
@@ -295,6 +348,45 @@ seq_len = 1024
   } else {
     CHECK(results["sdpa T=20 swiglu"].status == kStatusOk);
   }
+}
+
+TEST_CASE("a step's memory and tokens: its peak above the live bytes, its real tokens",
+          "[runner][memory][metrics]") {
+  // Weights and the batch are live when the step begins, so the peak (start + 4 MiB) and
+  // the activation memory (4 MiB) differ; the batch is ragged (lengths 2..8 of 8), so its
+  // tokens differ from batch x seq_len.
+  const Suite suite = ParseSuite(TinySuiteHeader("known", "known allocations") + R"toml(
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_known_allocations"
+[grid]
+mode = "forward"
+batch = 4
+seq_len = 8
+min_len = 2
+)toml",
+                                 "known.toml");
+  CountingCpuAllocator::Install();
+  CaseRunner runner(suite, CheckPolicy::kNone);  // its timed step returns no logits to check
+  const std::vector<CaseSpec> specs = suite.Expand();
+  const auto known = std::find_if(specs.begin(), specs.end(), [](const CaseSpec& spec) {
+    return spec.variant.key == "test_known_allocations";
+  });
+  REQUIRE(known != specs.end());
+  const CaseResult result = runner.Run(*known);
+  INFO(result.message);
+  REQUIRE(result.status == kStatusOk);
+  constexpr int64_t kMiB = KnownAllocations::kMiB;
+  CHECK(result.memory.activation_bytes == 4 * kMiB);
+  CHECK(result.memory.peak_bytes > 4 * kMiB);  // the weights were live too
+  const Batch batch = MakeBatch({4, 8, 2}, 16, suite.seed + 1, torch::kCPU);
+  CHECK(batch.NumTokens() < 4 * 8);
+  CHECK(result.tokens_per_step == batch.NumTokens());
+  const CaseRecord record = ToRecord(result, 0);
+  CHECK(*record.MetricValue("activation_bytes") == 4 * kMiB);
+  CHECK(*record.MetricValue("tokens_per_s") ==
+        Approx(batch.NumTokens() / stats::Median(result.timing.samples_s)));
 }
 
 TEST_CASE("a failing variant is recorded as an error and the next case still runs", "[runner]") {

@@ -1,5 +1,6 @@
 // The training pipeline: batching plans, the loader, the schedule, the loss scaler,
 // gradient accumulation, mixed precision, checkpoints and the training suite format.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -7,8 +8,10 @@
 #include <random>
 #include <set>
 
+#include "harness/memory.h"
 #include "harness/text_data.h"
 #include "harness/training/data_loader.h"
+#include "harness/training/pipeline.h"
 #include "harness/training/trainer.h"
 #include "harness/training/training_data.h"
 #include "harness/training/training_suite.h"
@@ -477,6 +480,87 @@ TEST_CASE("prompts name their special tokens", "[text]") {
   CHECK(ids == std::vector<int64_t>{text::kEn, ' ', 'h', 'i', ' ', text::kJa});
   CHECK(text::Decode(ids) == "<en> hi <ja>");
   CHECK(text::EncodeWithSpecialTokens("a<eos") == std::vector<int64_t>{'a', '<', 'e', 'o', 's'});
+}
+
+TEST_CASE("a pipeline's figures: timed steps only, the last tenth's loss, memory above start",
+          "[training][metrics]") {
+  // 20 logged steps, 5 of warmup: the warmup steps carry more tokens per second than the
+  // rest, losses fall, every batch is padded, and 1 MiB was live when training began, so
+  // that each figure's wrong neighbour (all steps, every loss, the peak itself) differs.
+  PipelineSpec spec;
+  spec.timing_warmup = 5;
+  std::vector<TrainingStepRecord> steps;
+  double elapsed = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    TrainingStepRecord step;
+    step.step = i + 1;
+    step.tokens = i < 5 ? 400 : 100 + 10 * i;
+    step.padded_tokens = step.tokens + 20;
+    step.loss = 5.0 - 0.2 * static_cast<double>(i);
+    elapsed += i < 5 ? 0.05 : 0.1 + 0.06 * static_cast<double>(i % 4);
+    step.elapsed_s = elapsed;
+    step.loss_scale = 1024.0 / static_cast<double>(1 + i % 4);
+    steps.push_back(step);
+  }
+  steps[9].validation_loss = 3.2;  // the lowest, not the last
+  steps[15].validation_loss = 3.5;
+  steps[7].skipped = steps[8].skipped = true;
+  MemoryUsage memory;
+  memory.peak_bytes = (1 << 20) + 3000;
+  memory.activation_bytes = 3000;
+  memory.max_rss_bytes = 1 << 24;
+  spec.config.loss_scaling = true;
+  CaseRecord record;
+  AddPipelineMetrics(steps, spec, memory, record);
+
+  double timed_tokens = 0, timed_seconds = 0, all_tokens = 0, padded = 0;
+  std::vector<double> rates, times;
+  for (int64_t i = 0; i < 20; ++i) {
+    const double seconds = steps[i].elapsed_s - (i == 0 ? 0 : steps[i - 1].elapsed_s);
+    all_tokens += steps[i].tokens;
+    padded += steps[i].padded_tokens;
+    if (i < 5) continue;
+    timed_tokens += steps[i].tokens;
+    timed_seconds += seconds;
+    rates.push_back(steps[i].tokens / seconds);
+    times.push_back(seconds);
+  }
+  // Written out here with n - 1, not through seqbench's statistics.
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (const double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  const auto sample_sd = [&](const std::vector<double>& v) {
+    double squares = 0;
+    for (const double x : v) squares += (x - mean(v)) * (x - mean(v));
+    return std::sqrt(squares / static_cast<double>(v.size() - 1));
+  };
+  std::vector<double> sorted_rates = rates;
+  std::sort(sorted_rates.begin(), sorted_rates.end());
+  // Guards: total tokens over total time differs from the median and the mean step rate.
+  REQUIRE(std::abs(sorted_rates[7] - timed_tokens / timed_seconds) > 10);
+  REQUIRE(std::abs(mean(rates) - timed_tokens / timed_seconds) > 10);
+  CHECK(record.samples_s.size() == 15);
+  CHECK(*record.MetricValue("tokens_per_s") == Approx(timed_tokens / timed_seconds));
+  CHECK(*record.MetricValue("tokens_per_s_stddev") == Approx(sample_sd(rates)));
+  CHECK(*record.MetricValue("runtime_mean_s") == Approx(mean(times)));
+  CHECK(*record.MetricValue("runtime_stddev_s") == Approx(sample_sd(times)));
+  CHECK(record.tokens_per_step == static_cast<int64_t>(all_tokens) / 20);
+  CHECK(*record.MetricValue("padding_efficiency") == Approx(all_tokens / padded));
+  // The last tenth: steps 19 and 20, losses 1.4 and 1.2.
+  CHECK(*record.MetricValue("final_train_loss") == Approx(1.3));
+  CHECK(*record.MetricValue("final_validation_loss") == 3.5);
+  CHECK(*record.MetricValue("skipped_steps") == 2);
+  CHECK(*record.MetricValue("final_loss_scale") == 256);  // the last step's: 1024 / 4
+  // Peak live bytes above what was live before training (README's `peak_bytes`).
+  CHECK(*record.MetricValue("peak_bytes") == 3000);
+  CHECK(*record.MetricValue("max_rss_bytes") == 1 << 24);
+  // Without loss scaling (fp32), no scale to report.
+  spec.config.loss_scaling = false;
+  CaseRecord unscaled;
+  AddPipelineMetrics(steps, spec, memory, unscaled);
+  CHECK_FALSE(unscaled.MetricValue("final_loss_scale"));
 }
 
 }  // namespace

@@ -135,6 +135,118 @@ for name in ("lognormal_40", "outlier_15"):
     record = sample_records[name]
     assert abs(record["mean"] - record["median"]) > 0.1 * record["median"], name
 
+
+
+# Intervals (issue 46): each end computed exactly, so that a lopsided interval (one tail at
+# the wrong quantile) or a one-tailed coverage cannot match. Drawn from their own generator,
+# so that the samples above keep their values.
+interval_rng = np.random.default_rng(46)
+CONFIDENCES = [0.8, 0.9, 0.95]
+
+
+def resampled_median_distribution(values):
+    """The exact distribution of the median of n draws with replacement, n odd and the
+    values distinct: the median is at most x_(k) when at least (n+1)/2 draws are, a binomial
+    with p = k/n. Returns (sorted values, probabilities)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    assert n % 2 == 1 and np.unique(x).size == n
+    at_most = [stats.binom.sf((n + 1) // 2 - 1, n, k / n) for k in range(1, n + 1)]
+    return x, np.diff(np.concatenate([[0.0], at_most]))
+
+
+def exact_bootstrap_quantiles(first, second, levels):
+    """The percentile bootstrap's ends with infinitely many resamples: quantiles of the
+    exact distribution of median(second*) / median(first*). Each level's quantile is the
+    smallest ratio whose cumulative probability reaches it; the fixture is kept only where
+    no cumulative step lies within MARGIN of a level, so that a finite bootstrap (200000
+    resamples in the test: a standard error of 0.00035 at 2.5%, MARGIN 7 of them) lands on
+    the same ratio."""
+    a, pa = resampled_median_distribution(first)
+    b, pb = resampled_median_distribution(second)
+    ratios = (b[None, :] / a[:, None]).ravel()
+    weights = (pa[:, None] * pb[None, :]).ravel()
+    order = np.argsort(ratios, kind="stable")
+    ratios, cumulative = ratios[order], np.cumsum(weights[order])
+    result = {}
+    for level in levels:
+        assert np.min(np.abs(cumulative - level)) > MARGIN, (level, cumulative)
+        result[str(level)] = float(ratios[np.searchsorted(cumulative, level)])
+    return result
+
+
+MARGIN = 0.0025
+bootstrap_records = []
+for n1, n2 in [(5, 7), (9, 5)]:
+    for attempt in range(10000):
+        first = rounded(interval_rng.lognormal(0.0, 0.3, n1), 6)
+        second = rounded(1.3 * interval_rng.lognormal(0.0, 0.3, n2), 6)
+        levels = sorted({q for c in CONFIDENCES for q in ((1 - c) / 2, (1 + c) / 2, c)})
+        try:
+            ends = exact_bootstrap_quantiles(first, second, levels)
+        except AssertionError:
+            continue  # a cumulative step too near a level: draw again
+        break
+    else:
+        raise SystemExit("no bootstrap fixture with every level clear of a step")
+    records = []
+    for c in CONFIDENCES:
+        low, high = ends[str((1 - c) / 2)], ends[str((1 + c) / 2)]
+        # Discriminating: a high end at the c quantile (one tail) is another ratio.
+        assert ends[str(c)] != high, (c, ends)
+        records.append({"confidence": c, "low": low, "high": high,
+                        "one_tailed_high": ends[str(c)]})
+    bootstrap_records.append({"first": first, "second": second,
+                              "median_ratio": float(np.median(second) / np.median(first)),
+                              "intervals": records})
+
+
+def median_interval(values, confidence):
+    """[x_(j), x_(n+1-j)] with the largest j whose two-sided binomial coverage
+    1 - 2 P(Bin(n, 1/2) <= j-1) reaches the confidence (SciPy's binomial), or None."""
+    n = len(values)
+    best = 0
+    for j in range(1, (n + 1) // 2 + 1):
+        if 1 - 2 * stats.binom.cdf(j - 1, n, 0.5) >= confidence:
+            best = j
+    if best == 0:
+        return None
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    return {"confidence": confidence, "j": best, "low": float(x[best - 1]),
+            "high": float(x[n - best])}
+
+
+median_interval_records = []
+one_tailed_differs = False
+for n in [6, 10, 15, 20, 31]:
+    values = rounded(interval_rng.lognormal(0.0, 0.5, n), 6)
+    found = [median_interval(values, c) for c in CONFIDENCES + [0.99]]
+    for c, interval in zip(CONFIDENCES + [0.99], found):
+        if interval is None:
+            continue
+        # The one-tailed count (1 - P(Bin <= j-1)) would pick another j somewhere.
+        one_tailed = max(j for j in range(1, (n + 1) // 2 + 1)
+                         if 1 - stats.binom.cdf(j - 1, n, 0.5) >= c)
+        one_tailed_differs |= one_tailed != interval["j"]
+    median_interval_records.append({"values": values,
+                                    "intervals": [i for i in found if i is not None]})
+assert one_tailed_differs
+
+# A power law's exponent and the half-width of its interval: SciPy's least-squares line on
+# the logs, its slope's standard error, Student's t with n - 2 degrees of freedom.
+power_law_x = [64.0, 128.0, 256.0, 512.0, 1024.0]
+power_law_y = rounded([0.002 * x ** 1.1 * float(interval_rng.lognormal(0.0, 0.05))
+                       for x in power_law_x], 9)
+fit = stats.linregress(np.log(power_law_x), np.log(power_law_y))
+power_law_records = []
+for c in CONFIDENCES:
+    half = float(stats.t.ppf(0.5 + c / 2, len(power_law_x) - 2) * fit.stderr)
+    # Discriminating: the normal quantile, or the residuals over n, give other widths.
+    assert abs(stats.norm.ppf(0.5 + c / 2) * fit.stderr - half) > 0.01 * half
+    power_law_records.append({"confidence": c, "half_width": half})
+power_law = {"x": power_law_x, "y": power_law_y, "exponent": float(fit.slope),
+             "intervals": power_law_records}
+
 reference = {
     "generated_by": "/usr/bin/python3 tests/data/statistics_reference.py",
     "numpy_version": np.__version__,
@@ -142,6 +254,9 @@ reference = {
     "seed": SEED,
     "samples": sample_records,
     "pairs": pair_records,
+    "bootstrap_ratio_of_medians": bootstrap_records,
+    "median_intervals": median_interval_records,
+    "power_law": power_law,
 }
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "statistics_reference.json")
 with open(path, "w") as out:
