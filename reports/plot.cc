@@ -11,12 +11,14 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "harness/statistics.h"
 #include "reports/report.h"
+#include "results/output_file.h"
 
 extern char** environ;
 
@@ -213,15 +215,20 @@ bool IsSeqbenchSvg(const std::string& path) {
 
 namespace {
 
-// Feeds the script to a gnuplot process; throws on a failure to start it or a non-zero exit.
-void RunGnuplotProcess(const std::string& script, const std::string& output) {
+// Feeds the script to a gnuplot process and returns what it wrote to its standard output;
+// throws on a failure to start it or a non-zero exit.
+std::string RunGnuplotProcess(const std::string& script, const std::string& output) {
   // gnuplot itself, found on PATH and given the script on its standard input: no shell
-  // between us and it (popen() would run one).
+  // between us and it (popen() would run one). Its output goes to an unlinked temporary
+  // file that this process created: gnuplot opens no path of its own.
+  std::unique_ptr<FILE, int (*)(FILE*)> sink(std::tmpfile(), &std::fclose);
+  if (!sink) throw std::runtime_error("cannot create a temporary file for gnuplot's output");
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe to gnuplot");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fileno(sink.get()), STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
   char program[] = "gnuplot";
@@ -255,34 +262,26 @@ void RunGnuplotProcess(const std::string& script, const std::string& output) {
                              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
                              ") while writing " + output);
   }
+  std::string written;
+  std::rewind(sink.get());
+  char buffer[65536];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), sink.get())) > 0;)
+    written.append(buffer, n);
+  if (std::ferror(sink.get())) throw std::runtime_error("cannot read gnuplot's output");
+  return written;
 }
 
 }  // namespace
 
 void RunGnuplot(const std::string& script, const std::string& output) {
-  const std::string temporary = output + ".seqbench-tmp";
-  struct Remove {
-    const std::string& path;
-    ~Remove() { std::remove(path.c_str()); }
-  } remove_temporary{temporary};
-  RunGnuplotProcess("set output " + GnuplotQuoted(temporary) + "\n" + script + "unset output\n",
-                    output);
-  std::ifstream in(temporary, std::ios::binary);
-  std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string svg = RunGnuplotProcess(script + "unset output\n", output);
   if (svg.empty()) throw std::runtime_error("gnuplot wrote nothing while writing " + output);
   // After the XML declaration (nothing may precede it), else first.
   size_t at = 0;
   if (svg.rfind("<?xml", 0) == 0)
     at = svg.find('\n') == std::string::npos ? svg.size() : svg.find('\n') + 1;
   svg.insert(at, std::string(kSeqbenchSvgStamp) + "\n");
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << svg;
-    if (!out.flush()) throw std::runtime_error("cannot write " + temporary);
-  }
-  if (std::rename(temporary.c_str(), output.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + temporary + " to " + output);
-  }
+  WriteFileAtomically(output, svg);
 }
 
 }  // namespace seqbench

@@ -1,6 +1,7 @@
 // seqbench: runs benchmark suites of recurrent-model variants and reports on them.
 // Exit codes: 0 success, 1 a failure while running, 2 bad user input.
 #include <boost/program_options.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -10,6 +11,7 @@
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
+#include "results/output_file.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
 
@@ -178,7 +180,15 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   seqbench::cli::SetCommandLine(argc, argv);
   try {
-    return seqbench::cli::Main(argc, argv);
+    const int status = seqbench::cli::Main(argc, argv);
+    // A report that did not reach standard output (a full disk, a closed pipe) is a
+    // failure, not a success with half a table.
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::cerr << "seqbench: cannot write standard output\n";
+      return 1;
+    }
+    return status;
   } catch (const seqbench::cli::UsageError& error) {
     std::cerr << "seqbench: " << error.what() << "\n";
     return 2;
@@ -192,6 +202,9 @@ int main(int argc, char** argv) {
     std::cerr << "seqbench: " << error.what() << "\n";
     return 1;
   } catch (const seqbench::PluginError& error) {
+    std::cerr << "seqbench: " << error.what() << "\n";
+    return 2;
+  } catch (const seqbench::OutputRefused& error) {
     std::cerr << "seqbench: " << error.what() << "\n";
     return 2;
   } catch (const std::exception& error) {

@@ -25,6 +25,7 @@
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
+#include "results/output_file.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;
@@ -37,8 +38,7 @@ void WriteOutput(const std::string& text, const std::string& path) {
     std::cout << text;
     return;
   }
-  std::ofstream file(path, std::ios::binary);
-  if (!file || !(file << text)) throw std::runtime_error("cannot write " + path);
+  WriteFileAtomically(path, text);
 }
 
 std::string ReadFile(const std::string& path, const std::string& command) {
@@ -77,6 +77,7 @@ int RunReport(const std::vector<std::string>& args) {
       "workload field (md only)");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
+  RefuseDatabaseOutput(out, selection.db_path);
   if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
     throw UsageError("report: --format must be md, csv, json or gbench-json, got '" + format + "'");
   }
@@ -154,6 +155,7 @@ int RunReadme(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "readme");
   if (!values) return 0;
   if (readme_path.empty()) throw UsageError("readme: give the Markdown file to update");
+  for (const std::string& db_path : db_paths) RefuseDatabaseOutput(readme_path, db_path);
   const std::string text = ReadFile(readme_path, "readme");
   std::vector<std::unique_ptr<Store>> stores;
   for (const std::string& db_path : db_paths)
@@ -579,6 +581,7 @@ int RunPlot(const std::vector<std::string>& args) {
   const RunRecord run = selection.Resolve(*values, store, "plot");
   if (request.output.empty())
     request.output = "run" + std::to_string(run.run_id) + "_" + request.y + ".svg";
+  RefuseDatabaseOutput(request.output, selection.db_path);
   request.title = run.suite_name + ", run " + std::to_string(run.run_id);
   const auto cases = store->Cases(run.run_id);
   try {

@@ -171,5 +171,27 @@ refused "not_a_checkpoint.pt" generate --checkpoint "$work/not_a_checkpoint.pt" 
 # list
 refused "nonexistent" list --suites "$work/nonexistent"
 
+# Outputs that would destroy the database or write through a planted link (issue 47).
+refused "results database" report 1 --db "$work/runs.db" --out "$work/runs.db"
+refused "results database" report 1 --db "$work/runs.db" --out "$work/sub/../runs.db-wal"
+refused "results database" plot 1 --db "$work/runs.db" --out "$work/runs.db"
+printf 'precious\n' >"$work/victim.txt"
+ln -s "$work/victim.txt" "$work/link.md"
+ln -s "$work/victim.txt" "$work/link.svg"
+refused "symbolic link" report 1 --db "$work/runs.db" --out "$work/link.md"
+refused "symbolic link" plot 1 --db "$work/runs.db" --out "$work/link.svg"
+if [[ $(cat "$work/victim.txt") != precious ]]; then
+  echo "FAIL: a write went through a planted symlink" >&2
+  failures=$((failures + 1))
+fi
+# Standard output that cannot be written is a failure, said once.
+checked=$((checked + 1))
+"$seqbench" report 1 --db "$work/runs.db" --format json >/dev/full 2>"$work/err"
+rc=$?
+if [[ $rc -ne 1 ]] || ! grep -q "cannot write standard output" "$work/err"; then
+  echo "FAIL: report >/dev/full: exit $rc, $(cat "$work/err")" >&2
+  failures=$((failures + 1))
+fi
+
 echo "bad input: $checked refused inputs checked, $failures misbehaved"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,34 @@
+// The one way seqbench writes a file (README, plots, --out, exports): whole or not at all,
+// never through a link someone planted, never over the results database. A file is
+// written to a temporary that is created exclusively next to it (never an existing path,
+// never through a symlink), synced, and renamed over the target; on any failure the
+// target is exactly as it was and the temporary is gone.
+//
+// Thread-safety: stateless functions, safe from any thread. Two writers of one path each
+// leave a whole file; the later rename wins.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace seqbench {
+
+// An output path seqbench will not write to because of what it is (a symlink, a
+// directory, the database): the user's to fix, so the command line exits 2 for it.
+class OutputRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `content` to `path` atomically (above). Throws OutputRefused when `path` is a
+// symbolic link or exists and is not a regular file, std::runtime_error ("cannot write
+// PATH: reason") when creating, writing, syncing or renaming fails. The new file keeps an
+// existing file's permission bits, else gets 0644.
+void WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Throws OutputRefused when `output` names the SQLite database at `database` or a file
+// SQLite keeps beside it (-wal, -shm, -journal), however spelled (relative, with `..`, or
+// through a symlink): a report written there would destroy the runs it reports.
+void RefuseDatabaseOutput(const std::string& output, const std::string& database);
+
+}  // namespace seqbench

@@ -1,0 +1,130 @@
+// Writing outputs: whole or not at all (a write that fails midway, simulated by a file-size
+// limit, leaves the old file and no temporary), never through a symlink (at the target or
+// at the temporary name seqbench used to use), never over the database or its -wal/-shm.
+#include "results/output_file.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace seqbench {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A fresh folder per test, removed afterwards.
+struct Folder {
+  fs::path path;
+  explicit Folder(const std::string& name)
+      : path(fs::temp_directory_path() / (name + "_" + std::to_string(getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Folder() { fs::remove_all(path); }
+  size_t Entries() const {
+    return static_cast<size_t>(std::distance(fs::directory_iterator(path), {}));
+  }
+};
+
+TEST_CASE("an output is written whole, replacing the old file and keeping its mode",
+          "[integrity]") {
+  Folder folder("seqbench_output");
+  const fs::path out = folder.path / "report.md";
+  WriteFileAtomically(out.string(), "first\n");
+  CHECK(Slurp(out) == "first\n");
+  fs::permissions(out, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  WriteFileAtomically(out.string(), std::string(100000, 'x'));
+  CHECK(Slurp(out) == std::string(100000, 'x'));
+  CHECK((fs::status(out).permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
+  CHECK(folder.Entries() == 1);  // no temporary left beside it
+  WriteFileAtomically(out.string(), "");
+  CHECK(fs::file_size(out) == 0);
+}
+
+TEST_CASE("an output never goes through a symlink", "[integrity]") {
+  Folder folder("seqbench_output_links");
+  const fs::path victim = folder.path / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  // A link at the output path itself is refused, and both stay as they were.
+  const fs::path link = folder.path / "plot.svg";
+  fs::create_symlink(victim, link);
+  CHECK_THROWS_AS(WriteFileAtomically(link.string(), "<svg/>"), OutputRefused);
+  CHECK(fs::is_symlink(link));
+  CHECK(Slurp(victim) == "precious\n");
+  // A link planted at the temporary name seqbench used to write (OUTPUT.seqbench-tmp), and
+  // one at a dot-name like today's: the temporary is created exclusively, never through them.
+  const fs::path out = folder.path / "p.svg";
+  fs::create_symlink(victim, folder.path / "p.svg.seqbench-tmp");
+  fs::create_symlink(victim, folder.path / ".p.svg.seqbench-XXXXXX");
+  WriteFileAtomically(out.string(), "<svg/>");
+  CHECK(Slurp(out) == "<svg/>");
+  CHECK(Slurp(victim) == "precious\n");
+  // A directory is no output either.
+  fs::create_directory(folder.path / "dir.md");
+  CHECK_THROWS_AS(WriteFileAtomically((folder.path / "dir.md").string(), "x"), OutputRefused);
+}
+
+TEST_CASE("a write that fails midway leaves the old file and no temporary", "[integrity]") {
+  // A file-size limit of 1000 bytes makes write() fail with EFBIG past it, as a full disk
+  // fails with ENOSPC: in a child process, so that the limit binds nothing else.
+  Folder folder("seqbench_output_full");
+  const fs::path out = folder.path / "README.md";
+  const std::string old_text = "# Title\n<!-- seqbench:begin -->\n| a |\n<!-- seqbench:end -->\n";
+  std::ofstream(out) << old_text;
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1000, 1000};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      WriteFileAtomically(out.string(), std::string(5000, 'y'));
+    } catch (const std::runtime_error& error) {
+      _exit(std::string(error.what()).find("cannot write") != std::string::npos ? 0 : 3);
+    }
+    _exit(4);  // no error: the limit did not bind
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(Slurp(out) == old_text);
+  CHECK(folder.Entries() == 1);
+}
+
+TEST_CASE("an output is refused where it is the database or a file SQLite keeps for it",
+          "[integrity]") {
+  Folder folder("seqbench_output_db");
+  const fs::path db = folder.path / "results.db";
+  std::ofstream(db) << "SQLite format 3";
+  const std::string d = db.string();
+  CHECK_THROWS_AS(RefuseDatabaseOutput(d, d), OutputRefused);
+  CHECK_THROWS_AS(RefuseDatabaseOutput((folder.path / "x/../results.db").string(), d),
+                  OutputRefused);
+  CHECK_THROWS_AS(RefuseDatabaseOutput(d + "-wal", d), OutputRefused);  // before it exists
+  CHECK_THROWS_AS(RefuseDatabaseOutput(d + "-shm", d), OutputRefused);
+  CHECK_THROWS_AS(RefuseDatabaseOutput(d + "-journal", d), OutputRefused);
+  fs::create_symlink(db, folder.path / "alias.md");
+  CHECK_THROWS_AS(RefuseDatabaseOutput((folder.path / "alias.md").string(), d), OutputRefused);
+  CHECK_NOTHROW(RefuseDatabaseOutput((folder.path / "report.md").string(), d));
+  CHECK_NOTHROW(RefuseDatabaseOutput("-", d));
+  CHECK_NOTHROW(RefuseDatabaseOutput("", d));
+}
+
+}  // namespace
+}  // namespace seqbench
