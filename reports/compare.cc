@@ -1,6 +1,7 @@
 #include "reports/compare.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -252,5 +253,26 @@ std::vector<std::string> EnvironmentDifferences(const RunRecord& base, const Run
   }
   return differences;
 }
+
+GeometricMean GeometricMeanOf(const std::vector<CaseComparison>& comparisons,
+                              std::optional<double> (*of)(const CaseComparison&)) {
+  double log_sum = 0;
+  GeometricMean mean;
+  for (const CaseComparison& c : comparisons) {
+    const std::optional<double> value = of(c);
+    if (value && *value > 0) {
+      log_sum += std::log(*value);
+      ++mean.count;
+    }
+  }
+  if (mean.count > 0) mean.value = std::exp(log_sum / mean.count);
+  return mean;
+}
+
+std::optional<double> TimeRatio(const CaseComparison& c) {
+  return c.ratio > 0 ? std::optional<double>(c.ratio) : std::nullopt;
+}
+
+std::optional<double> CountRatio(const CaseComparison& c) { return c.count_ratio; }
 
 }  // namespace seqbench

@@ -78,6 +78,18 @@ std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
 // a case counted on neither side is judged on time), under both either.
 bool IsRegression(const CaseComparison& comparison, Gate gate = Gate::kTime);
 
+// The geometric mean of the positive values `of` picks from the comparisons (absent or
+// non-positive ones left out), and how many entered it: compare's summary of the time
+// ratios (TimeRatio) and of the count ratios (CountRatio).
+struct GeometricMean {
+  std::optional<double> value;
+  int count = 0;
+};
+GeometricMean GeometricMeanOf(const std::vector<CaseComparison>& comparisons,
+                              std::optional<double> (*of)(const CaseComparison&));
+std::optional<double> TimeRatio(const CaseComparison& c);
+std::optional<double> CountRatio(const CaseComparison& c);
+
 // The counted steps of a stored case, in order (its instructions_step_<k> metrics); empty
 // when it was not counted.
 std::vector<double> CountedSteps(const CaseRecord& record);

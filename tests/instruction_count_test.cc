@@ -257,6 +257,64 @@ TEST_CASE("the gate's power under counts: drift in time, none in counts", "[coun
   CHECK_THAT(table, !Catch::Contains("| slower"));
 }
 
+TEST_CASE("the gate's table counts each verdict in its own column", "[count]") {
+  // Two rounds; in each planted run baseline is 20% faster with 3% fewer instructions,
+  // fused's steps straddle the limit (ambiguous, nondeterministic), batched went uncounted:
+  // each column gets exactly its 2, and only the uncounted case fails the counts gate.
+  Store store(":memory:");
+  const auto add_run = [&](const std::string& label, bool planted) {
+    RunRecord run;
+    run.uuid = label + std::to_string(store.Runs().size());
+    run.suite_name = "demo";
+    run.label = label;
+    run.status = "running";
+    run.started_at = "2026-11-26T00:00:00Z";
+    run.environment = {{"git_sha", "abc"}};
+    const int64_t run_id = store.CreateRun(run);
+    const std::vector<double> base_steps = {1'000'000, 1'000'100, 1'000'050};
+    const std::vector<double> flat = {0.01, 0.01, 0.01, 0.01, 0.01};  // time: exactly same
+    std::vector<CaseRecord> cases = {CountedCase(base_steps, flat), CountedCase(base_steps, flat),
+                                     CountedCase(base_steps, flat)};
+    if (planted) {
+      std::vector<double> faster;
+      for (const double s : flat) faster.push_back(0.8 * s);
+      cases[0] = CountedCase({970'000, 970'097, 970'048.5}, faster);
+      cases[1] = CountedCase({1'005'000, 1'015'100, 1'010'000}, flat);
+      cases[2] = CountedCase({}, flat);
+    }
+    int64_t position = 0;
+    for (const char* variant : {"baseline", "fused", "batched"}) {
+      CaseRecord& c = cases[static_cast<size_t>(position)];
+      c.identity.variant_name = c.identity.variant_key = variant;
+      c.position = position++;
+      store.AddCase(run_id, c);
+    }
+    store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:00Z");
+  };
+  for (int round = 0; round < 2; ++round) {
+    add_run("gate base", false);
+    add_run("gate head+1", true);
+  }
+  const std::vector<GateRow> rows =
+      MeasureGate(store, "demo", "gate", CompareSettings{}, Gate::kCounts);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].compares == 1);
+  CHECK(rows[0].same == 3);
+  CHECK(rows[0].same_count == 3);
+  const GateRow& planted = rows[1];
+  CHECK(planted.compares == 2);
+  CHECK(planted.cases == 6);
+  CHECK(planted.faster == 2);
+  CHECK(planted.same == 4);
+  CHECK(planted.slower + planted.ambiguous == 0);
+  CHECK(planted.fewer == 2);
+  CHECK(planted.ambiguous_count == 2);
+  CHECK(planted.uncounted == 2);
+  CHECK(planted.more + planted.same_count == 0);
+  CHECK(planted.nondeterministic == 2);
+  CHECK(planted.flagged == 2);
+}
+
 TEST_CASE("gate names round-trip", "[count]") {
   for (const Gate gate : {Gate::kTime, Gate::kCounts, Gate::kBoth})
     CHECK(ParseGate(GateName(gate)) == gate);

@@ -410,6 +410,23 @@ TEST_CASE("compare: identical, 20% slower, too few samples, memory", "[reports][
             .verdict == "slower");
 }
 
+TEST_CASE("compare's summary: the geometric mean of the ratios it has", "[reports][compare]") {
+  // Time ratios 1, 4, 2, 8 and one case not timed (0): geometric mean 64^(1/4) = 2.83,
+  // where the arithmetic mean is 3.75 and the median 3. Count ratios on two cases only.
+  std::vector<CaseComparison> comparisons(5);
+  const double ratios[] = {1, 4, 2, 8, 0};
+  for (size_t i = 0; i < comparisons.size(); ++i) comparisons[i].ratio = ratios[i];
+  comparisons[0].count_ratio = 1.0;
+  comparisons[3].count_ratio = 1.21;
+  const GeometricMean time = GeometricMeanOf(comparisons, TimeRatio);
+  CHECK(time.count == 4);
+  CHECK(*time.value == Approx(std::pow(64.0, 0.25)));
+  const GeometricMean counts = GeometricMeanOf(comparisons, CountRatio);
+  CHECK(counts.count == 2);
+  CHECK(*counts.value == Approx(1.1));
+  CHECK_FALSE(GeometricMeanOf({}, TimeRatio).value);
+}
+
 TEST_CASE("check: a speedup bound fails only when its whole interval misses it",
           "[reports][check]") {
   // batched's step times sit around 1 s; scan's around 0.72 s (1.38x) with 28% spread, the

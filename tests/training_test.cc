@@ -482,6 +482,18 @@ TEST_CASE("prompts name their special tokens", "[text]") {
   CHECK(text::EncodeWithSpecialTokens("a<eos") == std::vector<int64_t>{'a', '<', 'e', 'o', 's'});
 }
 
+TEST_CASE("padding efficiency: real tokens over each batch's samples x its own longest",
+          "[training][metrics]") {
+  // Lengths 8, 2, 4; batches {2, 4} and {8} (by index): 14 real tokens over 2x4 + 1x8 = 16
+  // processed, 0.875; the longest of the epoch for every sample would give 14 / 24.
+  const std::vector<int64_t> lengths = {8, 2, 4};
+  const PaddingStats stats = MeasurePadding({{1, 2}, {0}}, lengths);
+  CHECK(stats.real_tokens == 14);
+  CHECK(stats.padded_tokens == 16);
+  CHECK(stats.efficiency() == Approx(0.875));
+  CHECK(MeasurePadding({}, lengths).efficiency() == 1.0);
+}
+
 TEST_CASE("a pipeline's figures: timed steps only, the last tenth's loss, memory above start",
           "[training][metrics]") {
   // 20 logged steps, 5 of warmup: the warmup steps carry more tokens per second than the

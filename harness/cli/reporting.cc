@@ -254,27 +254,6 @@ Gate ResolveGate(const std::string& text, const RunRecord& base, const RunRecord
   return *asked;
 }
 
-// The geometric mean of the positive values `of` picks, and how many there were.
-std::pair<std::optional<double>, int> GeometricMean(
-    const std::vector<CaseComparison>& comparisons,
-    const std::function<std::optional<double>(const CaseComparison&)>& of) {
-  double log_sum = 0;
-  int count = 0;
-  for (const CaseComparison& c : comparisons) {
-    const std::optional<double> value = of(c);
-    if (value && *value > 0) {
-      log_sum += std::log(*value);
-      ++count;
-    }
-  }
-  return {count > 0 ? std::optional<double>(std::exp(log_sum / count)) : std::nullopt, count};
-}
-
-std::optional<double> TimeRatio(const CaseComparison& c) {
-  return c.ratio > 0 ? std::optional<double>(c.ratio) : std::nullopt;
-}
-std::optional<double> CountRatio(const CaseComparison& c) { return c.count_ratio; }
-
 json ComparisonJson(const CaseComparison& c, Gate gate) {
   const auto maybe = [](const std::optional<double>& value) {
     return value ? json(*value) : json(nullptr);
@@ -458,8 +437,8 @@ int RunCompare(const std::vector<std::string>& args) {
     ++verdicts[c.verdict];
     if (!c.count_verdict.empty()) ++count_verdicts[c.count_verdict];
   }
-  const auto [geometric_mean, timed] = GeometricMean(comparisons, TimeRatio);
-  const auto [count_mean, counted_cases] = GeometricMean(comparisons, CountRatio);
+  const auto [geometric_mean, timed] = GeometricMeanOf(comparisons, TimeRatio);
+  const auto [count_mean, counted_cases] = GeometricMeanOf(comparisons, CountRatio);
 
   if (format == "json") {
     json cases = json::array();
