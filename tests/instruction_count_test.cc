@@ -33,6 +33,26 @@ CaseRecord CountedCase(const std::vector<double>& steps, const std::vector<doubl
 
 const std::vector<double> kSamples = {1.0, 1.1, 1.9, 1.05, 1.2};
 
+// Stores a complete run of suite "demo" at one commit, labelled `label`, whose cases are
+// `cases` named baseline, fused, batched, ... in order: the gate tests' rounds.
+void StoreGateRun(Store& store, const std::string& label, std::vector<CaseRecord> cases) {
+  RunRecord run;
+  run.uuid = label + std::to_string(store.Runs().size());
+  run.suite_name = "demo";
+  run.label = label;
+  run.status = "running";
+  run.started_at = "2026-11-26T00:00:00Z";
+  run.environment = {{"git_sha", "abc"}};
+  const int64_t run_id = store.CreateRun(run);
+  const char* const variants[] = {"baseline", "fused", "batched"};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].identity.variant_name = cases[i].identity.variant_key = variants[i];
+    cases[i].position = static_cast<int64_t>(i);
+    store.AddCase(run_id, cases[i]);
+  }
+  store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:00Z");
+}
+
 TEST_CASE("a callgrind dump's total is its summary or totals line", "[count]") {
   CHECK(CallgrindTotal("version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 257066074\n"
                        "fn=(1) main\n16 3\n") == Approx(257066074.0));
@@ -218,26 +238,12 @@ TEST_CASE("the gate's power under counts: drift in time, none in counts", "[coun
   std::mt19937_64 generator(11);
   std::uniform_real_distribution<double> drift(1.0, 1.5);
   const auto add_run = [&](const std::string& label, double count_factor) {
-    RunRecord run;
-    run.uuid = label + std::to_string(store.Runs().size());
-    run.suite_name = "demo";
-    run.label = label;
-    run.status = "running";
-    run.started_at = "2026-11-26T00:00:00Z";
-    run.environment = {{"git_sha", "abc"}};
-    const int64_t run_id = store.CreateRun(run);
     const double machine = drift(generator);
-    int64_t position = 0;
-    for (const char* variant : {"baseline", "fused"}) {
-      std::vector<double> samples;
-      for (double base : kSamples) samples.push_back(base * machine);
-      CaseRecord c = CountedCase(
-          {1e6 * count_factor, 1.0004e6 * count_factor, 0.9998e6 * count_factor}, samples);
-      c.identity.variant_name = c.identity.variant_key = variant;
-      c.position = position++;
-      store.AddCase(run_id, c);
-    }
-    store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:00Z");
+    std::vector<double> samples;
+    for (double base : kSamples) samples.push_back(base * machine);
+    const CaseRecord c = CountedCase(
+        {1e6 * count_factor, 1.0004e6 * count_factor, 0.9998e6 * count_factor}, samples);
+    StoreGateRun(store, label, {c, c});
   };
   for (int round = 0; round < 4; ++round) {
     add_run("gate base", 1.0);
@@ -263,14 +269,6 @@ TEST_CASE("the gate's table counts each verdict in its own column", "[count]") {
   // each column gets exactly its 2, and only the uncounted case fails the counts gate.
   Store store(":memory:");
   const auto add_run = [&](const std::string& label, bool planted) {
-    RunRecord run;
-    run.uuid = label + std::to_string(store.Runs().size());
-    run.suite_name = "demo";
-    run.label = label;
-    run.status = "running";
-    run.started_at = "2026-11-26T00:00:00Z";
-    run.environment = {{"git_sha", "abc"}};
-    const int64_t run_id = store.CreateRun(run);
     const std::vector<double> base_steps = {1'000'000, 1'000'100, 1'000'050};
     const std::vector<double> flat = {0.01, 0.01, 0.01, 0.01, 0.01};  // time: exactly same
     std::vector<CaseRecord> cases = {CountedCase(base_steps, flat), CountedCase(base_steps, flat),
@@ -282,14 +280,7 @@ TEST_CASE("the gate's table counts each verdict in its own column", "[count]") {
       cases[1] = CountedCase({1'005'000, 1'015'100, 1'010'000}, flat);
       cases[2] = CountedCase({}, flat);
     }
-    int64_t position = 0;
-    for (const char* variant : {"baseline", "fused", "batched"}) {
-      CaseRecord& c = cases[static_cast<size_t>(position)];
-      c.identity.variant_name = c.identity.variant_key = variant;
-      c.position = position++;
-      store.AddCase(run_id, c);
-    }
-    store.SetRunStatus(run_id, "complete", "2026-11-26T00:00:00Z");
+    StoreGateRun(store, label, cases);
   };
   for (int round = 0; round < 2; ++round) {
     add_run("gate base", false);
