@@ -47,6 +47,15 @@ std::string Format(double value) {
 
 }  // namespace
 
+double GemmGflops(int64_t n, double seconds) {
+  const double size = static_cast<double>(n);
+  return 2.0 * size * size * size / seconds / 1e9;
+}
+
+double CopyGbs(int64_t bytes, double seconds) {
+  return 2.0 * static_cast<double>(bytes) / seconds / 1e9;
+}
+
 MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype, int64_t threads) {
   SetThreads(threads);
   torch::NoGradGuard no_grad;
@@ -61,7 +70,7 @@ MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype
     const auto product = [&]() { torch::mm_out(c, a, b); };
     const int64_t calls = CallsFor(device, 0.05, product);
     const double seconds = BestSecondsPerCall(device, calls, 5, product);
-    limits.gemm_gflops = 2.0 * n * n * n / seconds / 1e9;
+    limits.gemm_gflops = GemmGflops(n, seconds);
   }
   {
     // 128 MiB a side on a CPU, far beyond its caches; 1 GiB on a GPU.
@@ -70,7 +79,7 @@ MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype
     auto destination = torch::empty({bytes}, options.dtype(torch::kUInt8));
     const auto copy = [&]() { destination.copy_(source); };
     const double seconds = BestSecondsPerCall(device, 1, 5, copy);
-    limits.stream_gbs = 2.0 * static_cast<double>(bytes) / seconds / 1e9;
+    limits.stream_gbs = CopyGbs(bytes, seconds);
   }
   return limits;
 }

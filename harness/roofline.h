@@ -26,6 +26,11 @@ struct MachineLimits {
   double stream_gbs = 0;   // (bytes read + bytes written) / s of a large copy, / 1e9
 };
 
+// The rates from one timed call: a [n,n]·[n,n] product is n³ multiply-adds, 2n³ FLOPs; a
+// copy of `bytes` reads them and writes them.
+double GemmGflops(int64_t n, double seconds);
+double CopyGbs(int64_t bytes, double seconds);
+
 // Measures both limits on `device` with `threads` intra-op and BLAS threads (left set).
 // About half a second on a CPU core.
 MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype, int64_t threads);

@@ -209,6 +209,16 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
   return text;
 }
 
+TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  TimedShare total;
+  for (const CaseRecord& c : cases) {
+    const int64_t steps_per_sample = run.kind == kRunKindTraining ? 1 : c.iterations;
+    for (const double seconds : c.samples_s) total.timed_s += seconds * steps_per_sample;
+    total.wall_s += c.wall_s;
+  }
+  return total;
+}
+
 std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
   std::vector<std::string> warnings = run.warnings;
   // A training pipeline's samples are steps of different batches, spread by design.

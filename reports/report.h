@@ -32,6 +32,16 @@ std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<Cas
 // RunWarnings as a Markdown list under a bold title; "" when there is none.
 std::string RenderWarnings(const std::vector<std::string>& warnings);
 
+// How much of the cases' wall time (wall_s: checks, warmup, the memory pass and the float64
+// reference included) the timed steps themselves took: every sample times the steps it is
+// the mean of (a benchmark case's iterations; one for a training step).
+struct TimedShare {
+  double timed_s = 0;
+  double wall_s = 0;
+  double share() const { return wall_s > 0 ? timed_s / wall_s : 0; }
+};
+TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases);
+
 // The one definition of speedup in seqbench (README, report, check, compare, plot):
 //
 //   speedup = median throughput of `candidate` / median throughput of `reference`,

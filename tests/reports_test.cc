@@ -192,6 +192,27 @@ TEST_CASE("noise warnings: IQR/median over 10% and 25%, too few samples, the run
   CHECK(RunWarnings(run, cases).size() == 1);
 }
 
+TEST_CASE("timed share: every sample times its iterations over the cases' wall time", "[reports]") {
+  // Two cases with different iteration counts and unequal samples: the share weighs each
+  // sample by the steps it averages (a count of samples, a mean, or one iteration
+  // count for all would each give another figure).
+  RunRecord run = Run();
+  std::vector<CaseRecord> cases = {Case("a", "train", 1, {0.1, 0.2, 0.6}),
+                                   Case("b", "forward", 1, {0.05, 0.15})};
+  cases[0].iterations = 4;  // 0.9 s of samples, 3.6 s of steps
+  cases[0].wall_s = 6;
+  cases[1].iterations = 10;  // 0.2 s of samples, 2 s of steps
+  cases[1].wall_s = 14;
+  const TimedShare timed = TimedShareOf(run, cases);
+  CHECK(timed.timed_s == Approx(5.6));
+  CHECK(timed.wall_s == Approx(20));
+  CHECK(timed.share() == Approx(0.28));
+  // A training run's sample is one step, whatever the case's iterations field says.
+  run.kind = kRunKindTraining;
+  CHECK(TimedShareOf(run, cases).timed_s == Approx(1.1));
+  CHECK(TimedShareOf(run, {}).share() == 0);
+}
+
 TEST_CASE("one speedup definition: the ratio of median throughputs", "[reports]") {
   const auto cases = Cases();
   // Same workload: the ratio of median step times.
@@ -1302,6 +1323,76 @@ TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the re
   CHECK_THAT(gap, Catch::Contains("set logscale y") && !Catch::Contains("title 'plain'"));
   request.y = "accuracy";
   CHECK_THROWS(BuildLossPlotScript(cases, curves, request));
+}
+
+// Each inline data block of a gnuplot script ($seriesN << EOD ... EOD): its (x, y) points.
+std::vector<std::vector<std::pair<double, double>>> PlottedSeries(const std::string& script) {
+  std::vector<std::vector<std::pair<double, double>>> series;
+  std::istringstream lines(script);
+  bool inside = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("$series", 0) == 0 && line.find("<< EOD") != std::string::npos) {
+      series.emplace_back();
+      inside = true;
+    } else if (line == "EOD") {
+      inside = false;
+    } else if (inside) {
+      std::istringstream point(line);
+      double x = 0, y = 0;
+      REQUIRE(point >> x >> y);
+      series.back().emplace_back(x, y);
+    }
+  }
+  return series;
+}
+
+TEST_CASE("loss plots: the values plotted are the trailing mean, the raw gap, the evaluations",
+          "[reports][training]") {
+  // 120 steps, so one window is 120 / 40 = 3 steps. plain's loss is the step itself, bf16's
+  // 1.01 times it: a trailing mean of 3 is the step before, where a centred mean, the
+  // window's sum or the last loss would each differ; bf16's gap to plain grows per step.
+  std::vector<CaseRecord> cases = Pipelines();
+  cases.erase(cases.begin() + 1);  // scan: no curve
+  TrainingCurves curves;
+  for (int step = 1; step <= 120; ++step) {
+    TrainingStepRecord r;
+    r.step = step;
+    r.loss = step;
+    r.elapsed_s = 0.5 * step;
+    r.tokens = r.padded_tokens = 100;
+    curves[Key("plain")].push_back(r);
+    r.loss = 1.01 * step;
+    if (step % 30 == 0) r.validation_loss = 100.0 + step;
+    curves[Key("bf16")].push_back(r);
+  }
+  LossPlotRequest request;
+  request.output = "loss.svg";
+  const auto trailing = PlottedSeries(BuildLossPlotScript(cases, curves, request));
+  REQUIRE(trailing.size() == 2);
+  REQUIRE(trailing[0].size() == 118);  // from the first full window, step 3
+  for (size_t k = 0; k < trailing[0].size(); ++k) {
+    const double step = static_cast<double>(k + 3);
+    CHECK(trailing[0][k].first == step);
+    CHECK(trailing[0][k].second == Approx(step - 1));           // (s-2 + s-1 + s) / 3
+    CHECK(trailing[1][k].second == Approx(1.01 * (step - 1)));  // bf16
+  }
+  request.x = "time";
+  CHECK(PlottedSeries(BuildLossPlotScript(cases, curves, request))[0][0].first == 1.5);
+
+  request.x = "step";
+  request.y = "loss_difference";
+  request.over = "plain";
+  const auto gap = PlottedSeries(BuildLossPlotScript(cases, curves, request));
+  REQUIRE(gap.size() == 1);  // bf16 only, every step, unsmoothed
+  REQUIRE(gap[0].size() == 120);
+  for (size_t k = 0; k < gap[0].size(); ++k)
+    CHECK(gap[0][k].second == Approx(0.01 * static_cast<double>(k + 1)));
+
+  request.y = "validation_loss";
+  const auto evaluations = PlottedSeries(BuildLossPlotScript(cases, curves, request));
+  REQUIRE(evaluations.size() == 1);
+  CHECK(evaluations[0] ==
+        std::vector<std::pair<double, double>>{{30, 130}, {60, 160}, {90, 190}, {120, 220}});
 }
 
 TEST_CASE("the gate's power: false alarms between unchanged runs, a known slowdown caught",

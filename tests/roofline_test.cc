@@ -136,6 +136,13 @@ TEST_CASE("each variant states the work of its own step", "[roofline]") {
             .element_bytes == 8);
 }
 
+TEST_CASE("machine limits: a product is 2n^3 FLOPs, a copy reads and writes its bytes",
+          "[roofline]") {
+  CHECK(GemmGflops(512, 1e-3) == Approx(268.435456));           // 2 * 512^3 / 1 ms
+  CHECK(GemmGflops(4096, 0.5) == Approx(274.877906944));        // n^3 alone would be half
+  CHECK(CopyGbs(int64_t{1} << 27, 0.1) == Approx(2.68435456));  // 2 * 128 MiB / 0.1 s
+}
+
 TEST_CASE("machine limits are measured per device, dtype and thread count", "[roofline]") {
   const int64_t threads_before = CurrentThreads().intra_op;
   const MachineLimits limits = MeasureMachineLimits(torch::kCPU, torch::kFloat32, 1);

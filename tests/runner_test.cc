@@ -16,6 +16,7 @@
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
+#include "harness/cuda_probe.h"
 #include "harness/statistics.h"
 #include "harness/workload.h"
 #include "tests/test_support.h"
@@ -131,6 +132,31 @@ TEST_CASE("the counting allocator tracks live bytes and their peak exactly", "[m
   const int64_t virtual_bytes = static_cast<int64_t>(total_pages) * sysconf(_SC_PAGESIZE);
   CHECK(usage.max_rss_bytes >= resident_bytes / 2);
   CHECK(usage.max_rss_bytes <= virtual_bytes);
+}
+
+TEST_CASE("on CUDA, a step's peak and activation come from the caching allocator",
+          "[memory][cuda]") {
+  if (!torch::cuda::is_available()) {
+    WARN("skipped: " << cuda_probe::kUnavailableReason << " (ci/gpu/run runs it)");
+    return;
+  }
+  // The CPU test's pattern on the GPU: 2.5 MiB live at the start, 3 MiB at the step's peak.
+  constexpr int64_t kMiB = 1 << 20;
+  const auto on_gpu = torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA);
+  const auto held = torch::empty({5 * kMiB / 2}, on_gpu);
+  MemoryProbe probe(torch::kCUDA);
+  probe.Begin();
+  {
+    auto a = torch::empty({kMiB}, on_gpu);
+    auto b = torch::empty({2 * kMiB}, on_gpu);
+    a.reset();
+    auto c = torch::empty({kMiB / 2}, on_gpu);
+  }
+  const MemoryUsage usage = probe.End();
+  CHECK(usage.activation_bytes == 3 * kMiB);  // not the peak, not what is live at the end
+  // The peak includes what was live at the start (the held block, and anything earlier
+  // tests left allocated).
+  CHECK(usage.peak_bytes - usage.activation_bytes >= 5 * kMiB / 2);
 }
 
 #if defined(__GLIBC__)

@@ -3,6 +3,8 @@
 // its default; what is read back is what is in force.
 #include "harness/threads.h"
 
+#include <ATen/Parallel.h>
+
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -26,6 +28,23 @@ TEST_CASE("threads: LibTorch's and OpenBLAS's pools both follow SetThreads", "[t
     }
     CHECK(CurrentThreads().intra_op == in_force.intra_op);
     CHECK(CurrentThreads().blas == in_force.blas);
+  }
+  SetThreads(before.intra_op);
+}
+
+TEST_CASE("threads: OpenMP's team size is read back where ATen parallelises with it", "[threads]") {
+  // ATen names its backend; under OpenMP, set_num_threads sets OpenMP's team size too, so
+  // the stored threads_omp must follow it through 2 (where a one-thread reading, such as
+  // omp_get_num_threads() outside a parallel region, would still say 1).
+  const bool openmp = at::get_parallel_info().find("parallel backend: OpenMP") != std::string::npos;
+  if (!openmp) {
+    WARN("skipped: ATen's parallel backend is not OpenMP: " << at::get_parallel_info());
+    return;
+  }
+  const ThreadsInForce before = CurrentThreads();
+  for (const int64_t threads : {int64_t{2}, int64_t{1}, int64_t{3}}) {
+    INFO("threads " << threads);
+    CHECK(SetThreads(threads).omp == threads);
   }
   SetThreads(before.intra_op);
 }

@@ -575,5 +575,37 @@ TEST_CASE("a pipeline's figures: timed steps only, the last tenth's loss, memory
   CHECK_FALSE(unscaled.MetricValue("final_loss_scale"));
 }
 
+TEST_CASE("communication figures: per timed step, the warmup steps left out",
+          "[training][metrics][distributed]") {
+  // 3 warmup steps that carry ten times more than the 4 timed ones, whose figures differ
+  // step to step: the average over all 7, the sum, or the last step would each differ.
+  PipelineSpec spec;
+  spec.timing_warmup = 3;
+  spec.config.data_parallel.bucket_mb = 2.5;
+  std::vector<CommunicationStats> steps;
+  for (int64_t i = 0; i < 7; ++i) {
+    const int64_t scale = i < 3 ? 10 : 1;
+    CommunicationStats step;
+    step.buckets = scale * (2 + i % 2);                // timed: 3, 2, 3, 2
+    step.bytes = scale * 1000 * (i + 1);               // timed: 4000 .. 7000
+    step.allreduce_seconds = scale * 0.01 * (i + 1);   // timed: 0.04 .. 0.07
+    step.count_allreduces = scale * 3;                 // timed: 3 each
+    step.count_allreduce_seconds = scale * 0.001 * i;  // timed: 0.003 .. 0.006
+    steps.push_back(step);
+  }
+  CaseRecord record;
+  AddCommunicationMetrics(steps, spec, record);
+  CHECK(*record.MetricValue("bucket_mb") == 2.5);
+  CHECK(*record.MetricValue("allreduce_buckets_per_step") == Approx(10.0 / 4));
+  CHECK(*record.MetricValue("allreduce_bytes_per_step") == Approx(22000.0 / 4));
+  CHECK(*record.MetricValue("allreduce_s_per_step") == Approx(0.22 / 4));
+  CHECK(*record.MetricValue("count_allreduces_per_step") == Approx(3));
+  CHECK(*record.MetricValue("count_allreduce_s_per_step") == Approx(0.018 / 4));
+  // Nothing timed (a resumed process that stopped within its warmup): no figures at all.
+  CaseRecord none;
+  AddCommunicationMetrics({steps.begin(), steps.begin() + 3}, spec, none);
+  CHECK(none.metrics.empty());
+}
+
 }  // namespace
 }  // namespace seqbench::training

@@ -69,14 +69,7 @@ int RunShow(const std::vector<std::string>& args) {
   std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status",
               "runtime (median, IQR)", "peak", "activation", "tokens/s",
               "max error (logits / grads)");
-  // How much of the cases' wall time was the timed steps themselves (the rest: checks,
-  // warmup, the memory pass, the float64 reference).
-  double timed_s = 0, wall_s = 0;
   for (const CaseRecord& c : cases) {
-    // A benchmark sample is the mean of `iterations` steps; a training sample is one step.
-    const int64_t steps_per_sample = run.kind == kRunKindTraining ? 1 : c.iterations;
-    for (const double seconds : c.samples_s) timed_s += seconds * steps_per_sample;
-    wall_s += c.wall_s;
     const auto metric = [&](const char* name) { return c.MetricValue(name); };
     std::string runtime = "-";
     if (const auto median = metric("runtime_median_s")) {
@@ -106,10 +99,11 @@ int RunShow(const std::vector<std::string>& args) {
                 tokens_text, error_text);
     if (!c.message.empty()) std::printf("    %s\n", c.message.c_str());
   }
-  if (wall_s > 0) {
+  const TimedShare timed = TimedShareOf(run, cases);
+  if (timed.wall_s > 0) {
     std::printf("\ntimed steps: %s of %s of case wall time (%.0f%%)\n",
-                FormatDuration(timed_s).c_str(), FormatDuration(wall_s).c_str(),
-                100 * timed_s / wall_s);
+                FormatDuration(timed.timed_s).c_str(), FormatDuration(timed.wall_s).c_str(),
+                100 * timed.share());
   }
   return 0;
 }

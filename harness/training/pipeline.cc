@@ -135,6 +135,27 @@ void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const Pipe
   if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
 }
 
+void AddCommunicationMetrics(const std::vector<CommunicationStats>& steps, const PipelineSpec& spec,
+                             CaseRecord& record) {
+  CommunicationStats sum;
+  int64_t timed = 0;
+  for (size_t i = static_cast<size_t>(std::max<int64_t>(spec.timing_warmup, 0)); i < steps.size();
+       ++i, ++timed)
+    sum += steps[i];
+  if (timed == 0) return;
+  const double per_step = 1.0 / static_cast<double>(timed);
+  record.metrics.push_back({"bucket_mb", spec.config.data_parallel.bucket_mb, "MiB"});
+  record.metrics.push_back(
+      {"allreduce_buckets_per_step", static_cast<double>(sum.buckets) * per_step, "count"});
+  record.metrics.push_back(
+      {"allreduce_bytes_per_step", static_cast<double>(sum.bytes) * per_step, "bytes"});
+  record.metrics.push_back({"allreduce_s_per_step", sum.allreduce_seconds * per_step, "s"});
+  record.metrics.push_back(
+      {"count_allreduces_per_step", static_cast<double>(sum.count_allreduces) * per_step, "count"});
+  record.metrics.push_back(
+      {"count_allreduce_s_per_step", sum.count_allreduce_seconds * per_step, "s"});
+}
+
 namespace {
 
 // All-reduces from 4 B (all latency) to 1 MiB (mostly bandwidth) on the group, each the
@@ -242,8 +263,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
     const int64_t first_step = trainer.step();
     double elapsed_s = 0;  // in this process
     int64_t tokens = 0;
-    CommunicationStats communication;  // over this process's timed steps
-    int64_t communication_steps = 0;
+    std::vector<CommunicationStats> communication;  // each step's in this process
     while (trainer.step() < spec.steps) {
       if (hooks.should_stop && hooks.should_stop(steps_taken)) {
         outcome.interrupted = true;
@@ -251,10 +271,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       }
       const StepResult step = trainer.Step();
       ++steps_taken;
-      if (steps_taken > spec.timing_warmup) {
-        communication += step.communication;
-        ++communication_steps;
-      }
+      communication.push_back(step.communication);
       elapsed_s += step.seconds;
       run_elapsed_s += step.seconds;
       tokens += step.tokens;
@@ -334,23 +351,7 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
       record.metrics.push_back(
           {"optimizer_host_bytes", static_cast<double>(offloaded->HostBytes()), "bytes"});
     }
-    if (ranks > 1 && communication_steps > 0) {
-      // Rank 0's figures (the ranks' buckets are the same size).
-      record.metrics.push_back({"bucket_mb", config.data_parallel.bucket_mb, "MiB"});
-      record.metrics.push_back({"allreduce_buckets_per_step",
-                                static_cast<double>(communication.buckets) / communication_steps,
-                                "count"});
-      record.metrics.push_back({"allreduce_bytes_per_step",
-                                static_cast<double>(communication.bytes) / communication_steps,
-                                "bytes"});
-      record.metrics.push_back(
-          {"allreduce_s_per_step", communication.allreduce_seconds / communication_steps, "s"});
-      record.metrics.push_back(
-          {"count_allreduces_per_step",
-           static_cast<double>(communication.count_allreduces) / communication_steps, "count"});
-      record.metrics.push_back({"count_allreduce_s_per_step",
-                                communication.count_allreduce_seconds / communication_steps, "s"});
-    }
+    if (ranks > 1) AddCommunicationMetrics(communication, spec, record);
   } catch (const std::exception& error) {
     record.status = kStatusError;
     record.message = DescribeError(error);

@@ -76,4 +76,11 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
 void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const PipelineSpec& spec,
                         const MemoryUsage& memory, CaseRecord& record);
 
+// Rank 0's communication per timed step (its steps in this process after the pipeline's
+// timing warmup; the ranks' buckets are the same size): buckets, bytes and seconds of the
+// gradient all-reduces, and the blocking all-reduces of counts. Appends nothing when no
+// step was timed.
+void AddCommunicationMetrics(const std::vector<CommunicationStats>& steps, const PipelineSpec& spec,
+                             CaseRecord& record);
+
 }  // namespace seqbench::training

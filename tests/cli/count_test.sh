@@ -87,4 +87,16 @@ PATH=/nonexistent "$seqbench" run "$work/tiny.toml" --db "$db" --in-process --fi
   >"$work/novalgrind.out" || fail "run without valgrind: $(cat "$work/novalgrind.out")"
 sqlite3 "$db" "SELECT message FROM cases WHERE run_id = 4" | grep -q "not counted: valgrind" ||
   fail "no reason stored for the uncounted case"
+
+# 6. A slowed case counts per step, not per sample: --test-slowdown 1.5 adds one whole step
+#    every second, so a counted sample is 2 steps of 3 steps' work; per step that is 1.5
+#    times the unslowed count (per sample it would be 3 times).
+"$seqbench" run "$work/tiny.toml" --db "$db" --in-process --filter 'fused.*train' \
+  --test-slowdown 1.5 >"$work/slowed.out" 2>&1 || fail "slowed run: $(cat "$work/slowed.out")"
+ratio=$(sqlite3 "$db" "SELECT b.value / a.value FROM metrics a JOIN cases ca USING (case_id),
+  metrics b JOIN cases cb ON cb.case_id = b.case_id
+  WHERE ca.run_id = 1 AND cb.run_id = 5 AND ca.case_key = cb.case_key
+    AND a.name = 'instructions_per_step' AND b.name = a.name")
+awk -v r="$ratio" 'BEGIN { exit !(r > 1.48 && r < 1.52) }' ||
+  fail "slowed by 1.5: counted $ratio times the unslowed steps"
 echo "count test: ok"

@@ -57,6 +57,12 @@ grep -q diverged <("$seqbench" show --latest --db "$work/nan.db") || fail "show 
   fail "12 steps, $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps WHERE run_id = 1") logged"
 [[ $(sqlite3 "$work/t.db" "SELECT count(*) FROM training_steps WHERE run_id = 1 AND validation_loss IS NOT NULL") -eq 3 ]] ||
   fail "expected validation losses at steps 4, 8, 12"
+# The stored parameter count is the model's, from simple_rnn's weights (README): V·D embedding
+# and D·V head, per layer a norm gain, w_q w_k w_v w_g w_o [D,D] and b_g [D], a final norm:
+# 2·260·16 + (16 + 5·256 + 16) + 16 = 9648 with V = 260 (bytes, specials), D = 16, L = 1.
+parameters=$(sqlite3 "$work/t.db" "SELECT m.value FROM metrics m JOIN cases c USING (case_id)
+  WHERE c.run_id = 1 AND m.name = 'parameters'")
+[[ $parameters == 9648 || $parameters == 9648.0 ]] || fail "parameters: stored $parameters, expected 9648"
 # Stopped after 4 of 12 steps, as by Ctrl-C: exit 1, the checkpoint saved; a copy of it
 # kept; continued to step 6 and stopped again; then resumed from the step-4 copy, as after a
 # crash that lost the later checkpoint: steps 5 and 6 are taken again. One run throughout,
