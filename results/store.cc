@@ -339,21 +339,38 @@ class Store::Statement {
 };
 
 // BEGIN IMMEDIATE ... COMMIT; rolled back if not committed (an exception unwinds it).
+// Inside another transaction on the same Store, a savepoint: released on Commit(), rolled
+// back to on failure, and written only when the outermost one commits.
 class Store::Transaction {
  public:
-  explicit Transaction(const Store& store) : store_(store) { store_.Execute("BEGIN IMMEDIATE"); }
+  explicit Transaction(const Store& store)
+      : store_(store), savepoint_("s" + std::to_string(store.transaction_depth_)) {
+    store_.Execute(store_.transaction_depth_ == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT " + savepoint_);
+    ++store_.transaction_depth_;
+  }
   ~Transaction() {
-    if (!committed_) sqlite3_exec(store_.db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (committed_) return;
+    --store_.transaction_depth_;
+    const std::string undo = store_.transaction_depth_ == 0
+                                 ? "ROLLBACK"
+                                 : "ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_;
+    sqlite3_exec(store_.db_, undo.c_str(), nullptr, nullptr, nullptr);
   }
   // Every write commits here: first the check that the file is still the one opened.
   void Commit() {
-    store_.CheckFileIsStillThere();
-    store_.Execute("COMMIT");
+    if (store_.transaction_depth_ == 1) {
+      store_.CheckFileIsStillThere();
+      store_.Execute("COMMIT");
+    } else {
+      store_.Execute("RELEASE " + savepoint_);
+    }
+    --store_.transaction_depth_;
     committed_ = true;
   }
 
  private:
   const Store& store_;
+  const std::string savepoint_;
   bool committed_ = false;
 };
 
@@ -422,8 +439,12 @@ Store::Store(const std::string& path, StoreAccess access)
         Close();
         Open(ImmutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
         version = ReadSchemaVersion();
+        WarnOfUnreadLog();
       }
-      if (version == 0) throw UnusableDatabase(path_ + ": not a seqbench results database");
+      if (version == 0) {
+        RefuseForeignTables();
+        throw UnusableDatabase(path_ + ": not a seqbench results database (an empty SQLite file)");
+      }
       if (version < kSchemaVersion) {
         CopyIntoMemory();
         EnsureSchema();
@@ -431,8 +452,14 @@ Store::Store(const std::string& path, StoreAccess access)
       Execute("PRAGMA query_only = ON");  // the in-memory copy refuses writes too
     } else {
       Open(path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-      // Refuses a newer schema before anything (the WAL switch included) is written.
-      ReadSchemaVersion();
+      // Refuses a newer schema, another program's file and a damaged one before anything
+      // (the WAL switch included) is written.
+      const int64_t version = ReadSchemaVersion();
+      if (version == 0) {
+        RefuseForeignTables();
+      } else {
+        QuickCheck();
+      }
       EnsureSchema();
       if (!in_memory) Execute("PRAGMA journal_mode = WAL");
     }
@@ -486,6 +513,11 @@ int64_t Store::ReadSchemaVersion() const {
     if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOTADB) {
       throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
     }
+    // A page that its schema lives on is damaged.
+    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_CORRUPT) {
+      throw UnusableDatabase(path_ + ": the results database is damaged (" + sqlite3_errmsg(db_) +
+                             "); restore it from a copy, or give another --db");
+    }
     throw;
   }
   if (version > kSchemaVersion) {
@@ -494,6 +526,46 @@ int64_t Store::ReadSchemaVersion() const {
                            "); use a newer seqbench or another --db");
   }
   return version;
+}
+
+void Store::WarnOfUnreadLog() {
+  std::error_code error;
+  const auto bytes = std::filesystem::file_size(path_ + "-wal", error);
+  if (error || bytes == 0) return;
+  warnings_.push_back(path_ +
+                      ": read as of its last checkpoint: on storage this process cannot "
+                      "write, the " +
+                      std::to_string(bytes) +
+                      " bytes of its -wal file (the "
+                      "latest writes, whole runs perhaps) cannot be read; copy the database "
+                      "with its -wal and -shm files to writable storage to see them");
+}
+
+void Store::RefuseForeignTables() const {
+  std::string names;
+  Statement select(*this,
+                   "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                   "'sqlite_%' ORDER BY name");
+  while (select.Step()) names += (names.empty() ? "" : ", ") + select.Text(0);
+  if (names.empty()) return;
+  throw UnusableDatabase(path_ + ": not a seqbench results database (an SQLite file with other " +
+                         "tables: " + names + "); give seqbench's --db file or a new path");
+}
+
+void Store::QuickCheck() const {
+  // Linear in the file's size (a page walk, without quick_check's index comparisons):
+  // what refuses a page-damaged file before a run's results go into it.
+  std::string finding;
+  try {
+    Statement check(*this, "PRAGMA quick_check(1)");
+    if (check.Step()) finding = check.Text(0);
+  } catch (const StoreError& error) {
+    finding = error.what();
+  }
+  if (finding != "ok") {
+    throw UnusableDatabase(path_ + ": the results database is damaged (SQLite's quick_check: " +
+                           finding + "); restore it from a copy, or give another --db");
+  }
 }
 
 void Store::CopyIntoMemory() {
@@ -901,6 +973,7 @@ std::optional<RunRecord> Store::FindRunByUuid(const std::string& uuid) const {
 MergeCounts Store::MergeFrom(const Store& other) {
   MergeCounts counts;
   for (const RunRecord& summary : other.Runs()) {
+    Transaction transaction(*this);
     int64_t target_id = 0;
     {
       Statement find(*this, "SELECT run_id FROM runs WHERE uuid = ?1");
@@ -934,6 +1007,7 @@ MergeCounts Store::MergeFrom(const Store& other) {
       AddRunEnvironment(target_id, missing, source.warnings);
       SetRunStatus(target_id, summary.status, summary.finished_at);
     }
+    transaction.Commit();
   }
   return counts;
 }

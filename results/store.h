@@ -178,7 +178,9 @@ class Store {
  public:
   // Opens the database ("" or ":memory:" for an in-memory one, read-write only) and
   // brings its schema to kSchemaVersion. Throws UnusableDatabase, having changed nothing,
-  // for a file from a newer seqbench, one that is not SQLite, or (read-only) none at all.
+  // for a file from a newer seqbench, one that is not SQLite, an SQLite file with another
+  // program's tables, (read-write) one that PRAGMA quick_check finds damaged, or
+  // (read-only) none at all.
   explicit Store(const std::string& path, StoreAccess access = StoreAccess::kReadWrite);
   ~Store();
   Store(const Store&) = delete;
@@ -222,10 +224,14 @@ class Store {
   std::optional<RunRecord> FindRunByUuid(const std::string& uuid) const;
 
   // Copies every run of `other` (matched by uuid) and every case it lacks, with the
-  // case's training steps.
+  // case's training steps: each run in one transaction, so that a merge that fails or is
+  // killed leaves that run in this store as it was (absent, or with its earlier cases).
   MergeCounts MergeFrom(const Store& other);
 
   const std::string& path() const { return path_; }
+  // What a reader should know about what it reads (the writes it cannot see); printed by
+  // the command that opened the store.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // Throws StoreError if the file at path() is no longer the one this Store opened
   // (deleted, or replaced by another file): a run must not go on writing into an
@@ -255,8 +261,22 @@ class Store {
   std::vector<CaseRecord> ReadCases(int64_t run_id, const std::string* case_key,
                                     int schema_version = kSchemaVersion) const;
 
+  // Throws UnusableDatabase, naming them, where a file without seqbench's schema has
+  // tables of its own (another program's SQLite file).
+  void RefuseForeignTables() const;
+  // Where the read-only fallback ignores a -wal file with writes in it: a warning.
+  void WarnOfUnreadLog();
+  // Throws UnusableDatabase, naming SQLite's first finding, unless PRAGMA quick_check
+  // finds the file whole.
+  void QuickCheck() const;
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  // Transactions open on this connection: the outermost BEGINs and COMMITs, each inner one
+  // is a savepoint, so that AddCase inside MergeFrom's per-run transaction still undoes
+  // only itself on its own failure, and the whole run on the merge's.
+  mutable int transaction_depth_ = 0;
+  std::vector<std::string> warnings_;
   // The file's identity when opened, for CheckFileIsStillThere().
   uint64_t device_ = 0, inode_ = 0;
 };

@@ -616,5 +616,92 @@ TEST_CASE("a database deleted or replaced mid-run stops the writer", "[store][se
   }
 }
 
+// Runs SQL on a file through SQLite alone, as another program would.
+void RawSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  INFO(sql);
+  CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_CASE("another program's SQLite file is refused by readers and writers, unchanged",
+          "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_foreign.db";
+  std::filesystem::remove(path);
+  RawSql(path,
+         "CREATE TABLE notes (body TEXT); CREATE TABLE tags (name TEXT);"
+         "INSERT INTO notes VALUES ('keep me')");
+  const std::string before = FileBytes(path);
+  for (const StoreAccess access : {StoreAccess::kReadWrite, StoreAccess::kReadOnly}) {
+    CHECK_THROWS_AS(Store(path, access), UnusableDatabase);
+    CHECK_THROWS_WITH(Store(path, access), Catch::Contains("not a seqbench results database") &&
+                                               Catch::Contains("notes, tags"));
+  }
+  CHECK(FileBytes(path) == before);  // no schema added, no WAL switch
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+  // An empty SQLite file (no tables) is a new database for a writer.
+  std::filesystem::remove(path);
+  RawSql(path, "PRAGMA user_version = 0");
+  CHECK(Store(path).Runs().empty());
+}
+
+TEST_CASE("a damaged database is refused for writing before anything is written",
+          "[store][security]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_damaged.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    for (int r = 0; r < 8; ++r) {
+      const int64_t run = store.CreateRun(SampleRun("uuid-" + std::to_string(r)));
+      for (int c = 0; c < 8; ++c) store.AddCase(run, SampleCase("v" + std::to_string(c), c));
+    }
+  }
+  RawSql(path, "PRAGMA journal_mode = DELETE");
+  // The last page (cases' samples and metrics, not the schema) overwritten with junk.
+  const std::string whole = FileBytes(path);
+  const size_t page = 4096;
+  REQUIRE(whole.size() >= 8 * page);
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(whole.size() - page + 100));
+    file << std::string(page - 200, '\x5a');
+  }
+  const std::string damaged = FileBytes(path);
+  CHECK_THROWS_AS(Store(path), UnusableDatabase);
+  CHECK_THROWS_WITH(Store(path), Catch::Contains("damaged") && Catch::Contains("quick_check"));
+  CHECK(FileBytes(path) == damaged);
+  CHECK_FALSE(std::filesystem::exists(path + "-wal"));
+}
+
+TEST_CASE("merge adds a run with all its cases or not at all", "[store][security]") {
+  // The target refuses its third case row (a trigger, as a full disk or a kill would stop
+  // the copy part way): the run is not left there, `complete` with two of its four cases.
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_merge.db";
+  std::filesystem::remove(path);
+  { Store target(path); }
+  RawSql(path,
+         "CREATE TRIGGER planted AFTER INSERT ON cases WHEN (SELECT count(*) FROM cases) >= 3 "
+         "BEGIN SELECT RAISE(ABORT, 'planted failure'); END");
+  Store source(":memory:");
+  const int64_t run = source.CreateRun(SampleRun("uuid-m"));
+  for (int c = 0; c < 4; ++c) source.AddCase(run, SampleCase("v" + std::to_string(c), c));
+  source.SetRunStatus(run, "complete", "2026-11-26T00:00:00Z");
+  {
+    Store target(path);
+    CHECK_THROWS_WITH(target.MergeFrom(source), Catch::Contains("planted failure"));
+    CHECK(target.Runs().empty());
+    // The connection goes on: a later write is not inside a transaction left open.
+    CHECK(target.CreateRun(SampleRun("uuid-other")) > 0);
+  }
+  RawSql(path, "DROP TRIGGER planted");
+  Store target(path);
+  CHECK(target.MergeFrom(source).cases_added == 4);
+  const auto merged = target.FindRunByUuid("uuid-m");
+  REQUIRE(merged);
+  CHECK(merged->status == "complete");
+  CHECK(target.Cases(merged->run_id).size() == 4);
+}
+
 }  // namespace
 }  // namespace seqbench
