@@ -12,6 +12,7 @@
 #include "harness/child_process.h"
 #include "harness/environment.h"
 #include "harness/instruction_count.h"
+#include "harness/key_pattern.h"
 #include "harness/runner.h"
 
 namespace seqbench {
@@ -33,17 +34,12 @@ std::optional<ShardSpec> ParseShard(const std::string& text) {
 }
 
 std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selection) {
-  std::regex filter;
-  try {
-    filter = std::regex(selection.filter.empty() ? ".*" : selection.filter);
-  } catch (const std::regex_error& error) {
-    throw std::invalid_argument("'" + selection.filter + "' is not a valid regex: " + error.what());
-  }
+  const KeyPattern filter(selection.filter.empty() ? ".*" : selection.filter);
   std::vector<CaseSpec> cases;
   for (CaseSpec spec : suite.Expand()) {
     if (selection.device) spec.workload.device = *selection.device;
     if (selection.threads) spec.workload.threads = *selection.threads;
-    if (std::regex_search(spec.Key(), filter)) cases.push_back(std::move(spec));
+    if (filter.Matches(spec.Key())) cases.push_back(std::move(spec));
   }
   return Shard(cases, selection.shard.index, selection.shard.count);
 }

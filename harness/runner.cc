@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "harness/cuda_probe.h"
+#include "harness/key_pattern.h"
 #include "harness/statistics.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
@@ -265,8 +266,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     // Test-only slowdown: extra whole steps, in thousandths of a step carried over, so
     // that 10 consecutive timed steps do exactly 13 steps' work at 1.3.
     const Measurement& measure = suite_.measurement;
-    const bool slowed = measure.test_slowdown > 0 &&
-                        std::regex_search(spec.Key(), std::regex(measure.test_slowdown_filter));
+    const bool slowed =
+        measure.test_slowdown > 0 && KeyPattern(measure.test_slowdown_filter).Matches(spec.Key());
     p.extra_per_mille = slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
     PreparedCase* self = &p;
     p.measured_step = [self]() {

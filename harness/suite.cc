@@ -288,17 +288,27 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     reader.CheckKeys(measure, "[measure]",
                      {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise",
                       "max_time_s", "count", "count_steps"});
-    if (auto* n = measure.get("repetitions"))
-      suite.measurement.repetitions = reader.Integer(*n, "repetitions", 1, 100000);
-    if (auto* n = measure.get("warmup"))
-      suite.measurement.warmup = reader.Integer(*n, "warmup", 0, 100000);
-    if (auto* n = measure.get("min_time_ms"))
-      suite.measurement.min_time_s = reader.Number(*n, "min_time_ms", 0) / 1e3;
-    if (auto* n = measure.get("case_timeout_s")) {
-      suite.measurement.case_timeout_s = reader.Number(*n, "case_timeout_s", 0);
-      if (suite.measurement.case_timeout_s <= 0)
-        reader.Fail(n->source(), "'case_timeout_s' must be above 0");
-    }
+    const auto integer = [&](const MeasureBound& bound, int64_t& field) {
+      if (auto* n = measure.get(bound.key))
+        field = reader.Integer(*n, bound.key, static_cast<int64_t>(bound.min),
+                               static_cast<int64_t>(bound.max));
+    };
+    // A number within its bound; above it where `positive` (0 means "not set").
+    const auto number = [&](const MeasureBound& bound, bool positive) -> std::optional<double> {
+      const toml::node* n = measure.get(bound.key);
+      if (n == nullptr) return std::nullopt;
+      const double value = reader.Number(*n, bound.key, bound.min);
+      if ((positive && !(value > bound.min)) || value > bound.max) {
+        reader.Fail(n->source(), "'" + std::string(bound.key) + "' must be " +
+                                     (positive ? "above " : "at least ") + FormatBound(bound.min) +
+                                     " and at most " + FormatBound(bound.max));
+      }
+      return value;
+    };
+    integer(kRepetitionsBound, suite.measurement.repetitions);
+    integer(kWarmupBound, suite.measurement.warmup);
+    if (const auto ms = number(kMinTimeBound, false)) suite.measurement.min_time_s = *ms / 1e3;
+    if (const auto s = number(kCaseTimeoutBound, true)) suite.measurement.case_timeout_s = *s;
     if (auto* n = measure.get("max_noise")) {
       // "3%" or 0.03, as on the command line.
       const std::optional<double> fraction =
@@ -311,14 +321,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                     "\"3%\"");
       suite.measurement.max_noise = *fraction;
     }
-    if (auto* n = measure.get("max_time_s")) {
-      suite.measurement.max_time_s = reader.Number(*n, "max_time_s", 0);
-      if (!(suite.measurement.max_time_s > 0))
-        reader.Fail(n->source(), "'max_time_s' must be above 0");
-    }
+    if (const auto s = number(kMaxTimeBound, true)) suite.measurement.max_time_s = *s;
     if (auto* n = measure.get("count")) suite.measurement.count = ReadCountKinds(reader, *n);
-    if (auto* n = measure.get("count_steps"))
-      suite.measurement.count_steps = reader.Integer(*n, "count_steps", 1, 100);
+    integer(kCountStepsBound, suite.measurement.count_steps);
   }
 
   const toml::node& variants_node = reader.Required(root, "variants", "the suite");
@@ -503,6 +508,18 @@ std::string ReadSuiteText(const std::string& path) {
 }
 
 Suite LoadSuiteFile(const std::string& path) { return ParseSuite(ReadSuiteText(path), path); }
+
+std::string FormatBound(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.15g", value);
+  return text;
+}
+
+std::string OutOfBound(const MeasureBound& bound, double value, const char* unit) {
+  if (value >= bound.min && value <= bound.max) return "";
+  return std::string(bound.flag) + " must be between " + FormatBound(bound.min) + unit + " and " +
+         FormatBound(bound.max) + unit + ", got " + FormatBound(value) + unit;
+}
 
 std::optional<double> ParseFraction(const std::string& text) {
   static const std::regex number("([0-9]*\\.?[0-9]+)(%?)");

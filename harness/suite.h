@@ -75,6 +75,26 @@ struct Measurement {
 // Adaptive stopping never takes more samples than this, whatever the budget.
 inline constexpr int64_t kMaxAdaptiveRepetitions = 1000;
 
+// The bounds of a [measure] number, one entry for the suite key and the flag that
+// overrides it (run --repetitions, ...), so that both refuse the same values. The upper
+// bounds keep a typo from running for days: a repetition of a second's steps 100,000 times
+// is already a day.
+struct MeasureBound {
+  const char* key;   // the suite key in [measure]
+  const char* flag;  // the run flag
+  double min, max;   // inclusive
+};
+inline constexpr MeasureBound kRepetitionsBound{"repetitions", "--repetitions", 1, 100000};
+inline constexpr MeasureBound kWarmupBound{"warmup", "--warmup", 0, 100000};
+inline constexpr MeasureBound kCountStepsBound{"count_steps", "--count-steps", 1, 100};
+inline constexpr MeasureBound kMinTimeBound{"min_time_ms", "--min-time", 0, 3.6e6};  // ms: 1 h
+inline constexpr MeasureBound kMaxTimeBound{"max_time_s", "--max-time", 0, 86400};   // s: 1 day
+inline constexpr MeasureBound kCaseTimeoutBound{"case_timeout_s", "--case-timeout", 0, 86400};
+// "--repetitions must be between 1 and 100000, got 7000000": empty when `value` is within.
+std::string OutOfBound(const MeasureBound& bound, double value, const char* unit = "");
+// A bound's value as a person reads it: "100000", "3600000", "0.5".
+std::string FormatBound(double value);
+
 struct Suite {
   std::string path;
   std::string text;  // the file's full text, stored with every run

@@ -1,41 +1,13 @@
 #include "reports/markdown.h"
 
-#include <cctype>
-#include <cstring>
 #include <stdexcept>
+
+#include "reports/escape/markdown.h"
 
 namespace seqbench {
 
-std::string EscapeCell(const std::string& text) {
-  // Only what would start markup is neutralised: "<" before a letter, "/", "!" or "?" (an
-  // HTML tag, comment or declaration) and "&" before a letter or "#" (an entity), so that
-  // "<=" and "a & b" stay readable in a terminal.
-  const auto next_is = [&](size_t i, const char* starters) {
-    if (i + 1 >= text.size()) return false;
-    const unsigned char next = static_cast<unsigned char>(text[i + 1]);
-    return std::isalpha(next) || std::strchr(starters, next) != nullptr;
-  };
-  std::string escaped;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '|' || c == '`' || c == '\\') {
-      escaped += '\\';
-      escaped += c;
-    } else if (c == '\n' || c == '\r') {
-      escaped += ' ';
-    } else if (c == '<' && next_is(i, "/!?")) {
-      escaped += "&lt;";
-    } else if (c == '&' && next_is(i, "#")) {
-      escaped += "&amp;";
-    } else {
-      escaped += c;
-    }
-  }
-  return escaped;
-}
-
 MarkdownTable::MarkdownTable(std::vector<std::string> headers) {
-  for (const auto& header : headers) headers_.push_back(EscapeCell(header));
+  for (const auto& header : headers) headers_.push_back(escape::MarkdownText(header));
 }
 
 void MarkdownTable::AddRow(const std::vector<std::string>& cells) {
@@ -44,7 +16,7 @@ void MarkdownTable::AddRow(const std::vector<std::string>& cells) {
                                 " cells, header has " + std::to_string(headers_.size()));
   }
   std::vector<std::string> row;
-  for (const auto& cell : cells) row.push_back(EscapeCell(cell));
+  for (const auto& cell : cells) row.push_back(escape::MarkdownText(cell));
   rows_.push_back(std::move(row));
 }
 

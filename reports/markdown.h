@@ -1,5 +1,5 @@
-// A Markdown table that stays a table whatever its cells hold: pipes, backticks, line
-// breaks and HTML in cell text are escaped, and every row has exactly the header's columns.
+// A Markdown table that stays a table whatever its cells hold: every cell is user text
+// escaped by escape::MarkdownText, and every row has exactly the header's columns.
 //
 // Thread-safety: a value type; no shared state.
 #pragma once
@@ -8,11 +8,6 @@
 #include <vector>
 
 namespace seqbench {
-
-// Escapes text for a table cell: `|` and backticks are backslash-escaped, line breaks
-// become spaces, and a "<" or "&" that would start an HTML tag or entity becomes an
-// entity, so that no data becomes markup.
-std::string EscapeCell(const std::string& text);
 
 class MarkdownTable {
  public:

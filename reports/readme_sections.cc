@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "reports/escape/markdown.h"
 #include "reports/fit.h"
 #include "reports/gate.h"
 #include "reports/plot.h"
@@ -214,7 +215,8 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
   } catch (const std::invalid_argument& error) {
     throw ReadmeError(error.what());
   }
-  return "![" + y + " against " + x + ": " + title + "](" + file + ")\n";
+  return "![" + escape::MarkdownText(y + " against " + x + ": " + title) + "](" +
+         escape::MarkdownDestination(file) + ")\n";
 }
 
 }  // namespace seqbench

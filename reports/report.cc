@@ -8,6 +8,9 @@
 #include <sstream>
 
 #include "harness/statistics.h"
+#include "reports/escape/csv.h"
+#include "reports/escape/json.h"
+#include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 
@@ -161,10 +164,13 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
     std::string hardware =
         device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
     if (hardware.empty()) hardware = device;
-    text += "**" + run.suite_name + " · " + group_name + "** — " + hardware + ", LibTorch " +
-            run.Environment("torch_version") + ", " + DateOf(run.started_at) + ", run " +
-            std::to_string(run.run_id) + " (git " + run.Environment("git_sha").substr(0, 7) +
-            (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")\n\n";
+    text +=
+        "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
+        escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
+                             DateOf(run.started_at) + ", run " + std::to_string(run.run_id) +
+                             " (git " + run.Environment("git_sha").substr(0, 7) +
+                             (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
+        "\n\n";
     MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
                          "Runtime (median, IQR)", "Peak memory usage", "Activation memory",
                          "Speedup", "Tokens/s", "GFLOP/s", "GB/s", "% of peak", "Correct"});
@@ -203,7 +209,9 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
                     roofline ? Throughput(roofline->gbytes_per_s) : "—", percent, StatusCell(*c)});
     }
     text += table.Render();
-    if (!reference_note.empty()) text += "\n" + reference_note + " (same workload where it ran).\n";
+    if (!reference_note.empty()) {
+      text += "\n" + escape::MarkdownText(reference_note + " (same workload where it ran).") + "\n";
+    }
     text += "\n";
   }
   return text;
@@ -260,17 +268,11 @@ std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<Cas
 std::string RenderWarnings(const std::vector<std::string>& warnings) {
   if (warnings.empty()) return "";
   std::string text = "**Warnings** (" + std::to_string(warnings.size()) + ")\n\n";
-  for (const std::string& warning : warnings) text += "- " + EscapeCell(warning) + "\n";
+  for (const std::string& warning : warnings) text += "- " + escape::MarkdownText(warning) + "\n";
   return text + "\n";
 }
 
 std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases) {
-  const auto quote = [](const std::string& field) {
-    if (field.find_first_of(",\"\n") == std::string::npos) return field;
-    std::string quoted = "\"";
-    for (const char c : field) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-  };
   std::string text = "run_id,suite,case_key,variant_name,variant_key,category,options";
   for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
   text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
@@ -287,7 +289,7 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
       fields.push_back(std::move(value));
     }
     std::string line;
-    for (const auto& field : fields) line += (line.empty() ? "" : ",") + quote(field);
+    for (const auto& field : fields) line += (line.empty() ? "" : ",") + escape::CsvField(field);
     for (const auto& metric : kMetricColumns) {
       const auto value = c.MetricValue(metric);
       line += "," + (value ? FormatSignificant(*value, 10) : std::string());
@@ -359,7 +361,7 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
     }
     document["cases"].push_back(std::move(entry));
   }
-  return document.dump(2) + "\n";
+  return escape::DumpJson(document) + "\n";
 }
 
 namespace {
@@ -506,7 +508,7 @@ std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>
     }
     ++family_index;
   }
-  return json{{"context", context}, {"benchmarks", benchmarks}}.dump(2) + "\n";
+  return escape::DumpJson(json{{"context", context}, {"benchmarks", benchmarks}}) + "\n";
 }
 
 }  // namespace seqbench

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
@@ -47,12 +48,13 @@ std::string Loss(std::optional<double> value) {
 std::string DescribeReferences(
     const std::vector<std::pair<std::string, std::vector<std::string>>>& references) {
   if (references.empty()) return "against the reference pipeline";
-  if (references.size() == 1) return "against `" + references.front().first + "`";
+  const auto name = [](const std::string& text) { return escape::MarkdownCode(text); };
+  if (references.size() == 1) return "against " + name(references.front().first);
   std::string text = "against each pipeline's own baseline: ";
   for (size_t i = 0; i < references.size(); ++i) {
-    text += (i ? "; `" : "`") + references[i].first + "` for ";
+    text += (i ? "; " : "") + name(references[i].first) + " for ";
     for (size_t j = 0; j < references[i].second.size(); ++j)
-      text += (j ? ", " : "") + references[i].second[j];
+      text += (j ? ", " : "") + escape::MarkdownText(references[i].second[j]);
   }
   return text;
 }

@@ -229,6 +229,9 @@ class Store {
   MergeCounts MergeFrom(const Store& other);
 
   const std::string& path() const { return path_; }
+  // Throws UnusableDatabase, naming SQLite's first finding, unless PRAGMA quick_check
+  // finds the file whole. Writers run it when they open a file; `merge` on its sources.
+  void QuickCheck() const;
   // What a reader should know about what it reads (the writes it cannot see); printed by
   // the command that opened the store.
   const std::vector<std::string>& warnings() const { return warnings_; }
@@ -266,9 +269,6 @@ class Store {
   void RefuseForeignTables() const;
   // Where the read-only fallback ignores a -wal file with writes in it: a warning.
   void WarnOfUnreadLog();
-  // Throws UnusableDatabase, naming SQLite's first finding, unless PRAGMA quick_check
-  // finds the file whole.
-  void QuickCheck() const;
 
   std::string path_;
   sqlite3* db_ = nullptr;

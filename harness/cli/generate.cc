@@ -11,6 +11,7 @@
 #include "harness/text_data.h"
 #include "harness/training/trainer.h"
 #include "reports/format.h"
+#include "results/case_identity.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -54,7 +55,13 @@ int RunGenerate(const std::vector<std::string>& args) {
   if (checkpoint.empty())
     throw UsageError("generate: give --checkpoint FILE (from seqbench train --checkpoint)");
   if (prompt.empty()) throw UsageError("generate: give --prompt TEXT");
-  if (num_tokens < 1) throw UsageError("generate: --generate-tokens (-n) must be at least 1");
+  // The suite key's bound (generate_tokens), before a cache of that many steps is allocated.
+  const WorkloadField& tokens_field = *FindWorkloadField("generate_tokens");
+  if (num_tokens < tokens_field.min || num_tokens > tokens_field.max) {
+    throw UsageError("generate: --generate-tokens (-n) must be between " +
+                     std::to_string(tokens_field.min) + " and " + std::to_string(tokens_field.max) +
+                     ", got " + std::to_string(num_tokens));
+  }
   if (device_name != "cpu" && device_name != "cuda")
     throw UsageError("generate: --device must be cpu or cuda");
 

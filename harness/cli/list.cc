@@ -8,6 +8,7 @@
 #include "harness/cli/command.h"
 #include "harness/suite.h"
 #include "harness/training/training_suite.h"
+#include "reports/escape/terminal.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -107,10 +108,11 @@ int RunList(const std::vector<std::string>& args) {
   for (const Row& row : rows) {
     std::cout << "  ";
     if (!row.count.empty()) {
-      std::cout << std::left << std::setw(static_cast<int>(name_width)) << row.name << std::setw(5)
-                << row.count << row.unit << "  " << row.description;
+      std::cout << std::left << std::setw(static_cast<int>(name_width))
+                << escape::TerminalText(row.name, false) << std::setw(5) << row.count << row.unit
+                << "  " << escape::TerminalText(row.description, false);
     } else {
-      std::cout << row.name;  // file:line: what is wrong
+      std::cout << escape::TerminalText(row.name);  // file:line: what is wrong
     }
     std::cout << "\n";
   }

@@ -11,6 +11,7 @@
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
+#include "reports/escape/terminal.h"
 #include "results/output_file.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
@@ -83,7 +84,10 @@ std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::str
     throw UsageError(command + ": no results database at " + path +
                      " (run a suite first, or give --db)");
   }
-  return std::make_unique<Store>(path, StoreAccess::kReadOnly);
+  auto store = std::make_unique<Store>(path, StoreAccess::kReadOnly);
+  for (const std::string& warning : store->warnings())
+    std::cerr << "warning: " << escape::TerminalText(warning) << "\n";
+  return store;
 }
 
 double ParseDuration(const std::string& text, const std::string& what) {
@@ -190,25 +194,26 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const seqbench::cli::UsageError& error) {
-    std::cerr << "seqbench: " << error.what() << "\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const boost::program_options::error& error) {
-    std::cerr << "seqbench: " << error.what() << " (see seqbench --help)\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what())
+              << " (see seqbench --help)\n";
     return 2;
   } catch (const seqbench::UnusableDatabase& error) {
-    std::cerr << "seqbench: " << error.what() << "\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const seqbench::StoreError& error) {
-    std::cerr << "seqbench: " << error.what() << "\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 1;
   } catch (const seqbench::PluginError& error) {
-    std::cerr << "seqbench: " << error.what() << "\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const seqbench::OutputRefused& error) {
-    std::cerr << "seqbench: " << error.what() << "\n";
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "seqbench: error: " << error.what() << "\n";
+    std::cerr << "seqbench: error: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 1;
   }
 }

@@ -33,6 +33,9 @@ int RunMerge(const std::vector<std::string>& args) {
   for (const auto& source : sources) {
     if (source == into) throw UsageError("merge: " + source + " is both a source and the target");
     opened.push_back(OpenExistingStore(source, "merge"));
+    // Every source whole before the target changes: a damaged page would otherwise be
+    // read as fewer cases, or fail half-way.
+    opened.back()->QuickCheck();
   }
   Store target(into);
   for (size_t i = 0; i < sources.size(); ++i) {

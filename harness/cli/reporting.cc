@@ -16,6 +16,9 @@
 #include "harness/suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
+#include "reports/escape/json.h"
+#include "reports/escape/markdown.h"
+#include "reports/escape/terminal.h"
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
@@ -97,8 +100,9 @@ int RunReport(const std::vector<std::string>& args) {
   }
   if (format == "md") {
     text = run.kind == kRunKindTraining
-               ? "# Training run " + std::to_string(run.run_id) + " (suite " + run.suite_name +
-                     ", " + run.started_at + ")\n\n" + RenderTrainingTable(cases)
+               ? "# Training run " + std::to_string(run.run_id) + " (suite " +
+                     escape::MarkdownText(run.suite_name + ", " + run.started_at) + ")\n\n" +
+                     RenderTrainingTable(cases)
                : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
     // A recall run's point is accuracy against distance, which the training table lacks.
     if (run.kind == kRunKindTraining && HasRecallScores(cases)) {
@@ -460,13 +464,15 @@ int RunCompare(const std::vector<std::string>& args) {
           {"geometric_mean_ratio", geometric_mean ? json(*geometric_mean) : json(nullptr)},
           {"geometric_mean_count_ratio", count_mean ? json(*count_mean) : json(nullptr)},
           {"regression", regression}}}};
-    std::cout << document.dump(2) << "\n";
+    std::cout << escape::DumpJson(document) << "\n";
     return regression ? 1 : 0;
   }
 
-  for (const auto& note : notes) std::cerr << "seqbench: warning: " << note << "\n";
+  for (const auto& note : notes)
+    std::cerr << "seqbench: warning: " << escape::TerminalText(note) << "\n";
   std::cout << "compare run " << base.run_id << " (base) with run " << next.run_id
-            << " (new), suite " << next.suite_name << "; gate: " << GateName(gate) << "\n\n"
+            << " (new), suite " << escape::MarkdownText(next.suite_name)
+            << "; gate: " << GateName(gate) << "\n\n"
             << CompareTable(comparisons, counted) << "\n";
   for (const auto& [verdict, count] : verdicts) std::cout << verdict << ": " << count << "  ";
   if (geometric_mean) {
@@ -523,7 +529,10 @@ int RunCheck(const std::vector<std::string>& args) {
     table.AddRow({outcome.held ? "✓" : "✗", outcome.expectation, outcome.measured});
     failed += outcome.held ? 0 : 1;
   }
-  std::cout << "check of run " << run.run_id << " (suite " << run.suite_name << ")\n\n"
+  // Markdown (a CI job's summary shows it), so the suite's name is Markdown text, which
+  // VisibleText also keeps free of terminal control sequences.
+  std::cout << "check of run " << run.run_id << " (suite " << escape::MarkdownText(run.suite_name)
+            << ")\n\n"
             << table.Render() << "\n";
   std::cout << (outcomes.size() - failed) << " held, " << failed << " fell short\n";
   // After the verdicts, which stand on intervals; the noise says how wide those were.

@@ -18,6 +18,7 @@
 #include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/instruction_count.h"
+#include "harness/key_pattern.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
 #include "harness/runner.h"
@@ -184,8 +185,10 @@ int RunRun(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "run");
   if (!values) return 0;
   if (suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
-  if (values->count("case-timeout") && !(case_timeout_s > 0 && std::isfinite(case_timeout_s))) {
-    throw UsageError("run: --case-timeout must be a finite number of seconds above 0");
+  if (values->count("case-timeout") &&
+      (!(case_timeout_s > 0) || !OutOfBound(kCaseTimeoutBound, case_timeout_s).empty())) {
+    throw UsageError("run: --case-timeout must be a number of seconds above 0 and at most " +
+                     FormatBound(kCaseTimeoutBound.max));
   }
   if (values->count("in-process") && (values->count("isolate") || values->count("case-timeout"))) {
     throw UsageError(
@@ -205,18 +208,26 @@ int RunRun(const std::vector<std::string>& args) {
   if (values->count("device") && device != "cpu" && device != "cuda") {
     throw UsageError("run: --device must be cpu or cuda, got '" + device + "'");
   }
-  if (values->count("repetitions") && repetitions < 1) {
-    throw UsageError("run: --repetitions must be at least 1");
-  }
-  if (values->count("warmup") && (warmup < 0 || warmup > 100000))
-    throw UsageError("run: --warmup must be between 0 and 100000");
+  // The [measure] flags take their suite keys' bounds (harness/suite.h).
+  const auto bounded = [&](const char* flag, const MeasureBound& bound, double value,
+                           const char* unit) {
+    if (!values->count(flag)) return;
+    if (const std::string problem = OutOfBound(bound, value, unit); !problem.empty())
+      throw UsageError("run: " + problem);
+  };
+  bounded("repetitions", kRepetitionsBound, static_cast<double>(repetitions), "");
+  bounded("warmup", kWarmupBound, static_cast<double>(warmup), "");
   if (values->count("test-slowdown-filter") && !values->count("test-slowdown"))
     throw UsageError("run: --test-slowdown-filter goes with --test-slowdown");
   std::optional<double> min_time_s, max_noise, max_time_s;
-  if (values->count("min-time")) min_time_s = ParseDuration(min_time_text, "run: --min-time");
+  if (values->count("min-time")) {
+    min_time_s = ParseDuration(min_time_text, "run: --min-time");
+    bounded("min-time", kMinTimeBound, *min_time_s * 1e3, " ms");
+  }
   if (values->count("max-time")) {
     max_time_s = ParseDuration(max_time_text, "run: --max-time");
     if (!(*max_time_s > 0)) throw UsageError("run: --max-time must be above 0, e.g. 30s");
+    bounded("max-time", kMaxTimeBound, *max_time_s, " s");
   }
   if (values->count("max-noise")) {
     max_noise = ParseFraction(max_noise_text);
@@ -237,8 +248,7 @@ int RunRun(const std::vector<std::string>& args) {
   }
   if (values->count("count") && count_kind != kCountInstructions && count_kind != "none")
     throw UsageError("run: --count takes 'instructions' or 'none', got '" + count_kind + "'");
-  if (values->count("count-steps") && !(count_steps >= 1 && count_steps <= 100))
-    throw UsageError("run: --count-steps must be between 1 and 100");
+  bounded("count-steps", kCountStepsBound, static_cast<double>(count_steps), "");
   if (values->count("test-extra-head-passes") &&
       !(test_extra_head_passes >= 1 && test_extra_head_passes <= 100))
     throw UsageError("run: --test-extra-head-passes must be between 1 and 100");
@@ -246,10 +256,9 @@ int RunRun(const std::vector<std::string>& args) {
     throw UsageError("run: --test-slowdown must be a factor between 1 and 10, e.g. 1.3");
   if (values->count("test-slowdown-filter")) {
     try {
-      std::regex{test_slowdown_filter};
-    } catch (const std::regex_error& error) {
-      throw UsageError("run: --test-slowdown-filter is not a valid regex: " +
-                       std::string(error.what()));
+      KeyPattern{test_slowdown_filter};
+    } catch (const std::invalid_argument& error) {
+      throw UsageError("run: --test-slowdown-filter " + std::string(error.what()));
     }
   }
   if (label.find_first_of("\n\r") != std::string::npos)

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "harness/cli/command.h"
+#include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/report.h"
 #include "results/store.h"
@@ -11,6 +12,14 @@
 namespace po = boost::program_options;
 
 namespace seqbench::cli {
+
+namespace {
+
+// What the store holds (names, labels, messages, the environment) is shown, never sent to
+// the terminal as control sequences.
+std::string Shown(const std::string& text) { return escape::TerminalText(text); }
+
+}  // namespace
 
 int RunShow(const std::vector<std::string>& args) {
   RunSelection selection;
@@ -33,21 +42,25 @@ int RunShow(const std::vector<std::string>& args) {
                 "started", "label", "command");
     for (const RunRecord& run : store->Runs()) {
       std::printf("%-6lld %-11s %-12s %-7s %-21s %-12s %s\n", (long long)run.run_id,
-                  run.status.c_str(), run.suite_name.c_str(),
-                  run.shard.empty() ? "-" : run.shard.c_str(), run.started_at.c_str(),
-                  run.label.empty() ? "-" : run.label.c_str(), run.command_line.c_str());
+                  Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
+                  run.shard.empty() ? "-" : Shown(run.shard).c_str(), Shown(run.started_at).c_str(),
+                  run.label.empty() ? "-" : Shown(run.label).c_str(),
+                  Shown(run.command_line).c_str());
     }
     return 0;
   }
   std::unique_ptr<Store> store;
   const RunRecord run = selection.Resolve(*values, store, "show");
   const int64_t run_id = run.run_id;
-  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id, run.status.c_str(),
-              run.suite_name.c_str(), run.suite_path.c_str(), run.suite_hash.c_str(),
-              run.shard.empty() ? "" : ("  shard " + run.shard).c_str());
-  std::printf("started %s  finished %s  seed %llu%s\ncommand: %s\n", run.started_at.c_str(),
-              run.finished_at.empty() ? "-" : run.finished_at.c_str(), (unsigned long long)run.seed,
-              run.label.empty() ? "" : ("  label " + run.label).c_str(), run.command_line.c_str());
+  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id,
+              Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
+              Shown(run.suite_path).c_str(), Shown(run.suite_hash).c_str(),
+              run.shard.empty() ? "" : Shown("  shard " + run.shard).c_str());
+  std::printf("started %s  finished %s  seed %llu%s\ncommand: %s\n", Shown(run.started_at).c_str(),
+              run.finished_at.empty() ? "-" : Shown(run.finished_at).c_str(),
+              (unsigned long long)run.seed,
+              run.label.empty() ? "" : Shown("  label " + run.label).c_str(),
+              Shown(run.command_line).c_str());
   if (run.max_noise > 0) {
     std::printf(
         "adaptive stopping: until the median's 95%% interval is within ±%g%%, at most "
@@ -57,14 +70,14 @@ int RunShow(const std::vector<std::string>& args) {
   std::printf(
       "%s run: baseline %s, %lld repetitions after %lld warmup, min time %s, %lld "
       "thread(s), check %s, %zu expectation(s)\n\nEnvironment:\n",
-      run.kind.c_str(), run.baseline.c_str(), (long long)run.repetitions, (long long)run.warmup,
-      FormatDuration(run.min_time_s).c_str(), (long long)run.threads, run.check_policy.c_str(),
-      run.expectations.size());
+      Shown(run.kind).c_str(), Shown(run.baseline).c_str(), (long long)run.repetitions,
+      (long long)run.warmup, FormatDuration(run.min_time_s).c_str(), (long long)run.threads,
+      Shown(run.check_policy).c_str(), run.expectations.size());
   for (const auto& [key, value] : run.environment)
-    std::printf("  %-22s %s\n", key.c_str(), value.c_str());
+    std::printf("  %-22s %s\n", Shown(key).c_str(), Shown(value).c_str());
   const std::vector<CaseRecord> cases = store->Cases(run_id);
   for (const auto& warning : RunWarnings(run, cases)) {
-    std::printf("warning: %s\n", warning.c_str());
+    std::printf("warning: %s\n", Shown(warning).c_str());
   }
   std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status",
               "runtime (median, IQR)", "peak", "activation", "tokens/s",
@@ -93,11 +106,12 @@ int RunShow(const std::vector<std::string>& args) {
       }
     }
     const std::string label = c.name() + " " + c.workload().Label();
-    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", label.c_str(), c.status.c_str(),
-                runtime.c_str(), FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
+    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", Shown(label).c_str(),
+                Shown(c.status).c_str(), runtime.c_str(),
+                FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
                 FormatBytes(activation ? static_cast<int64_t>(*activation) : -1).c_str(),
                 tokens_text, error_text);
-    if (!c.message.empty()) std::printf("    %s\n", c.message.c_str());
+    if (!c.message.empty()) std::printf("    %s\n", Shown(c.message).c_str());
   }
   const TimedShare timed = TimedShareOf(run, cases);
   if (timed.wall_s > 0) {

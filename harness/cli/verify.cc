@@ -8,6 +8,7 @@
 
 #include "harness/cli/command.h"
 #include "harness/equivalence.h"
+#include "harness/key_pattern.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
 
@@ -63,11 +64,11 @@ int RunVerify(const std::vector<std::string>& args) {
   if (values->count("vocab")) config.vocab_size = old_vocab;
   if (values->count("generate")) generate_tokens = old_generate;
   const torch::ScalarType dtype = DtypeOption(dtype_name);
-  std::regex pattern;
+  std::optional<KeyPattern> pattern;
   try {
-    pattern = std::regex(filter);
-  } catch (const std::regex_error& error) {
-    throw UsageError("verify: --filter '" + filter + "' is not a valid regex: " + error.what());
+    pattern.emplace(filter);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError("verify: --filter " + std::string(error.what()));
   }
   const auto& family = [&]() -> const FamilyEntry& {
     try {
@@ -140,7 +141,7 @@ int RunVerify(const std::vector<std::string>& args) {
               "logits_rel", "loss_abs", "grad_abs", "grad_rel", "worst_grad", "result");
   bool all_passed = true;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
-    if (entry->key == baseline_key || !std::regex_search(entry->key, pattern)) continue;
+    if (entry->key == baseline_key || !pattern->Matches(entry->key)) continue;
     const Capabilities& caps = entry->capabilities;
     if (caps.family != config.family || !caps.Supports(dtype)) continue;
     if (!caps.unavailable.empty()) {
