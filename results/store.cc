@@ -515,8 +515,7 @@ int64_t Store::ReadSchemaVersion() const {
     }
     // A page that its schema lives on is damaged.
     if ((sqlite3_errcode(db_) & 0xff) == SQLITE_CORRUPT) {
-      throw UnusableDatabase(path_ + ": the results database is damaged (" + sqlite3_errmsg(db_) +
-                             "); restore it from a copy, or give another --db");
+      throw DamagedDatabase(sqlite3_errmsg(db_));
     }
     throw;
   }
@@ -526,6 +525,11 @@ int64_t Store::ReadSchemaVersion() const {
                            "); use a newer seqbench or another --db");
   }
   return version;
+}
+
+UnusableDatabase Store::DamagedDatabase(const std::string& finding) const {
+  return UnusableDatabase(path_ + ": the results database is damaged (" + finding +
+                          "); restore it from a copy, or give another --db");
 }
 
 void Store::WarnOfUnreadLog() {
@@ -563,8 +567,7 @@ void Store::QuickCheck() const {
     finding = error.what();
   }
   if (finding != "ok") {
-    throw UnusableDatabase(path_ + ": the results database is damaged (SQLite's quick_check: " +
-                           finding + "); restore it from a copy, or give another --db");
+    throw DamagedDatabase("SQLite's quick_check: " + finding);
   }
 }
 

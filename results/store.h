@@ -267,6 +267,8 @@ class Store {
   // Throws UnusableDatabase, naming them, where a file without seqbench's schema has
   // tables of its own (another program's SQLite file).
   void RefuseForeignTables() const;
+  // The refusal of a damaged file, with SQLite's finding, for both places that find one.
+  UnusableDatabase DamagedDatabase(const std::string& finding) const;
   // Where the read-only fallback ignores a -wal file with writes in it: a warning.
   void WarnOfUnreadLog();
 

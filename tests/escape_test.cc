@@ -220,6 +220,14 @@ std::vector<cmark_node*> Children(cmark_node* node) {
   return children;
 }
 
+// The children of `node`, which must be `count` of them, and the first of `type`.
+std::vector<cmark_node*> ChildrenOf(cmark_node* node, size_t count, const std::string& type) {
+  const std::vector<cmark_node*> children = Children(node);
+  REQUIRE(children.size() == count);
+  REQUIRE(Type(children[0]) == type);
+  return children;
+}
+
 // Whether `link` is one of GitHub's e-mail autolinks, which the Markdown sink leaves (they
 // run nothing): its text is its address, the destination that or "mailto:"/"xmpp:" before
 // it, and only an address's characters, so no scheme that runs code ("javascript:",
@@ -327,34 +335,22 @@ TEST_CASE("markdown: 10,000 hostile strings read back as their text, never marku
     std::string markup;
     {  // A table cell: still two cells in one row, the second intact.
       const Parsed parsed("| a | b |\n|---|---|\n| " + escaped + " | z |\n");
-      const auto blocks = Children(parsed.root());
-      REQUIRE(blocks.size() == 1);
-      REQUIRE(Type(blocks[0]) == "table");
-      const auto rows = Children(blocks[0]);
-      REQUIRE(rows.size() == 2);
-      const auto cells = Children(rows[1]);
-      REQUIRE(cells.size() == 2);
+      const auto table = ChildrenOf(parsed.root(), 1, "table")[0];
+      const auto rows = ChildrenOf(table, 2, "table_header");  // the header row, then ours
+      const auto cells = ChildrenOf(rows[1], 2, "table_cell");
       CHECK(TextOf(cells[0], markup) == expected);
       CHECK(TextOf(cells[1], markup) == "z");
     }
     if (!expected.empty()) {  // A list item (the warnings): one item, one paragraph.
       const Parsed parsed("- " + escaped + "\n");
-      const auto blocks = Children(parsed.root());
-      REQUIRE(blocks.size() == 1);
-      REQUIRE(Type(blocks[0]) == "list");
-      const auto items = Children(blocks[0]);
-      REQUIRE(items.size() == 1);
-      const auto paragraphs = Children(items[0]);
-      REQUIRE(paragraphs.size() == 1);
-      REQUIRE(Type(paragraphs[0]) == "paragraph");
-      CHECK(TextOf(paragraphs[0], markup) == expected);
+      const auto list = ChildrenOf(parsed.root(), 1, "list")[0];
+      const auto item = ChildrenOf(list, 1, "item")[0];
+      CHECK(TextOf(ChildrenOf(item, 1, "paragraph")[0], markup) == expected);
     }
     if (const std::string code = MarkdownCode(text); !code.empty()) {  // A code span.
       const Parsed parsed("against " + code + ".\n");
-      const auto blocks = Children(parsed.root());
-      REQUIRE(blocks.size() == 1);
-      const auto inlines = Children(blocks[0]);
-      REQUIRE(inlines.size() == 3);
+      const auto paragraph = ChildrenOf(parsed.root(), 1, "paragraph")[0];
+      const auto inlines = ChildrenOf(paragraph, 3, "text");  // "against ", the span, "."
       REQUIRE(Type(inlines[1]) == "code");
       CHECK(cmark_node_get_literal(inlines[1]) == VisibleText(text));
     }
