@@ -180,6 +180,7 @@ void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
   CountRequest request;
   request.cases = static_cast<int64_t>(specs.size());
   request.steps = counting.steps;
+  request.kinds = counting.kinds;
   request.timeout_s =
       counting.timeout_s > 0 ? counting.timeout_s : 600 + 120 * static_cast<double>(specs.size());
   request.command = [&](const std::string& out_dir) {
@@ -238,7 +239,7 @@ std::vector<CaseSpec> CasesToCount(const std::vector<CaseSpec>& cases, const std
 }
 
 void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& specs, int64_t steps,
-                             const std::string& out_dir) {
+                             const std::string& out_dir, bool natively) {
   CaseRunner runner(suite, CheckPolicy::kNone);
   for (size_t index = 0; index < specs.size(); ++index) {
     const std::string account = CaseCountFile(out_dir, static_cast<int64_t>(index));
@@ -251,12 +252,20 @@ void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& sp
                                  "): " + prepared->result.message);
       const int64_t per_sample = StepsPerCountedSample(prepared->extra_per_mille);
       PreparedCase& p = *prepared;
-      CountStepsUnderCallgrind(
-          [&p, per_sample] {
-            for (int64_t i = 0; i < per_sample; ++i) p.measured_step();
-          },
-          steps, static_cast<int64_t>(index));
-      WriteFacts(account, {{"steps_per_sample", std::to_string(per_sample)}});
+      const auto sample = [&p, per_sample] {
+        for (int64_t i = 0; i < per_sample; ++i) p.measured_step();
+      };
+      std::vector<std::pair<std::string, std::string>> facts = {
+          {"steps_per_sample", std::to_string(per_sample)}};
+      if (natively) {
+        const std::vector<double> counts = CountStepsWithPerf(sample, steps);
+        for (size_t k = 0; k < counts.size(); ++k)
+          facts.emplace_back("hw_step_" + std::to_string(k + 1),
+                             std::to_string(static_cast<unsigned long long>(counts[k])));
+      } else {
+        CountStepsUnderCallgrind(sample, steps, static_cast<int64_t>(index));
+      }
+      WriteFacts(account, facts);
     } catch (const std::exception& error) {
       WriteFacts(account, {{"error", DescribeError(error)}});
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/case_record.h"
+#include "harness/instruction_count.h"
 #include "harness/suite.h"
 #include "results/store.h"
 
@@ -92,7 +93,8 @@ struct Counting {
                                          const std::string& out_dir)>
       command;
   int64_t steps = 3;
-  double timeout_s = 0;  // 0: 600 s, plus 120 s a case
+  double timeout_s = 0;                                   // 0: 600 s, plus 120 s a case
+  std::vector<std::string> kinds = {kCountInstructions};  // CountKind names
 };
 
 // The child's side of Counting, in the process valgrind runs: sets each of `specs` up in
@@ -100,8 +102,9 @@ struct Counting {
 // a test slowdown, each counted sample is the fewest steps that carry its extra steps
 // exactly) and writes its CaseCountFile in `out_dir`; a case that fails says why there and
 // the next goes on. Then writes the code it ran on (CodePathFacts) to out_dir/facts.
+// `natively`: count with the hardware counter (hw-instructions) instead of callgrind.
 void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& specs, int64_t steps,
-                             const std::string& out_dir);
+                             const std::string& out_dir, bool natively);
 
 // The cases of `cases` listed in out_dir/cases, in that order. Throws std::runtime_error
 // for a missing list or an unknown key.

@@ -1,5 +1,10 @@
 #include "harness/instruction_count.h"
 
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -80,47 +85,199 @@ class ScratchFolder {
   fs::path path_;
 };
 
+// One step's totals by event ("Ir", "D1mr", ...), keyed by (case, step).
+using DumpTotals = std::map<std::pair<int64_t, int64_t>, std::map<std::string, double>>;
+
 // Every dump callgrind wrote as <prefix>.<part>, by the case and step its description
 // names ("Trigger: Client Request: case 3 step 2").
-std::map<std::pair<int64_t, int64_t>, double> ReadDumps(const fs::path& prefix) {
+DumpTotals ReadDumps(const fs::path& prefix) {
   static const std::regex trigger("^desc: Trigger: Client Request: case ([0-9]+) step ([0-9]+)",
                                   std::regex::multiline);
-  std::map<std::pair<int64_t, int64_t>, double> totals;
+  DumpTotals totals;
   for (int64_t part = 1;; ++part) {
     const fs::path dump = prefix.string() + "." + std::to_string(part);
     if (!fs::exists(dump)) return totals;
     const std::string text = ReadText(dump);
     std::smatch match;
-    const std::optional<double> total = CallgrindTotal(text);
-    if (total && std::regex_search(text, match, trigger))
-      totals[{std::stoll(match[1]), std::stoll(match[2])}] = *total;
+    std::map<std::string, double> events = CallgrindEvents(text);
+    if (!events.empty() && std::regex_search(text, match, trigger))
+      totals[{std::stoll(match[1]), std::stoll(match[2])}] = std::move(events);
   }
 }
 
-// Case `index`'s counts from the dumps and the child's account of it.
-StepCounts CaseCounts(const std::map<std::pair<int64_t, int64_t>, double>& totals,
-                      const fs::path& out_dir, int64_t index, int64_t steps) {
+// The per-step series a callgrind step's events give: instructions, and the cycle
+// estimate where the caches were simulated.
+std::map<std::string, double> CallgrindSeries(const std::map<std::string, double>& events) {
+  std::map<std::string, double> series;
+  if (const auto ir = events.find("Ir"); ir != events.end()) series["instructions"] = ir->second;
+  if (const auto cycles = CycleEstimate(events)) series["cycles_estimate"] = *cycles;
+  return series;
+}
+
+// Case `index`'s counts from the dumps (or, natively counted, from its account's hw_step_<k>
+// lines) and the child's account of it.
+StepCounts CaseCounts(const DumpTotals& totals, const fs::path& out_dir, int64_t index,
+                      int64_t steps) {
   StepCounts counts;
   double per_sample = 0;
+  std::map<int64_t, double> native;
   for (const auto& [key, value] : ReadFacts(CaseCountFile(out_dir.string(), index))) {
     if (key == "error") counts.not_counted = value;
     if (key == "steps_per_sample") per_sample = std::atof(value.c_str());
+    if (key.rfind("hw_step_", 0) == 0)
+      native[std::atoll(key.c_str() + 8)] = std::atof(value.c_str());
   }
   if (!counts.not_counted.empty()) return counts;
   for (int64_t k = 1; k <= steps; ++k) {
-    const auto total = totals.find({index, k});
-    if (total == totals.end() || !(per_sample >= 1)) {
-      counts.instructions.clear();
-      counts.not_counted = "callgrind wrote no total for step " + std::to_string(k);
+    std::map<std::string, double> series;
+    if (const auto total = totals.find({index, k}); total != totals.end())
+      series = CallgrindSeries(total->second);
+    if (const auto count = native.find(k); count != native.end())
+      series["hw_instructions"] = count->second;
+    if (series.empty() || !(per_sample >= 1)) {
+      counts.steps.clear();
+      counts.not_counted = "the child wrote no count for step " + std::to_string(k);
       return counts;
     }
     // A sample of several steps (a test slowdown's exact extra steps) counts per step.
-    counts.instructions.push_back(total->second / per_sample);
+    for (const auto& [metric, value] : series) counts.steps[metric].push_back(value / per_sample);
   }
   return counts;
 }
 
+// perf_event_open's user-space instructions counter for this thread, disabled, or -1 with
+// errno set.
+int OpenInstructionsCounter() {
+  perf_event_attr attributes;
+  std::memset(&attributes, 0, sizeof(attributes));
+  attributes.type = PERF_TYPE_HARDWARE;
+  attributes.size = sizeof(attributes);
+  attributes.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attributes.disabled = 1;
+  attributes.exclude_kernel = 1;  // instructions:u, as rustc-perf counts them
+  attributes.exclude_hv = 1;
+  return static_cast<int>(syscall(SYS_perf_event_open, &attributes, 0, -1, -1, 0));
+}
+
+std::string CounterError(int error) {
+  return std::string("perf_event_open(instructions:u) failed: ") + std::strerror(error) +
+         (error == ENOENT ? " (no hardware counters: a VM without a PMU?)"
+          : error == EACCES || error == EPERM
+              ? " (kernel.perf_event_paranoid forbids it; 1 or lower allows user counting)"
+              : "");
+}
+
 }  // namespace
+
+const std::vector<CountKind>& CountKinds() {
+  static const std::vector<CountKind> kinds = {
+      {kCountInstructions, "instructions", "instructions",
+       "callgrind's instructions (Ir), user space, under the pinning"},
+      {kCountCyclesEstimate, "cycles_estimate", "cycles",
+       "instructions, and Ir + 10 L1 misses + 100 LL misses from callgrind's cache simulator "
+       "at pinned cache sizes (an estimate, not a measurement)"},
+      {kCountHwInstructions, "hw_instructions", "instructions",
+       "the CPU's instructions:u counter (perf_event_open) in a native child, under the pinning; "
+       "not counted where the kernel offers no counter"},
+  };
+  return kinds;
+}
+
+const CountKind* FindCountKind(const std::string& name) {
+  for (const CountKind& kind : CountKinds())
+    if (name == kind.name) return &kind;
+  return nullptr;
+}
+
+std::string CountKindNames() {
+  std::string names;
+  for (const CountKind& kind : CountKinds())
+    names += (names.empty() ? "" : ", ") + std::string(kind.name);
+  return names;
+}
+
+std::string CountKindsConflict(const std::vector<std::string>& kinds) {
+  const bool native = CountsNatively(kinds);
+  if (native && kinds.size() > 1)
+    return "hw-instructions counts in a native child and cannot be combined with callgrind's "
+           "kinds in one run; count them in two runs";
+  return "";
+}
+
+bool CountsNatively(const std::vector<std::string>& kinds) {
+  return std::find(kinds.begin(), kinds.end(), kCountHwInstructions) != kinds.end();
+}
+
+bool SimulatesCaches(const std::vector<std::string>& kinds) {
+  return std::find(kinds.begin(), kinds.end(), kCountCyclesEstimate) != kinds.end();
+}
+
+namespace {
+// Callgrind's cache simulator takes the host's caches from CPUID unless told: pinned to a
+// common x86-64-v3 hierarchy (32 KiB 8-way L1s, 8 MiB 16-way last level, 64-byte lines).
+const std::vector<std::string>& CacheArguments() {
+  static const std::vector<std::string> arguments = {"--cache-sim=yes", "--I1=32768,8,64",
+                                                     "--D1=32768,8,64", "--LL=8388608,16,64"};
+  return arguments;
+}
+}  // namespace
+
+std::string CountCacheText() {
+  std::string text;
+  for (const std::string& argument : CacheArguments()) text += (text.empty() ? "" : " ") + argument;
+  return text;
+}
+
+std::optional<double> CycleEstimate(const std::map<std::string, double>& events) {
+  static const char* const kL1[] = {"I1mr", "D1mr", "D1mw"};
+  static const char* const kLastLevel[] = {"ILmr", "DLmr", "DLmw"};
+  const auto ir = events.find("Ir");
+  if (ir == events.end()) return std::nullopt;
+  double l1 = 0, last_level = 0;
+  for (const char* name : kL1) {
+    const auto found = events.find(name);
+    if (found == events.end()) return std::nullopt;
+    l1 += found->second;
+  }
+  for (const char* name : kLastLevel) {
+    const auto found = events.find(name);
+    if (found == events.end()) return std::nullopt;
+    last_level += found->second;
+  }
+  return ir->second + 10 * l1 + 100 * last_level;
+}
+
+std::string HardwareCountersUnavailable() {
+  const int fd = OpenInstructionsCounter();
+  if (fd < 0) return CounterError(errno);
+  close(fd);
+  return "";
+}
+
+std::vector<double> CountStepsWithPerf(const std::function<void()>& step, int64_t steps) {
+  const int fd = OpenInstructionsCounter();
+  if (fd < 0) throw std::runtime_error(CounterError(errno));
+  std::vector<double> counts;
+  try {
+    step();  // first-use costs, as under callgrind, stay out of step 1
+    for (int64_t k = 1; k <= steps; ++k) {
+      ioctl(fd, PERF_EVENT_IOC_RESET, 0);
+      ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+      step();
+      ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+      uint64_t value = 0;
+      if (read(fd, &value, sizeof(value)) != static_cast<ssize_t>(sizeof(value)))
+        throw std::runtime_error(std::string("reading the instructions counter failed: ") +
+                                 std::strerror(errno));
+      counts.push_back(static_cast<double>(value));
+    }
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return counts;
+}
 
 const std::vector<std::pair<std::string, std::string>>& CountPinning() {
   // glibc picks memcpy/memset/strlen by CPUID and sizes its non-temporal and rep-movsb
@@ -202,6 +359,25 @@ std::optional<std::string> ValgrindVersion() {
   return version;
 }
 
+std::map<std::string, double> CallgrindEvents(const std::string& dump_text) {
+  static const std::regex names("^events:[ \\t]*([^\\n]*)", std::regex::multiline);
+  static const std::regex totals("^(?:summary|totals):[ \\t]*([^\\n]*)", std::regex::multiline);
+  std::smatch names_match, totals_match;
+  std::map<std::string, double> events;
+  if (!std::regex_search(dump_text, names_match, names) ||
+      !std::regex_search(dump_text, totals_match, totals))
+    return events;
+  std::stringstream name_list(names_match[1].str()), value_list(totals_match[1].str());
+  std::string name;
+  double value = 0;
+  while (name_list >> name) {
+    // A cost line may leave trailing zeros out (callgrind's format); a summary is one.
+    if (!(value_list >> value)) value = 0;
+    events[name] = value;
+  }
+  return events;
+}
+
 std::optional<double> CallgrindTotal(const std::string& dump_text) {
   static const std::regex total("^(?:summary|totals):[ \\t]*([0-9]+)", std::regex::multiline);
   std::smatch match;
@@ -259,18 +435,28 @@ CountBatch CountInScratchFolder(const CountRequest& request,
     batch.cases.assign(static_cast<size_t>(request.cases), StepCounts{{}, why});
     return batch;
   };
-  const std::string valgrind = FindInPath("valgrind");
-  if (valgrind.empty()) return fail_all("valgrind is not installed (ci/install-deps installs it)");
-  if (!CallgrindCompiledIn())
+  const bool native = CountsNatively(request.kinds);
+  const std::string valgrind = native ? "" : FindInPath("valgrind");
+  if (native) {
+    if (const std::string why = HardwareCountersUnavailable(); !why.empty()) return fail_all(why);
+  } else if (valgrind.empty()) {
+    return fail_all("valgrind is not installed (ci/install-deps installs it)");
+  } else if (!CallgrindCompiledIn()) {
     return fail_all("built without valgrind/callgrind.h (install valgrind, reconfigure)");
+  }
   ScratchFolder scratch;
   const fs::path dumps = scratch.path() / "callgrind.out";
-  std::vector<std::string> argv = {valgrind,
-                                   "--tool=callgrind",
-                                   "--instr-atstart=no",
-                                   "--collect-atstart=no",
-                                   "--callgrind-out-file=" + dumps.string(),
-                                   "--log-file=" + (scratch.path() / "valgrind.log").string()};
+  std::vector<std::string> argv;
+  if (!native) {
+    argv = {valgrind,
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            "--callgrind-out-file=" + dumps.string(),
+            "--log-file=" + (scratch.path() / "valgrind.log").string()};
+    if (SimulatesCaches(request.kinds))
+      argv.insert(argv.end(), CacheArguments().begin(), CacheArguments().end());
+  }
   std::vector<std::string> child = request.command(scratch.path().string());
   // Where the child's files lie moves its counts: its argv and environment sit at the top
   // of its stack, and its executable's resolved path is copied to the heap early, so
@@ -312,15 +498,18 @@ CountBatch CountInScratchFolder(const CountRequest& request,
 
 std::vector<Metric> CountMetrics(const StepCounts& counts) {
   std::vector<Metric> metrics;
-  if (counts.instructions.empty()) return metrics;
-  const double median = stats::Median(counts.instructions);
-  const auto [low, high] =
-      std::minmax_element(counts.instructions.begin(), counts.instructions.end());
-  metrics.push_back({"instructions_per_step", median, "instructions"});
-  metrics.push_back({"instructions_spread", median > 0 ? (*high - *low) / median : 0, "ratio"});
-  for (size_t k = 0; k < counts.instructions.size(); ++k)
-    metrics.push_back(
-        {"instructions_step_" + std::to_string(k + 1), counts.instructions[k], "instructions"});
+  for (const auto& [series, steps] : counts.steps) {
+    if (steps.empty()) continue;
+    std::string unit = "instructions";
+    for (const CountKind& kind : CountKinds())
+      if (series == kind.metric) unit = kind.unit;
+    const double median = stats::Median(steps);
+    const auto [low, high] = std::minmax_element(steps.begin(), steps.end());
+    metrics.push_back({series + "_per_step", median, unit});
+    metrics.push_back({series + "_spread", median > 0 ? (*high - *low) / median : 0, "ratio"});
+    for (size_t k = 0; k < steps.size(); ++k)
+      metrics.push_back({series + "_step_" + std::to_string(k + 1), steps[k], unit});
+  }
   return metrics;
 }
 

@@ -113,10 +113,12 @@ std::vector<std::string> ReadCountKinds(const TomlReader& reader, const toml::no
   std::vector<std::string> count;
   for (const toml::node& kind : *kinds) {
     const std::string name = reader.String(kind, "count");
-    if (name != kCountInstructions)
-      reader.Fail(kind.source(), "'count' knows only \"instructions\", got '" + name + "'");
+    if (!FindCountKind(name))
+      reader.Fail(kind.source(), "'count' knows " + CountKindNames() + ", got '" + name + "'");
     count.push_back(name);
   }
+  if (const std::string conflict = CountKindsConflict(count); !conflict.empty())
+    reader.Fail(node.source(), "'count': " + conflict);
   return count;
 }
 

@@ -67,7 +67,7 @@ struct Measurement {
   std::string test_slowdown_filter;
   // Counted work (run --count): after a case is timed, `count_steps` of its steps after its
   // warmup are counted in a child under callgrind (harness/instruction_count.h). Empty: off;
-  // else {"instructions"}.
+  // else CountKind names (harness/instruction_count.h).
   std::vector<std::string> count;
   int64_t count_steps = 3;
 };

@@ -44,6 +44,13 @@ std::string IntervalText(const stats::Interval& interval) {
          FormatSignificant(interval.low) + "–" + FormatSignificant(interval.high);
 }
 
+// Why a ratio has no value: an uncounted run says how to count it, rather than only that
+// nothing was measured.
+std::string NoMeasurement(const std::string& metric) {
+  if (metric == "instructions_per_step") return "not counted (run --count instructions)";
+  return "no measurement";
+}
+
 // time_per_doubling: every doubling of e.over among the matching cases, each judged like a
 // speedup on its bootstrap interval. A matching case that did not end ok leaves a length
 // unmeasured, and so falls short.
@@ -190,7 +197,7 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       }
       outcome.measured +=
           std::string(outcome.measured.empty() ? "" : "; ") +
-          (ratio ? FormatSignificant(*ratio) + "×" + spread : std::string("no measurement")) +
+          (ratio ? FormatSignificant(*ratio) + "×" + spread : NoMeasurement(metric)) +
           (usable ? "" : " (status " + candidate.status + "/" + other->status + ")") + " at " +
           candidate.workload().Label();
     }

@@ -47,7 +47,9 @@ const std::vector<std::string> kMetricColumns = {"runtime_mean_s",
                                                  "gflops_per_s",
                                                  "gbytes_per_s",
                                                  "instructions_per_step",
-                                                 "instructions_spread"};
+                                                 "instructions_spread",
+                                                 "cycles_estimate_per_step",
+                                                 "hw_instructions_per_step"};
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {

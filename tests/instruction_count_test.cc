@@ -7,9 +7,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "reports/compare.h"
@@ -26,7 +28,7 @@ CaseRecord CountedCase(const std::vector<double>& steps, const std::vector<doubl
   record.status = kStatusOk;
   record.samples_s = samples_s;
   StepCounts counts;
-  counts.instructions = steps;
+  counts.steps["instructions"] = steps;
   record.metrics = CountMetrics(counts);
   return record;
 }
@@ -62,9 +64,54 @@ TEST_CASE("a callgrind dump's total is its summary or totals line", "[count]") {
   CHECK_FALSE(CallgrindTotal("").has_value());
 }
 
+TEST_CASE("a dump's events are named by its events line; missing trailing costs are 0", "[count]") {
+  const std::string dump =
+      "events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nfn=(1) main\n16 3 1\n"
+      "summary: 5000 900 400 7 30 11 2 5\n";
+  const std::map<std::string, double> events = CallgrindEvents(dump);
+  CHECK(events.at("Ir") == 5000);
+  CHECK(events.at("D1mr") == 30);
+  CHECK(events.at("DLmr") == 5);
+  CHECK(events.at("DLmw") == 0);  // left out of the summary: zero
+  CHECK(CallgrindEvents("events: Ir\n").empty());
+  // Ir + 10 L1 misses (7 + 30 + 11) + 100 LL misses (2 + 5 + 0): every term weighted apart.
+  CHECK(CycleEstimate(events) == Approx(5000 + 10 * 48 + 100 * 7));
+  std::map<std::string, double> no_cache = {{"Ir", 5000}};
+  CHECK_FALSE(CycleEstimate(no_cache).has_value());
+}
+
+TEST_CASE("count kinds: one table; hw-instructions counts alone", "[count]") {
+  for (const CountKind& kind : CountKinds()) CHECK(FindCountKind(kind.name) == &kind);
+  CHECK(FindCountKind("cycles") == nullptr);
+  CHECK(CountKindsConflict({kCountInstructions, kCountCyclesEstimate}).empty());
+  CHECK_FALSE(CountKindsConflict({kCountInstructions, kCountHwInstructions}).empty());
+  CHECK(CountsNatively({kCountHwInstructions}));
+  CHECK_FALSE(CountsNatively({kCountInstructions, kCountCyclesEstimate}));
+  CHECK(SimulatesCaches({kCountInstructions, kCountCyclesEstimate}));
+  CHECK_FALSE(SimulatesCaches({kCountInstructions}));
+}
+
+TEST_CASE("hardware counters: counted per step where the kernel offers them", "[count]") {
+  const std::string unavailable = HardwareCountersUnavailable();
+  if (!unavailable.empty()) {
+    CHECK_THROWS_WITH(CountStepsWithPerf([] {}, 2), Catch::Contains("perf_event_open"));
+    WARN("skipped: no hardware counter here: " << unavailable);
+    return;
+  }
+  volatile double sink = 0;
+  const auto work = [&sink](int n) {
+    for (int i = 0; i < n; ++i) sink = sink + i * 0.5;
+  };
+  const std::vector<double> small = CountStepsWithPerf([&] { work(1000); }, 3);
+  const std::vector<double> large = CountStepsWithPerf([&] { work(100000); }, 3);
+  REQUIRE(small.size() == 3);
+  // A hundred times the loop is about a hundred times the instructions.
+  CHECK(large[1] / small[1] > 50);
+}
+
 TEST_CASE("a counted case stores the median step, the spread and every step", "[count]") {
   StepCounts counts;
-  counts.instructions = {1000, 1300, 1010};  // mean 1103.3, median 1010
+  counts.steps["instructions"] = {1000, 1300, 1010};  // mean 1103.3, median 1010
   const std::vector<Metric> metrics = CountMetrics(counts);
   CaseRecord record;
   record.metrics = metrics;
@@ -72,6 +119,16 @@ TEST_CASE("a counted case stores the median step, the spread and every step", "[
   CHECK(record.MetricValue("instructions_spread") == Approx(300.0 / 1010));
   CHECK(CountedSteps(record) == std::vector<double>{1000, 1300, 1010});
   CHECK(CountMetrics(StepCounts{}).empty());
+  // A second series, the cycle estimate, is stored under its own name and unit.
+  counts.steps["cycles_estimate"] = {4000, 3000, 9000};
+  record.metrics = CountMetrics(counts);
+  CHECK(record.MetricValue("cycles_estimate_per_step") == Approx(4000));
+  CHECK(record.MetricValue("instructions_per_step") == Approx(1010));
+  const auto cycles =
+      std::find_if(record.metrics.begin(), record.metrics.end(),
+                   [](const Metric& m) { return m.name == "cycles_estimate_step_3"; });
+  REQUIRE(cycles != record.metrics.end());
+  CHECK(cycles->unit == "cycles");
 }
 
 TEST_CASE("the counts gate flags more instructions and passes an unchanged pair", "[count]") {

@@ -142,7 +142,10 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
        "expected one of: case_timeout_s, count, count_steps, max_noise, max_time_s, min_time_ms, "
        "repetitions, warmup"},
       {"count of an unknown kind", WithLine(14, "count = [\"cycles\"]"), 14,
-       "'count' knows only \"instructions\", got 'cycles'"},
+       "'count' knows instructions, cycles-estimate, hw-instructions, got 'cycles'"},
+      {"count of kinds one run cannot count together",
+       WithLine(14, "count = [\"instructions\", \"hw-instructions\"]"), 14,
+       "cannot be combined with callgrind's kinds"},
       {"count not a list", WithLine(14, "count = \"instructions\""), 14, "'count' must be a list"},
       {"wrong type", WithLine(14, "repetitions = \"three\""), 14,
        "'repetitions' must be an integer, got a string"},

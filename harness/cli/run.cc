@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <regex>
+#include <sstream>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
@@ -80,7 +81,8 @@ int RunIsolatedCase(const Suite& suite, const std::vector<CaseSpec>& cases, cons
 int RunCountingChild(const Suite& suite, const std::vector<CaseSpec>& cases, int64_t steps,
                      const std::string& out_dir) {
   try {
-    CountCasesInThisProcess(suite, CasesToCount(cases, out_dir), steps, out_dir);
+    CountCasesInThisProcess(suite, CasesToCount(cases, out_dir), steps, out_dir,
+                            CountsNatively(suite.measurement.count));
   } catch (const std::exception& error) {
     std::cerr << "seqbench: counting child: " << error.what() << "\n";
     std::fflush(nullptr);
@@ -90,15 +92,44 @@ int RunCountingChild(const Suite& suite, const std::vector<CaseSpec>& cases, int
   std::_Exit(0);
 }
 
+// "instructions,cycles-estimate": the kinds as --count takes them.
+std::string JoinCountKinds(const std::vector<std::string>& kinds) {
+  std::string text;
+  for (const std::string& kind : kinds) text += (text.empty() ? "" : ",") + kind;
+  return text;
+}
+
+// --count's list: known kinds, comma-separated, that one run can count together.
+std::vector<std::string> ParseCountKinds(const std::string& text) {
+  std::vector<std::string> kinds;
+  std::stringstream list(text);
+  for (std::string kind; std::getline(list, kind, ',');) {
+    if (!FindCountKind(kind))
+      throw UsageError("run: --count takes " + CountKindNames() +
+                       " (comma-separated) or none, got '" + kind + "'");
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  if (kinds.empty()) throw UsageError("run: --count takes " + CountKindNames() + " or none");
+  if (const std::string conflict = CountKindsConflict(kinds); !conflict.empty())
+    throw UsageError("run: --count " + text + ": " + conflict);
+  return kinds;
+}
+
 // The run's record of how it counts (run --count), or nothing when it does not.
 std::vector<std::pair<std::string, std::string>> CountingEnvironment(const Measurement& measure) {
   if (measure.count.empty()) return {};
-  return {{"count", std::string(kCountInstructions) + ": " + std::to_string(measure.count_steps) +
-                        " steps a case after " + std::to_string(measure.warmup) +
-                        " warmup and 1 uncollected step, 1 thread, callgrind in one child "
-                        "process for the run"},
-          {"count_tool", ValgrindVersion().value_or("not installed")},
-          {"count_pinning", CountPinningText()}};
+  const bool natively = CountsNatively(measure.count);
+  std::vector<std::pair<std::string, std::string>> entries = {
+      {"count", JoinCountKinds(measure.count) + ": " + std::to_string(measure.count_steps) +
+                    " steps a case after " + std::to_string(measure.warmup) +
+                    " warmup and 1 uncounted step, 1 thread, " +
+                    (natively ? "natively (perf_event_open)" : "callgrind") +
+                    " in one child process for the run"},
+      {"count_tool",
+       natively ? "perf_event_open instructions:u" : ValgrindVersion().value_or("not installed")},
+      {"count_pinning", CountPinningText()}};
+  if (SimulatesCaches(measure.count)) entries.emplace_back("count_cache", CountCacheText());
+  return entries;
 }
 
 }  // namespace
@@ -160,8 +191,10 @@ int RunRun(const std::vector<std::string>& args) {
       "count", po::value(&count_kind),
       "after timing each CPU case, count the instructions of a few of its steps under "
       "valgrind's callgrind, in a child at 1 thread with ATen, OpenBLAS and glibc pinned to "
-      "AVX2 (machine-independent, for compare --gate counts): instructions ([measure] count), "
-      "or none to skip the suite's counting")(
+      "AVX2 (machine-independent, for compare --gate counts): instructions ([measure] count); "
+      "cycles-estimate (instructions and a cycle estimate from a simulated cache); "
+      "hw-instructions (the CPU's own counter, natively, where the kernel offers it); "
+      "comma-separated; or none to skip the suite's counting")(
       "count-steps", po::value(&count_steps),
       "with --count: steps counted a case, after its warmup ([measure] count_steps; default 3)");
   po::options_description hidden;
@@ -246,8 +279,8 @@ int RunRun(const std::vector<std::string>& args) {
           "run: --interleave takes a fixed number of repetitions; drop --max-noise or "
           "--interleave");
   }
-  if (values->count("count") && count_kind != kCountInstructions && count_kind != "none")
-    throw UsageError("run: --count takes 'instructions' or 'none', got '" + count_kind + "'");
+  std::vector<std::string> count_kinds;
+  if (values->count("count") && count_kind != "none") count_kinds = ParseCountKinds(count_kind);
   bounded("count-steps", kCountStepsBound, static_cast<double>(count_steps), "");
   if (values->count("test-extra-head-passes") &&
       !(test_extra_head_passes >= 1 && test_extra_head_passes <= 100))
@@ -314,11 +347,11 @@ int RunRun(const std::vector<std::string>& args) {
   }
   if (values->count("count")) {
     suite.measurement.count.clear();
-    if (count_kind != "none") suite.measurement.count = {count_kind};
+    suite.measurement.count = count_kinds;
   }
   if (values->count("count-steps")) {
     if (suite.measurement.count.empty())
-      throw UsageError("run: --count-steps goes with --count instructions (or [measure] count)");
+      throw UsageError("run: --count-steps goes with --count (or [measure] count)");
     suite.measurement.count_steps = count_steps;
   }
   // A case's count depends on the cases counted before it in the run's one child: a resumed
@@ -509,13 +542,14 @@ int RunRun(const std::vector<std::string>& args) {
   if (!suite.measurement.count.empty()) {
     counting.emplace();
     counting->steps = suite.measurement.count_steps;
+    counting->kinds = suite.measurement.count;
     counting->command = [&](const std::vector<CaseSpec>&, const std::string& out_dir) {
       // A copy in the child's folder: the suite's own path would move its counts.
       const std::string suite_copy = out_dir + "/suite.toml";
       std::filesystem::copy_file(suite_path, suite_copy);
       std::vector<std::string> argv = ChildCommand(suite_copy);
       argv.insert(argv.end(), {"--count-out", out_dir});
-      argv.insert(argv.end(), {"--count", kCountInstructions, "--count-steps",
+      argv.insert(argv.end(), {"--count", JoinCountKinds(suite.measurement.count), "--count-steps",
                                std::to_string(suite.measurement.count_steps)});
       return argv;
     };

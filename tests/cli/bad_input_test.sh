@@ -68,6 +68,9 @@ refused "--max-time" run "$suite" --db "$missing" --max-noise 2% --max-time 0s
 refused "--label" run "$suite" --db "$missing" --label "$(printf 'a\nb')"
 refused "--interleave" run "$suite" --db "$missing" --interleave --isolate
 refused "--interleave" run "$suite" --db "$missing" --interleave --max-noise 2%
+refused "--count takes" run "$suite" --db "$missing" --count cycles
+refused "cannot be combined" run "$suite" --db "$missing" --count instructions,hw-instructions
+refused "--count takes" run "$suite" --db "$missing" --count ,
 refused "--test-slowdown" run "$suite" --db "$missing" --test-slowdown 0.5
 refused "--test-slowdown-filter" run "$suite" --db "$missing" --test-slowdown 1.3 --test-slowdown-filter "("
 refused "--repetitions" run "$suite" --db "$missing" --repetitions 99999999999999999999

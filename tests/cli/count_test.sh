@@ -5,8 +5,9 @@
 # extra-work mutation inside the head every variant shares is flagged by the counts gate
 # (exit 1) while the unchanged pair passes (exit 0); a run whose counting child saw other
 # code (a fingerprint difference) is refused with exit 2, naming it; a counted ratio bound
-# within one run ([[expect]] instructions_ratio) is checked. Skipped (exit 77) without
-# valgrind.
+# within one run ([[expect]] instructions_ratio) is checked; cycles-estimate keeps the
+# instructions and adds an estimate; hw-instructions counts or says why not. Skipped
+# (exit 77) without valgrind.
 # Usage: count_test.sh SEQBENCH_BINARY SUITE (tests/data/tiny_counted.toml)
 set -euo pipefail
 seqbench=$1
@@ -99,4 +100,35 @@ ratio=$(sqlite3 "$db" "SELECT b.value / a.value FROM metrics a JOIN cases ca USI
     AND a.name = 'instructions_per_step' AND b.name = a.name")
 awk -v r="$ratio" 'BEGIN { exit !(r > 1.48 && r < 1.52) }' ||
   fail "slowed by 1.5: counted $ratio times the unslowed steps"
+# 7. cycles-estimate: the same instructions as run 1 (the cache simulator observes, it does
+#    not change what runs), a cycle estimate of at least one cycle an instruction, and the
+#    pinned cache sizes recorded.
+"$seqbench" run "$work/tiny.toml" --db "$db" --in-process --filter 'fused.*train' \
+  --count instructions,cycles-estimate >"$work/cycles.out" 2>&1 || fail "cycles run: $(cat "$work/cycles.out")"
+read -r ir_ratio cycles_ratio < <(sqlite3 -separator ' ' "$db" "SELECT b.value / a.value, c.value / b.value
+  FROM cases ca JOIN metrics a ON a.case_id = ca.case_id AND a.name = 'instructions_per_step'
+  JOIN cases cb ON cb.case_key = ca.case_key AND cb.run_id = 6
+  JOIN metrics b ON b.case_id = cb.case_id AND b.name = 'instructions_per_step'
+  JOIN metrics c ON c.case_id = cb.case_id AND c.name = 'cycles_estimate_per_step'
+  WHERE ca.run_id = 1") || true  # nothing read: judged missing below
+awk -v r="$ir_ratio" 'BEGIN { exit !(r > 0.999 && r < 1.001) }' ||
+  fail "instructions under the cache simulator are ${ir_ratio:-missing} times run 1's"
+awk -v r="$cycles_ratio" 'BEGIN { exit !(r >= 1) }' || fail "cycles / instructions = ${cycles_ratio:-missing}"
+sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 6 AND key = 'count_cache'" |
+  grep -q -- "--LL=8388608,16,64" || fail "run 6 records no pinned cache"
+
+# 8. hw-instructions: counted natively where the kernel offers a counter, else stored as
+#    not counted with perf_event_open's reason; the run ends ok either way. It does not
+#    combine with callgrind's kinds (exit 2).
+"$seqbench" run "$work/tiny.toml" --db "$db" --in-process --filter 'fused.*train' \
+  --count hw-instructions >"$work/hw.out" 2>&1 || fail "hw run: $(cat "$work/hw.out")"
+hw=$(sqlite3 "$db" "SELECT count(*) FROM metrics JOIN cases USING (case_id)
+  WHERE run_id = 7 AND name = 'hw_instructions_per_step' AND value > 0")
+[[ $hw -eq 1 ]] || sqlite3 "$db" "SELECT message FROM cases WHERE run_id = 7" |
+  grep -q "not counted: perf_event_open" || fail "hw-instructions neither counted nor explained"
+set +e
+"$seqbench" run "$work/tiny.toml" --db "$db" --count instructions,hw-instructions 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "cannot be combined" "$work/err" || fail "combined kinds: rc $rc, $(cat "$work/err")"
 echo "count test: ok"
