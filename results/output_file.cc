@@ -1,10 +1,12 @@
 #include "results/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -78,6 +80,34 @@ void SyncDirectory(const fs::path& directory) {
   close(fd);
 }
 
+// The temporaries' common prefix beside `target`: ".NAME.seqbench-"; each one continues
+// with its writer's pid, a dash and mkostemp's six characters.
+std::string TemporaryPrefix(const fs::path& target) {
+  return "." + target.filename().string() + ".seqbench-";
+}
+
+// Removes the temporaries of `target` that a writer killed before its rename (kill -9, a
+// power cut) left behind: regular files of the pattern whose writer's pid is gone. A live
+// writer's temporary, or one whose pid was reused, stays; unlink never follows a link.
+void RemoveOrphanedTemporaries(const fs::path& directory, const fs::path& target) {
+  const std::string prefix = TemporaryPrefix(target);
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());  // "<pid>-XXXXXX"
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || rest.size() != dash + 7 ||
+        rest.find_first_not_of("0123456789") != dash)
+      continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    struct stat status {};
+    if (lstat(it->path().c_str(), &status) != 0 || !S_ISREG(status.st_mode)) continue;
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      unlink(it->path().c_str());
+  }
+}
+
 }  // namespace
 
 void WriteFileAtomically(const std::string& path, const std::string& content) {
@@ -86,7 +116,7 @@ void WriteFileAtomically(const std::string& path, const std::string& content) {
   const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
   // mkostemp opens with O_CREAT | O_EXCL: it never opens an existing path, symlink or not.
   std::string pattern =
-      (directory / ("." + target.filename().string() + ".seqbench-XXXXXX")).string();
+      (directory / (TemporaryPrefix(target) + std::to_string(getpid()) + "-XXXXXX")).string();
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
   const int fd = mkostemp(name.data(), O_CLOEXEC);
@@ -102,9 +132,11 @@ void WriteFileAtomically(const std::string& path, const std::string& content) {
   }
   temporary.Keep();
   SyncDirectory(directory);
+  RemoveOrphanedTemporaries(directory, target);
 }
 
-void RefuseDatabaseOutput(const std::string& output, const std::string& database) {
+void RefuseDatabaseOutput(const std::string& output, const std::string& database,
+                          const std::string& flag) {
   if (output.empty() || output == "-" || database.empty()) return;
   std::error_code error;
   const fs::path out = fs::weakly_canonical(fs::absolute(output).lexically_normal(), error);
@@ -117,7 +149,7 @@ void RefuseDatabaseOutput(const std::string& output, const std::string& database
         fs::equivalent(output, held, same_error) ||
         (!error && out == fs::weakly_canonical(fs::absolute(held).lexically_normal(), same_error));
     if (same) {
-      throw OutputRefused("--out " + output + " is the results database's own file " + held +
+      throw OutputRefused(flag + " " + output + " is the results database's own file " + held +
                           ": writing there would destroy its runs; choose another path");
     }
   }

@@ -2,7 +2,9 @@
 // never through a link someone planted, never over the results database. A file is
 // written to a temporary that is created exclusively next to it (never an existing path,
 // never through a symlink), synced, and renamed over the target; on any failure the
-// target is exactly as it was and the temporary is gone.
+// target is exactly as it was and the temporary is gone. A writer killed before its
+// rename (kill -9) leaves its temporary, named .NAME.seqbench-<pid>-XXXXXX; the next write
+// of NAME removes those whose pid no longer runs.
 //
 // Thread-safety: stateless functions, safe from any thread. Two writers of one path each
 // leave a whole file; the later rename wins.
@@ -29,6 +31,8 @@ void WriteFileAtomically(const std::string& path, const std::string& content);
 // Throws OutputRefused when `output` names the SQLite database at `database` or a file
 // SQLite keeps beside it (-wal, -shm, -journal), however spelled (relative, with `..`, or
 // through a symlink): a report written there would destroy the runs it reports.
-void RefuseDatabaseOutput(const std::string& output, const std::string& database);
+// `flag` names the option in the message.
+void RefuseDatabaseOutput(const std::string& output, const std::string& database,
+                          const std::string& flag = "--out");
 
 }  // namespace seqbench

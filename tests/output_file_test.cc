@@ -79,6 +79,35 @@ TEST_CASE("an output never goes through a symlink", "[integrity]") {
   CHECK_THROWS_AS(WriteFileAtomically((folder.path / "dir.md").string(), "x"), OutputRefused);
 }
 
+TEST_CASE("a killed writer's temporary is removed by the next write, a live one's is not",
+          "[integrity]") {
+  Folder folder("seqbench_output_orphans");
+  const fs::path out = folder.path / "table.md";
+  // A child that exits at once: its pid is surely gone when the write looks.
+  const pid_t dead = fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) _exit(0);
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+  const std::string prefix = ".table.md.seqbench-";
+  const fs::path orphan = folder.path / (prefix + std::to_string(dead) + "-a1B2c3");
+  const fs::path live = folder.path / (prefix + std::to_string(getpid()) + "-d4E5f6");
+  const fs::path other = folder.path / (".other.md.seqbench-" + std::to_string(dead) + "-a1B2c3");
+  const fs::path odd = folder.path / (prefix + std::to_string(dead) + "-toolong7");
+  for (const fs::path& file : {orphan, live, other, odd}) std::ofstream(file) << "half";
+  const fs::path victim = folder.path / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  const fs::path linked = folder.path / (prefix + std::to_string(dead) + "-g7H8i9");
+  fs::create_symlink(victim, linked);
+  WriteFileAtomically(out.string(), "whole\n");
+  CHECK(Slurp(out) == "whole\n");
+  CHECK_FALSE(fs::exists(orphan));  // the dead writer's
+  CHECK(fs::exists(live));          // a writer still running (this process)
+  CHECK(fs::exists(other));         // another target's
+  CHECK(fs::exists(odd));           // not a name seqbench makes
+  CHECK(fs::is_symlink(linked));    // not a regular file: never touched
+  CHECK(Slurp(victim) == "precious\n");
+}
+
 TEST_CASE("a write that fails midway leaves the old file and no temporary", "[integrity]") {
   // A file-size limit of 1000 bytes makes write() fail with EFBIG past it, as a full disk
   // fails with ENOSPC: in a child process, so that the limit binds nothing else.

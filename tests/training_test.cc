@@ -1,9 +1,12 @@
 // The training pipeline: batching plans, the loader, the schedule, the loss scaler,
 // gradient accumulation, mixed precision, checkpoints and the training suite format.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -15,6 +18,7 @@
 #include "harness/training/trainer.h"
 #include "harness/training/training_data.h"
 #include "harness/training/training_suite.h"
+#include "results/output_file.h"
 #include "tests/test_support.h"
 #include "variants/core/torch_compat.h"
 
@@ -258,6 +262,39 @@ TEST_CASE("an attention checkpoint keeps its feed-forward kind", "[training]") {
   Trainer other(geglu, train, validation);
   CHECK_THROWS_WITH(other.Load(path), Catch::Contains("different training configuration"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a checkpoint is written whole, never through a planted link", "[training]") {
+  const Samples train = SkewedSamples(40, 7), validation = SkewedSamples(8, 8);
+  const TrainingConfig config = testing::SmallTrainingConfig();
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("seqbench_ckpt_" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  const std::filesystem::path victim = folder / "victim.txt";
+  const std::filesystem::path path = folder / "model.pt";
+  { std::ofstream(victim) << "keep me"; }
+  Trainer trainer(config, train, validation);
+  trainer.Step();
+  // The link at the checkpoint's path, and at the name the old writer used for its
+  // temporary: neither may be followed.
+  std::filesystem::create_symlink(victim, path.string() + ".partial");
+  trainer.Save(path.string());
+  std::filesystem::create_symlink(victim, folder / "link.pt");
+  CHECK_THROWS_AS(trainer.Save((folder / "link.pt").string()), OutputRefused);
+  std::ifstream kept(victim);
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  CHECK(text == "keep me");
+  // What was written is a whole checkpoint, and no temporary is left beside it.
+  Trainer other(config, train, validation);
+  other.Load(path.string());
+  CHECK(other.step() == 1);
+  int entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    (void)entry;
+    ++entries;
+  }
+  CHECK(entries == 4);  // victim, model.pt, the two links
+  std::filesystem::remove_all(folder);
 }
 
 TEST_CASE("a resume may change the schedule's length and nothing else", "[training]") {

@@ -27,6 +27,7 @@
 #include "harness/training/training_suite.h"
 #include "reports/format.h"
 #include "reports/training.h"
+#include "results/output_file.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -455,6 +456,15 @@ int RunTrain(const std::vector<std::string>& args) {
     if (!std::filesystem::is_directory(folder)) {
       throw UsageError("train: --checkpoint " + checkpoint + ": folder " + folder.string() +
                        " does not exist; create it first");
+    }
+    try {  // neither the results database nor a planted link, checked before any step
+      RefuseDatabaseOutput(checkpoint, db_path, "--checkpoint");
+      if (std::filesystem::is_symlink(checkpoint) ||
+          (std::filesystem::exists(checkpoint) && !std::filesystem::is_regular_file(checkpoint)))
+        throw OutputRefused("--checkpoint " + checkpoint +
+                            " is a symbolic link or not a regular file; name a file");
+    } catch (const OutputRefused& refused) {
+      throw UsageError("train: " + std::string(refused.what()));
     }
   }
 

@@ -10,6 +10,7 @@
 #include "harness/text_data.h"
 #include "harness/training/adamw_8bit.h"
 #include "harness/training/offloaded_adamw.h"
+#include "results/output_file.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
 
@@ -304,10 +305,11 @@ void Trainer::Save(const std::string& path) const {
   archive.write("scaler.scale", c10::IValue(scaler_ ? scaler_->scale() : 1.0));
   archive.write("scaler.good_steps", c10::IValue(scaler_ ? scaler_->good_steps() : int64_t{0}));
   archive.write("run.uuid", c10::IValue(run_uuid_));
-  // A crash mid-write leaves the previous checkpoint intact.
-  const std::string temporary = path + ".partial";
-  archive.save_to(temporary);
-  std::filesystem::rename(temporary, path);
+  // Through the one atomic writer: a crash mid-write leaves the previous checkpoint intact,
+  // and a symlink planted at the path (or at a predictable temporary) is refused.
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  WriteFileAtomically(path, bytes.str());
 }
 
 void Trainer::Load(const std::string& path) {

@@ -96,8 +96,9 @@ class Trainer {
   const Samples& validation() const { return validation_; }
 
   // Writes parameters, optimizer moments, schedule position, loss scale and the loader's
-  // position atomically (a temporary file renamed), so that Load() continues with the
-  // same next batch and the same next loss.
+  // position atomically (WriteFileAtomically: whole or not at all), so that Load()
+  // continues with the same next batch and the same next loss. Throws OutputRefused for a
+  // symlink or non-file at `path`, std::runtime_error when the write fails.
   void Save(const std::string& path) const;
   // Throws std::runtime_error naming the file when it is not a seqbench checkpoint or was
   // written under another fingerprint.

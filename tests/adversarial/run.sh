@@ -134,6 +134,17 @@ out_is_db() { sb 2 report 1 --db runs.db --out runs.db && same runs.db "$runs_su
 out_is_wal() { sb 2 report 1 --db runs.db --out runs.db-wal && [[ ! -s runs.db-wal ]] && same runs.db "$runs_sum"; }
 out_is_journal() { sb 2 report 1 --db runs.db --out runs.db-journal && [[ ! -e runs.db-journal ]]; }
 plot_out_is_db() { sb 2 plot 1 --db runs.db --x batch --y runtime --out runs.db && same runs.db "$runs_sum"; }
+small_train=(train --corpus synthetic --max-samples 64 --validation-samples 8 --max-length 16
+  --width 8 --layers 1 --heads 2 --batch-size 4 --variant fused --steps 8)
+checkpoint_is_db() {  # refused before any step: the checkpoint would replace the database
+  sb 2 "${small_train[@]}" --db runs.db --checkpoint runs.db && says "results database" &&
+    same runs.db "$runs_sum"
+}
+checkpoint_is_link() {  # refused before any step, the linked file untouched
+  ln -sf "$work/victim.txt" model.pt
+  sb 2 "${small_train[@]}" --db train.db --checkpoint model.pt && says "symbolic link" &&
+    same victim.txt "$victim_sum"
+}
 out_through_link() {  # refused: seqbench replaces only regular files
   ln -sf "$work/victim.txt" link.md
   sb 2 report 1 --db runs.db --out link.md && says "symbolic link" && same victim.txt "$victim_sum"
@@ -347,6 +358,7 @@ sigterm_stops_run() { signal_stops_run TERM; }
 sigint_stops_run() { signal_stops_run INT; }
 
 for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
+  checkpoint_is_db checkpoint_is_link \
   readme_planted_temporary readme_plot_is_link readme_plot_outside report_json_full show_full \
   check_full compare_full readme_full_disk report_out_full_disk \
   foreign_refused_by_writers foreign_refused_by_show foreign_refused_by_report \
