@@ -1,6 +1,6 @@
 #include "harness/case_record.h"
 
-#include "harness/statistics.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 
@@ -62,6 +62,12 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
         static_cast<double>(result.work.recomputed_positions) /
             static_cast<double>(result.work.positions),
         "ratio");
+  }
+  // Where the case's time went (report --phases), in kCasePhases' order.
+  for (const char* phase : kCasePhases) {
+    const auto seconds = result.phases_s.find(phase);
+    if (seconds != result.phases_s.end())
+      add(std::string("phase_") + phase + "_s", seconds->second, "s");
   }
   // The threads really in force, which the identity's `threads` asked for.
   if (result.threads.intra_op >= 0) add("threads_intra_op", result.threads.intra_op, "count");

@@ -1,6 +1,6 @@
 // The stored record of one benchmark case: a CaseRunner's CaseResult turned into the
 // store's CaseRecord, with its identity, raw samples, and the metrics every report reads
-// (runtime statistics from harness/statistics.h, throughput, memory, correctness).
+// (runtime statistics from stats/statistics.h, throughput, memory, correctness).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -18,7 +18,7 @@
 #include <stdexcept>
 
 #include "harness/child_process.h"
-#include "harness/statistics.h"
+#include "stats/statistics.h"
 
 #if SEQBENCH_HAVE_CALLGRIND
 #include <valgrind/callgrind.h>

@@ -11,8 +11,8 @@
 
 #include "harness/cuda_probe.h"
 #include "harness/key_pattern.h"
-#include "harness/statistics.h"
 #include "harness/workload.h"
+#include "stats/statistics.h"
 #include "variants/core/registry.h"
 #include "variants/core/trace.h"
 
@@ -162,6 +162,22 @@ class OwnTime {
   std::chrono::steady_clock::time_point started_;
 };
 
+// One phase of a case: an NVTX range, and its wall time added to the case's phases_s.
+class Phase {
+ public:
+  Phase(CaseResult& result, const char* name)
+      : result_(result), name_(name), range_(name), started_(std::chrono::steady_clock::now()) {}
+  ~Phase() { result_.phases_s[name_] += Seconds(std::chrono::steady_clock::now() - started_); }
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+
+ private:
+  CaseResult& result_;
+  const char* name_;
+  TraceRange range_;
+  std::chrono::steady_clock::time_point started_;
+};
+
 }  // namespace
 
 CaseRunner::~CaseRunner() = default;
@@ -176,6 +192,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
   p.mode = ModeOf(workload);
   const Mode mode = p.mode;
   TraceRange case_range("case " + spec.Key());
+  std::optional<Phase> phase;  // one at a time, each an NVTX range and a stored time
+  phase.emplace(result, "setup");
   try {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
     p.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
@@ -216,7 +234,6 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
         GlobalVariants().Get(baseline.key).capabilities.Supports(torch::kFloat64);
     const torch::ScalarType reference_dtype =
         (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
-    std::optional<TraceRange> phase;  // one NVTX range per harness phase
     p.variant = entry.factory();
     Variant* variant = p.variant.get();
     const ModelConfig model = suite_.ModelFor(workload, caps.family);
@@ -230,7 +247,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     std::string reference_skipped;
     const StepOutcome* reference = nullptr;
     if (ShouldCheck(spec)) {
-      phase.emplace("check");
+      phase.reset();
+      phase.emplace(result, "check");
       reference =
           ReferenceFor(workload, caps.family, reference_dtype, device, batch, reference_skipped);
     }
@@ -239,9 +257,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
       result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
                                            *reference, mode, batch, p.tolerance);
       result.checked = true;
-      phase.reset();
     } else if (!reference_skipped.empty()) {
-      phase.reset();
       result.reference = std::string(kNotCheckedReference) + " (" + reference_skipped + ")";
     } else {
       result.reference =
@@ -286,7 +302,8 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
       Synchronize(self->device);
       return Seconds(std::chrono::steady_clock::now() - begin);
     };
-    phase.emplace("warmup");
+    phase.reset();
+    phase.emplace(result, "warmup");
     for (int64_t i = 0; i < measure.warmup; ++i) p.step();
     if (measure.min_time_s > 0) {
       // The plain step: slowed and plain runs then time the same number of steps.
@@ -313,8 +330,11 @@ void CaseRunner::TimeSamples(PreparedCase& prepared, int64_t repetitions, int64_
   TraceRange case_range("case " + prepared.result.spec.Key());
   try {
     SetThreads(prepared.result.spec.workload.threads);
-    for (int64_t i = 0; i < warmup; ++i) prepared.step();
-    TraceRange phase("timed");
+    if (warmup > 0) {
+      Phase warming(prepared.result, "warmup");
+      for (int64_t i = 0; i < warmup; ++i) prepared.step();
+    }
+    Phase phase(prepared.result, "timed");
     const Timing more = MeasureWithGoogleBenchmark(prepared.result.spec.Key(), prepared.timed_step,
                                                    prepared.iterations, repetitions);
     prepared.result.timing.iterations = more.iterations;
@@ -336,13 +356,14 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     if (p.ready) {
       try {
         SetThreads(result.spec.workload.threads);
-        // 3. Memory of one more step.
-        TraceRange phase("memory");
-        MemoryProbe probe(p.device);
-        probe.Begin();
-        p.step();
-        Synchronize(p.device);
-        result.memory = probe.End();
+        {  // 3. Memory of one more step.
+          Phase phase(result, "memory");
+          MemoryProbe probe(p.device);
+          probe.Begin();
+          p.step();
+          Synchronize(p.device);
+          result.memory = probe.End();
+        }
         if (!result.checked || result.correctness.passed()) {
           result.status = kStatusOk;
         } else {
@@ -362,6 +383,7 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     }
     // The case's tensors go now; the next case should not inherit its cached blocks,
     // least of all after an out-of-memory failure.
+    Phase teardown(result, "teardown");
     p.step = nullptr;
     p.measured_step = nullptr;
     p.timed_step = nullptr;

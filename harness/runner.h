@@ -24,7 +24,7 @@
 namespace seqbench {
 
 // What Google Benchmark measured; the statistics over the samples are computed by
-// harness/statistics.h (one implementation for every report), not taken from its
+// stats/statistics.h (one implementation for every report), not taken from its
 // aggregates.
 struct Timing {
   std::vector<double> samples_s;  // one per repetition: seconds per step
@@ -46,6 +46,9 @@ struct CaseResult {
   StepWork work;                // what one timed step evaluates, by the variant
   StepCost cost;                // of one timed step, by the family's formula (0: unknown)
   double wall_s = 0;            // the whole case, checks and warmup included
+  // Where the case's wall time went, seconds by phase (results/store.h kCasePhases), for
+  // the share a suite spends in its timed steps (report --phases).
+  std::map<std::string, double> phases_s;
 };
 
 // Which cases the runner checks against the baseline before timing them.

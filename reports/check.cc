@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <optional>
 
-#include "harness/statistics.h"
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/report.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 namespace {

@@ -28,7 +28,7 @@ inline constexpr double kCheckConfidence = 0.95;
 
 // Evaluates the expectations stored with a run (RunRecord::expectations) on its cases:
 // speedup: Speedup(variant, over) (reports/report.h: the ratio of median throughputs),
-// which falls short only when its whole 95% bootstrap interval (harness/statistics.h)
+// which falls short only when its whole 95% bootstrap interval (stats/statistics.h)
 // misses the bound (with fewer than 3 samples a side, when the ratio itself does);
 // memory_ratio: activation bytes of `variant` / activation bytes of `over`;
 // recompute_ratio: recompute_factor of `variant` / that of `over` (1 when both are 0), the

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <map>
 
-#include "harness/statistics.h"
 #include "reports/report.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 

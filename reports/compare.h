@@ -1,6 +1,6 @@
 // Comparison of two runs, case by case (matched by the one case identity,
 // results/case_identity.h): the ratio of median runtimes (new / base, the inverse of the
-// one speedup), its bootstrap confidence interval (harness/statistics.h) from the raw
+// one speedup), its bootstrap confidence interval (stats/statistics.h) from the raw
 // repetition samples, and a verdict from where that interval lies against the threshold;
 // peak memory is judged against the same threshold. Counted work (run --count) is judged
 // apart: the ratio of instructions per step against its own, tighter threshold.
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/statistics.h"
 #include "results/store.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 

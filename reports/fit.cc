@@ -7,8 +7,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "harness/statistics.h"
 #include "reports/markdown.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/statistics.h"
 #include "results/store.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 

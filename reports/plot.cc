@@ -16,9 +16,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "harness/statistics.h"
 #include "reports/report.h"
 #include "results/output_file.h"
+#include "stats/statistics.h"
 
 extern char** environ;
 

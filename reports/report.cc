@@ -3,23 +3,27 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
 
-#include "harness/statistics.h"
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 namespace {
 
 using nlohmann::json;
 
-// Every metric a case may carry, in the order CSV columns list them.
+// The CSV's first metric columns, in this order; every other metric a case of the run
+// carries follows, sorted by name (CsvMetricColumns), so that no stored metric is missed.
 const std::vector<std::string> kMetricColumns = {"runtime_mean_s",
                                                  "runtime_median_s",
                                                  "runtime_stddev_s",
@@ -229,6 +233,45 @@ TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cas
   return total;
 }
 
+std::string RenderPhaseTable(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  std::vector<std::string> headers = {"case"};
+  for (const char* phase : kCasePhases) headers.emplace_back(phase);
+  headers.insert(headers.end(), {"of which samples", "other", "wall", "samples / wall"});
+  MarkdownTable table(headers);
+  const size_t phases = std::size(kCasePhases);
+  std::vector<double> totals(phases, 0);
+  TimedShare all;
+  const auto row = [&](const std::string& name, const std::vector<std::optional<double>>& times,
+                       const TimedShare& share) {
+    std::vector<std::string> cells = {name};
+    double covered = 0;
+    bool any = false;
+    for (const auto& seconds : times) {
+      cells.push_back(seconds ? FormatDuration(*seconds) : "–");
+      covered += seconds.value_or(0);
+      any = any || seconds.has_value();
+    }
+    cells.push_back(FormatDuration(share.timed_s));
+    cells.push_back(any ? FormatDuration(std::max(0.0, share.wall_s - covered)) : "–");
+    cells.push_back(FormatDuration(share.wall_s));
+    cells.push_back(FormatSignificant(share.share() * 100) + "%");
+    table.AddRow(cells);
+  };
+  for (const CaseRecord& c : cases) {
+    std::vector<std::optional<double>> times;
+    for (size_t i = 0; i < phases; ++i) {
+      times.push_back(c.MetricValue(std::string("phase_") + kCasePhases[i] + "_s"));
+      totals[i] += times.back().value_or(0);
+    }
+    const TimedShare share = TimedShareOf(run, {c});
+    all.timed_s += share.timed_s;
+    all.wall_s += share.wall_s;
+    row(c.name() + " " + ShapeCell(c) + " " + c.workload().mode, times, share);
+  }
+  row("all cases", std::vector<std::optional<double>>(totals.begin(), totals.end()), all);
+  return table.Render();
+}
+
 std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
   std::vector<std::string> warnings = run.warnings;
   // A training pipeline's samples are steps of different batches, spread by design.
@@ -274,11 +317,24 @@ std::string RenderWarnings(const std::vector<std::string>& warnings) {
   return text + "\n";
 }
 
+// kMetricColumns, then the run's other metrics by name.
+std::vector<std::string> CsvMetricColumns(const std::vector<CaseRecord>& cases) {
+  std::vector<std::string> columns = kMetricColumns;
+  std::set<std::string> others;
+  for (const CaseRecord& c : cases)
+    for (const Metric& metric : c.metrics)
+      if (std::find(columns.begin(), columns.end(), metric.name) == columns.end())
+        others.insert(metric.name);
+  columns.insert(columns.end(), others.begin(), others.end());
+  return columns;
+}
+
 std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  const std::vector<std::string> metric_columns = CsvMetricColumns(cases);
   std::string text = "run_id,suite,case_key,variant_name,variant_key,category,options";
   for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
   text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
-  for (const auto& metric : kMetricColumns) text += "," + metric;
+  for (const auto& metric : metric_columns) text += "," + escape::CsvField(metric);
   text += ",percent_of_peak,bound\n";
   for (const CaseRecord& c : cases) {
     std::vector<std::string> fields = {
@@ -292,7 +348,7 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
     }
     std::string line;
     for (const auto& field : fields) line += (line.empty() ? "" : ",") + escape::CsvField(field);
-    for (const auto& metric : kMetricColumns) {
+    for (const auto& metric : metric_columns) {
       const auto value = c.MetricValue(metric);
       line += "," + (value ? FormatSignificant(*value, 10) : std::string());
     }

@@ -42,6 +42,12 @@ struct TimedShare {
 };
 TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
+// report --phases: each case's wall time by phase (kCasePhases, stored as phase_<name>_s),
+// the timed samples inside the timed loop, what no phase covers ("other": the case's
+// bookkeeping), and the samples' share of the case; a total row last. Cases stored before
+// phases were recorded show "–".
+std::string RenderPhaseTable(const RunRecord& run, const std::vector<CaseRecord>& cases);
+
 // The one definition of speedup in seqbench (README, report, check, compare, plot):
 //
 //   speedup = median throughput of `candidate` / median throughput of `reference`,

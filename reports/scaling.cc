@@ -7,10 +7,10 @@
 #include <map>
 #include <stdexcept>
 
-#include "harness/training/ring_model.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
+#include "stats/ring_model.h"
 
 namespace seqbench {
 namespace {

@@ -1,7 +1,7 @@
 // Data-parallel scaling from a training run's stored cases: the measured table (tokens/s
 // against the one-rank reference, the network each group measured, where the step's time
 // went), the ring all-reduce model's extrapolation to more ranks from those measurements,
-// and their plots. The model is harness/training/ring_model.h; every figure it produces
+// and their plots. The model is stats/ring_model.h; every figure it produces
 // is labelled as a model.
 //
 // Thread-safety: pure functions, except the Render*Plot() ones, which run gnuplot.

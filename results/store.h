@@ -112,6 +112,13 @@ struct Metric {
 // sample|none): "not checked (--check sample)".
 inline constexpr char kNotCheckedReference[] = "not checked";
 
+// A benchmark case's phases, in order, each stored as the metric phase_<name>_s: setup
+// (the variant built, its weights and batch made), check (the reference and the variant's
+// checked step), warmup, timed (Google Benchmark's loop around the samples), memory (the
+// probed step), teardown (the case's tensors freed).
+inline constexpr const char* kCasePhases[] = {"setup", "check",  "warmup",
+                                              "timed", "memory", "teardown"};
+
 // Case statuses, as stored (the cases table's CHECK constraint lists the same).
 inline constexpr char kStatusOk[] = "ok";              // correct (or unchecked), timed
 inline constexpr char kStatusMismatch[] = "mismatch";  // timed, but outside its tolerance or

@@ -6,9 +6,9 @@
 #include <random>
 
 #include "harness/ab_run.h"
-#include "harness/statistics.h"
 #include "reports/compare.h"
 #include "reports/gate.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 namespace {

@@ -17,7 +17,6 @@
 #include <sstream>
 #include <tuple>
 
-#include "harness/statistics.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/fit.h"
@@ -30,6 +29,7 @@
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
+#include "stats/statistics.h"
 
 namespace seqbench {
 namespace {
@@ -211,6 +211,37 @@ TEST_CASE("timed share: every sample times its iterations over the cases' wall t
   run.kind = kRunKindTraining;
   CHECK(TimedShareOf(run, cases).timed_s == Approx(1.1));
   CHECK(TimedShareOf(run, {}).share() == 0);
+}
+
+TEST_CASE("report --phases: each phase, the samples inside, the rest and the share", "[reports]") {
+  RunRecord run = Run();
+  std::vector<CaseRecord> cases = {Case("a", "train", 1, {0.2, 0.3, 0.4}),
+                                   Case("b", "forward", 1, {0.05, 0.15})};
+  cases[0].iterations = 4;  // 3.6 s of steps
+  cases[0].wall_s = 6;
+  cases[1].iterations = 10;  // 2 s of steps
+  cases[1].wall_s = 14;
+  // a: 0.5 + 1 + 0.25 + 4 + 0.125 + 0.0625 = 5.9375 s of phases, 0.0625 s other.
+  const double phases_a[] = {0.5, 1, 0.25, 4, 0.125, 0.0625};
+  for (size_t i = 0; i < std::size(kCasePhases); ++i)
+    cases[0].metrics.push_back({std::string("phase_") + kCasePhases[i] + "_s", phases_a[i], "s"});
+  // b was stored before phases were: dashes (–), and no "other" claimed.
+  const std::string table = RenderPhaseTable(run, cases);
+  INFO(table);
+  const auto row_of = [&](const std::string& start) {
+    const auto at = table.find("| " + start);
+    REQUIRE(at != std::string::npos);
+    return table.substr(at, table.find('\n', at) - at);
+  };
+  const std::string a = row_of("a ");
+  CHECK(a.find("| 500 ms | 1.00 s | 250 ms | 4.00 s | 125 ms | 62.5 ms | 3.60 s | 62.5 ms | 6.00 s "
+               "| 60% |") != std::string::npos);
+  const std::string b = row_of("b ");
+  CHECK(b.find("| – | – | – | – | – | – | 2.00 s | – | 14.0 s | 14.3% |") != std::string::npos);
+  // The total: phases summed over cases, 5.6 s of steps in 20 s.
+  const std::string all = row_of("all cases");
+  CHECK(all.find("| 500 ms | 1.00 s | 250 ms | 4.00 s | 125 ms | 62.5 ms | 5.60 s | 14.1 s | 20.0 "
+                 "s | 28% |") != std::string::npos);
 }
 
 TEST_CASE("one speedup definition: the ratio of median throughputs", "[reports]") {

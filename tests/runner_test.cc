@@ -17,8 +17,8 @@
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
 #include "harness/cuda_probe.h"
-#include "harness/statistics.h"
 #include "harness/workload.h"
+#include "stats/statistics.h"
 #include "tests/test_support.h"
 #include "variants/core/torch_compat.h"
 
@@ -585,6 +585,56 @@ seq_len = [4, 6]
   CHECK(checked(CheckPolicy::kNone) == 0);
   CHECK(ParseCheckPolicy("sample") == CheckPolicy::kSample);
   CHECK_FALSE(ParseCheckPolicy("some"));
+}
+
+TEST_CASE("a case's wall time is split into its phases, which never overlap", "[runner]") {
+  const Suite suite = ParseSuite(R"toml(
+name = "phases"
+description = "where a case's time goes"
+family = "simple_rnn"
+baseline = "baseline"
+[model]
+vocab_size = 16
+width = 8
+layers = 1
+heads = 2
+[measure]
+repetitions = 3
+warmup = 2
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "fused"
+[grid]
+mode = "train"
+batch = 2
+seq_len = 6
+)toml",
+                                 "phases.toml");
+  const auto cases = suite.Expand();
+  REQUIRE(cases.size() == 2);
+  for (const CheckPolicy policy : {CheckPolicy::kFull, CheckPolicy::kNone}) {
+    CaseRunner runner(suite, policy);
+    const CaseResult result = runner.Run(cases[1]);
+    REQUIRE(result.status == kStatusOk);
+    double covered = 0;
+    for (const char* phase : kCasePhases) {
+      const bool expected = policy == CheckPolicy::kFull || std::string(phase) != "check";
+      CHECK(result.phases_s.count(phase) == (expected ? 1u : 0u));
+      if (result.phases_s.count(phase)) covered += result.phases_s.at(phase);
+    }
+    CHECK(result.phases_s.size() == (policy == CheckPolicy::kFull ? 6u : 5u));
+    // Phases nest in the case and never overlap: together within its wall time.
+    CHECK(covered <= result.wall_s);
+    // The timed loop holds every sample's steps.
+    double samples = 0;
+    for (const double seconds : result.timing.samples_s) samples += seconds;
+    CHECK(samples * static_cast<double>(result.timing.iterations) <= result.phases_s.at("timed"));
+    // Stored as metrics, one per phase.
+    const CaseRecord record = ToRecord(result, 0);
+    CHECK(record.MetricValue("phase_timed_s") == Approx(result.phases_s.at("timed")));
+    CHECK(record.MetricValue("phase_check_s").has_value() == (policy == CheckPolicy::kFull));
+  }
 }
 
 }  // namespace

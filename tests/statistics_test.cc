@@ -4,7 +4,7 @@
 // changing a case. The property tests below catch what a fixture alone might not: a
 // population stddev, a wrong median of an even count, an asymmetric U test.
 
-#include "harness/statistics.h"
+#include "stats/statistics.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/training/ring_model.h"
+#include "stats/ring_model.h"
 
 namespace seqbench::stats {
 namespace {

@@ -10,11 +10,11 @@
 #include <optional>
 
 #include "harness/cuda_probe.h"
-#include "harness/statistics.h"
 #include "harness/training/inference_comparison.h"
 #include "harness/training/offloaded_adamw.h"
 #include "harness/training/recall_task.h"
-#include "harness/training/ring_model.h"
+#include "stats/ring_model.h"
+#include "stats/statistics.h"
 #include "variants/core/registry.h"
 
 namespace seqbench::training {

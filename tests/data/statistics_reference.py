@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # Reference values for tests/statistics_test.cc, computed by NumPy and SciPy so that
-# harness/statistics.cc is checked against an implementation it shares no code with.
+# stats/statistics.cc is checked against an implementation it shares no code with.
 #
 # Produced by (from the repository root, with Debian's python3-numpy and python3-scipy):
 #   /usr/bin/python3 tests/data/statistics_reference.py

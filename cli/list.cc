@@ -5,7 +5,7 @@
 #include <iomanip>
 #include <iostream>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "harness/suite.h"
 #include "harness/training/training_suite.h"
 #include "reports/escape/terminal.h"

@@ -1,9 +1,9 @@
-#include "harness/training/ring_model.h"
+#include "stats/ring_model.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-#include "harness/statistics.h"
+#include "stats/statistics.h"
 
 namespace seqbench::training {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "results/store.h"
 
 namespace po = boost::program_options;

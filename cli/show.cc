@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/report.h"

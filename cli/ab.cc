@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/command.h"
 #include "harness/ab_run.h"
 #include "harness/child_process.h"
-#include "harness/cli/command.h"
 #include "harness/suite.h"
 
 namespace po = boost::program_options;

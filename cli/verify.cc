@@ -6,7 +6,7 @@
 #include <iostream>
 #include <regex>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "harness/equivalence.h"
 #include "harness/key_pattern.h"
 #include "harness/workload.h"

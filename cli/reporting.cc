@@ -12,7 +12,7 @@
 #include <sstream>
 #include <vector>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "harness/suite.h"
 #include "reports/check.h"
 #include "reports/compare.h"
@@ -59,7 +59,8 @@ int RunReport(const std::vector<std::string>& args) {
   std::string format, out, fit_field;
   po::options_description options(
       "Usage: seqbench report [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
-      "                       [--format md|csv|json|gbench-json] [--fit FIELD] [--out FILE]\n"
+      "                       [--format md|csv|json|gbench-json] [--fit FIELD] [--phases]\n"
+      "                       [--out FILE]\n"
       "                       [--db FILE]\n\n"
       "Renders a stored run: Markdown tables (one per mode, dtype and device), CSV or JSON\n"
       "with every field, or Google Benchmark's JSON for its tools/compare.py. Speedup is the\n"
@@ -67,7 +68,9 @@ int RunReport(const std::vector<std::string>& args) {
       "definition every seqbench command uses. --fit seq_len fits, per variant and\n"
       "workload, time ∝ T^k and activation memory ∝ T^k over the run's lengths and prints k\n"
       "with its 95% interval (least squares on logs, Student's t), and the time ratio of\n"
-      "every doubling of T with its 95% bootstrap interval.\n\nOptions");
+      "every doubling of T with its 95% bootstrap interval. --phases shows where each\n"
+      "case's wall time went (setup, check, warmup, timed loop, memory pass, teardown) and\n"
+      "the share its timed samples took.\n\nOptions");
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
@@ -77,7 +80,8 @@ int RunReport(const std::vector<std::string>& args) {
                                                         "write here instead of standard output")(
       "fit", po::value(&fit_field),
       "fit exponents, and list each doubling's time ratio, against this "
-      "workload field (md only)");
+      "workload field (md only)")(
+      "phases", "each case's wall time by phase, and its timed samples' share (md only)");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   RefuseDatabaseOutput(out, selection.db_path);
@@ -88,6 +92,12 @@ int RunReport(const std::vector<std::string>& args) {
   const RunRecord run = selection.Resolve(*values, store, "report");
   const auto cases = store->Cases(run.run_id);
   std::string text;
+  if (values->count("phases")) {
+    if (format != "md") throw UsageError("report: --phases renders Markdown only; drop --format");
+    if (run.kind == kRunKindTraining) throw UsageError("report: --phases needs a benchmark run");
+    WriteOutput(RenderPhaseTable(run, cases), out);
+    return 0;
+  }
   if (!fit_field.empty()) {
     if (format != "md") throw UsageError("report: --fit renders Markdown only; drop --format");
     if (run.kind == kRunKindTraining) throw UsageError("report: --fit needs a benchmark run");

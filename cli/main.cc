@@ -8,7 +8,7 @@
 #include <regex>
 #include <sstream>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "reports/escape/terminal.h"

@@ -17,8 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/command.h"
 #include "harness/child_process.h"
-#include "harness/cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/run_header.h"
 #include "harness/text_data.h"

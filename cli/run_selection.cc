@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/cli/command.h"
+#include "cli/command.h"
 
 namespace po = boost::program_options;
 

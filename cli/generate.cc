@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "harness/cli/command.h"
-#include "harness/statistics.h"
+#include "cli/command.h"
 #include "harness/text_data.h"
 #include "harness/training/trainer.h"
 #include "reports/format.h"
 #include "results/case_identity.h"
+#include "stats/statistics.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
