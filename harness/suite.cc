@@ -209,22 +209,12 @@ void CheckWorkload(const TomlReader& reader, const toml::source_region& where, c
 
 }  // namespace
 
-Suite ParseSuite(const std::string& text, const std::string& path) {
-  TomlReader reader(path);
-  const toml::table root = reader.Parse(text);
-  if (const toml::node* pipelines = root.get("pipelines")) {
-    reader.Fail(pipelines->source(),
-                "this is a training suite ([[pipelines]]); run it with: seqbench train " + path);
-  }
-  reader.CheckKeys(root, "the suite",
-                   {"name", "description", "family", "baseline", "references", "seed", "model",
-                    "measure", "variants", "grid", "cases", "expect"});
-  Suite suite;
-  suite.path = path;
-  suite.text = text;
-  suite.name = reader.Name(reader.Required(root, "name", "the suite"), "name");
-  suite.description =
-      reader.String(reader.Required(root, "description", "the suite"), "description");
+namespace {
+
+// `family` and [references]: the suite's model family, and the variant that checks each
+// other family's cases. Returns the other families.
+std::set<std::string> ReadFamilies(const TomlReader& reader, const toml::table& root,
+                                   Suite& suite) {
   const toml::node& family_node = reader.Required(root, "family", "the suite");
   suite.model.family = reader.String(family_node, "family");
   if (!GlobalFamilies().Contains(suite.model.family)) {
@@ -253,81 +243,85 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
       other_families.insert(family);
     }
   }
-  if (const toml::node* seed = root.get("seed")) {
-    suite.seed = static_cast<uint64_t>(reader.Integer(*seed, "seed", 0, INT64_MAX));
-  }
+  return other_families;
+}
 
-  if (const toml::node* model_node = root.get("model")) {
-    if (!model_node->is_table())
-      reader.Fail(model_node->source(), "'model' must be a table ([model])");
-    const toml::table& model = *model_node->as_table();
-    // The model sizes are workload fields: one set of names and bounds for both places.
-    std::vector<std::string> size_keys;
-    Workload sizes = suite.DefaultWorkload();
-    for (const WorkloadField& field : WorkloadFields()) {
-      if (!field.model_size) continue;
-      size_keys.emplace_back(field.name);
-      if (const toml::node* n = model.get(field.name)) {
-        field.Set(sizes, ReadField(reader, *n, field));
-      }
-    }
-    reader.CheckKeys(model, "[model]", size_keys);
-    suite.model = suite.ModelFor(sizes);
-    const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
-    if (family.validate) {
-      try {
-        family.validate(suite.model);
-      } catch (const std::exception& error) {
-        reader.Fail(model.source(), "invalid [model]: " + DescribeError(error));
-      }
+// [model]: the model sizes, which are workload fields (one set of names and bounds for
+// both places), validated by the family.
+void ReadModelTable(const TomlReader& reader, const toml::node& model_node, Suite& suite) {
+  if (!model_node.is_table()) reader.Fail(model_node.source(), "'model' must be a table ([model])");
+  const toml::table& model = *model_node.as_table();
+  // The model sizes are workload fields: one set of names and bounds for both places.
+  std::vector<std::string> size_keys;
+  Workload sizes = suite.DefaultWorkload();
+  for (const WorkloadField& field : WorkloadFields()) {
+    if (!field.model_size) continue;
+    size_keys.emplace_back(field.name);
+    if (const toml::node* n = model.get(field.name)) {
+      field.Set(sizes, ReadField(reader, *n, field));
     }
   }
-
-  if (const toml::node* measure_node = root.get("measure")) {
-    if (!measure_node->is_table())
-      reader.Fail(measure_node->source(), "'measure' must be a table ([measure])");
-    const toml::table& measure = *measure_node->as_table();
-    reader.CheckKeys(measure, "[measure]",
-                     {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise",
-                      "max_time_s", "count", "count_steps"});
-    const auto integer = [&](const MeasureBound& bound, int64_t& field) {
-      if (auto* n = measure.get(bound.key))
-        field = reader.Integer(*n, bound.key, static_cast<int64_t>(bound.min),
-                               static_cast<int64_t>(bound.max));
-    };
-    // A number within its bound; above it where `positive` (0 means "not set").
-    const auto number = [&](const MeasureBound& bound, bool positive) -> std::optional<double> {
-      const toml::node* n = measure.get(bound.key);
-      if (n == nullptr) return std::nullopt;
-      const double value = reader.Number(*n, bound.key, bound.min);
-      if ((positive && !(value > bound.min)) || value > bound.max) {
-        reader.Fail(n->source(), "'" + std::string(bound.key) + "' must be " +
-                                     (positive ? "above " : "at least ") + FormatBound(bound.min) +
-                                     " and at most " + FormatBound(bound.max));
-      }
-      return value;
-    };
-    integer(kRepetitionsBound, suite.measurement.repetitions);
-    integer(kWarmupBound, suite.measurement.warmup);
-    if (const auto ms = number(kMinTimeBound, false)) suite.measurement.min_time_s = *ms / 1e3;
-    if (const auto s = number(kCaseTimeoutBound, true)) suite.measurement.case_timeout_s = *s;
-    if (auto* n = measure.get("max_noise")) {
-      // "3%" or 0.03, as on the command line.
-      const std::optional<double> fraction =
-          n->is_string()   ? ParseFraction(n->value<std::string>().value_or(""))
-          : n->is_number() ? std::optional<double>(reader.Number(*n, "max_noise", 0))
-                           : std::nullopt;
-      if (!fraction || !(*fraction > 0 && *fraction < 1))
-        reader.Fail(n->source(),
-                    "'max_noise' must be a fraction in (0, 1) or a percentage, e.g. 0.03 or "
-                    "\"3%\"");
-      suite.measurement.max_noise = *fraction;
+  reader.CheckKeys(model, "[model]", size_keys);
+  suite.model = suite.ModelFor(sizes);
+  const FamilyEntry& family = GlobalFamilies().Get(suite.model.family);
+  if (family.validate) {
+    try {
+      family.validate(suite.model);
+    } catch (const std::exception& error) {
+      reader.Fail(model.source(), "invalid [model]: " + DescribeError(error));
     }
-    if (const auto s = number(kMaxTimeBound, true)) suite.measurement.max_time_s = *s;
-    if (auto* n = measure.get("count")) suite.measurement.count = ReadCountKinds(reader, *n);
-    integer(kCountStepsBound, suite.measurement.count_steps);
   }
+}
 
+// [measure]: how each case is timed and counted, every key within its bound.
+void ReadMeasureTable(const TomlReader& reader, const toml::node& measure_node, Suite& suite) {
+  if (!measure_node.is_table())
+    reader.Fail(measure_node.source(), "'measure' must be a table ([measure])");
+  const toml::table& measure = *measure_node.as_table();
+  reader.CheckKeys(measure, "[measure]",
+                   {"repetitions", "warmup", "min_time_ms", "case_timeout_s", "max_noise",
+                    "max_time_s", "count", "count_steps"});
+  const auto integer = [&](const MeasureBound& bound, int64_t& field) {
+    if (auto* n = measure.get(bound.key))
+      field = reader.Integer(*n, bound.key, static_cast<int64_t>(bound.min),
+                             static_cast<int64_t>(bound.max));
+  };
+  // A number within its bound; above it where `positive` (0 means "not set").
+  const auto number = [&](const MeasureBound& bound, bool positive) -> std::optional<double> {
+    const toml::node* n = measure.get(bound.key);
+    if (n == nullptr) return std::nullopt;
+    const double value = reader.Number(*n, bound.key, bound.min);
+    if ((positive && !(value > bound.min)) || value > bound.max) {
+      reader.Fail(n->source(), "'" + std::string(bound.key) + "' must be " +
+                                   (positive ? "above " : "at least ") + FormatBound(bound.min) +
+                                   " and at most " + FormatBound(bound.max));
+    }
+    return value;
+  };
+  integer(kRepetitionsBound, suite.measurement.repetitions);
+  integer(kWarmupBound, suite.measurement.warmup);
+  if (const auto ms = number(kMinTimeBound, false)) suite.measurement.min_time_s = *ms / 1e3;
+  if (const auto s = number(kCaseTimeoutBound, true)) suite.measurement.case_timeout_s = *s;
+  if (auto* n = measure.get("max_noise")) {
+    // "3%" or 0.03, as on the command line.
+    const std::optional<double> fraction =
+        n->is_string()   ? ParseFraction(n->value<std::string>().value_or(""))
+        : n->is_number() ? std::optional<double>(reader.Number(*n, "max_noise", 0))
+                         : std::nullopt;
+    if (!fraction || !(*fraction > 0 && *fraction < 1))
+      reader.Fail(n->source(),
+                  "'max_noise' must be a fraction in (0, 1) or a percentage, e.g. 0.03 or "
+                  "\"3%\"");
+    suite.measurement.max_noise = *fraction;
+  }
+  if (const auto s = number(kMaxTimeBound, true)) suite.measurement.max_time_s = *s;
+  if (auto* n = measure.get("count")) suite.measurement.count = ReadCountKinds(reader, *n);
+  integer(kCountStepsBound, suite.measurement.count_steps);
+}
+
+// [[variants]], `baseline` and the [references]' variants. Returns the variants' names.
+std::set<std::string> ReadVariants(const TomlReader& reader, const toml::table& root,
+                                   const std::set<std::string>& other_families, Suite& suite) {
   const toml::node& variants_node = reader.Required(root, "variants", "the suite");
   if (!variants_node.is_array_of_tables()) {
     reader.Fail(variants_node.source(),
@@ -358,7 +352,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
     const auto spec = std::find_if(suite.variants.begin(), suite.variants.end(),
                                    [&](const VariantSpec& v) { return v.name == reference; });
     if (spec == suite.variants.end() || spec->family != family) {
-      reader.Fail(references_node->source(),
+      reader.Fail(root.get("references")->source(),
                   "[references] " + family + " = '" + reference +
                       "' must name one of the suite's [[variants]] of family " + family);
     }
@@ -372,113 +366,124 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
                                             suite.model.family + "'");
   }
 
-  const std::vector<std::string> workload_keys = WorkloadKeys();
+  return names;
+}
+
+// One grid: its variants at each point of the cartesian product of its fields.
+void ExpandGrid(const TomlReader& reader, const toml::table& grid, const Suite& suite,
+                const std::set<std::string>& names, std::vector<std::string>& grid_variants,
+                std::vector<Workload>& grid_points) {
   const Workload defaults = suite.DefaultWorkload();
-  // One grid: its variants at each point of the cartesian product of its fields.
-  const auto expand_grid = [&](const toml::table& grid, std::vector<std::string>& grid_variants,
-                               std::vector<Workload>& grid_points) {
-    std::vector<std::string> grid_keys = workload_keys;
-    grid_keys.push_back("variants");
-    reader.CheckKeys(grid, "[grid]", grid_keys);
-    for (const auto& name : reader.OneOrMany<std::string>(
-             grid, "variants", {}, [&](const toml::node&n, const std::string&key) {
-               const std::string value = reader.String(n, key);
-               if (names.count(value) == 0) {
-                 reader.Fail(n.source(), "[grid] variants: '" + value +
+  std::vector<std::string> grid_keys = WorkloadKeys();
+  grid_keys.push_back("variants");
+  reader.CheckKeys(grid, "[grid]", grid_keys);
+  for (const auto& name : reader.OneOrMany<std::string>(
+           grid, "variants", {}, [&](const toml::node&n, const std::string&key) {
+             const std::string value = reader.String(n, key);
+             if (names.count(value) == 0) {
+               reader.Fail(n.source(), "[grid] variants: '" + value +
+                                           "' is not one of the suite's [[variants]]: " +
+                                           Joined({names.begin(), names.end()}));
+             }
+             return value;
+           })) {
+    grid_variants.push_back(name);
+  }
+  if (grid_variants.empty()) {
+    for (const auto& spec : suite.variants) grid_variants.push_back(spec.name);
+  }
+  // The cartesian product over the fields, in WorkloadFields() order (the last varies
+  // fastest); a field the grid leaves out keeps its default.
+  std::vector<Workload> points = {defaults};
+  for (const WorkloadField& field : WorkloadFields()) {
+    if (!grid.contains(field.name)) continue;
+    const std::vector<std::string> values = reader.OneOrMany<std::string>(
+        grid, std::string(field.name), {},
+        [&](const toml::node& n, const std::string&) { return ReadField(reader, n, field); });
+    if (points.size() * values.size() > kMaxGridPoints) {
+      reader.Fail(grid.source(),
+                  "[grid] multiplies out to more than " + std::to_string(kMaxGridPoints) +
+                      " points (" + std::to_string(points.size()) + " x " +
+                      std::to_string(values.size()) + " values of '" + std::string(field.name) +
+                      "'): split it into several suites or use [[cases]]");
+    }
+    std::vector<Workload> expanded;
+    for (const Workload& point : points) {
+      for (const std::string& value : values) {
+        Workload next = point;
+        field.Set(next, value);
+        expanded.push_back(next);
+      }
+    }
+    points = std::move(expanded);
+  }
+  std::set<std::string> seen;
+  for (Workload& w : points) {
+    // Padding and token counts apply to some modes only; keep one copy.
+    if (w.mode == "generate") w.min_len = 0;
+    if (w.mode != "generate") w.generate_tokens = 0;
+    CheckWorkload(reader, grid.source(), w, suite);
+    if (seen.insert(w.Key()).second) grid_points.push_back(w);
+  }
+}
+
+// [grid] (one grid: the suite's) or [[grid]] (several: each one's cases, as explicit
+// cases).
+void ReadGrids(const TomlReader& reader, const toml::node& grid_node,
+               const std::set<std::string>& names, Suite& suite) {
+  if (grid_node.is_table()) {
+    ExpandGrid(reader, *grid_node.as_table(), suite, names, suite.grid_variants, suite.grid);
+  } else if (grid_node.is_array_of_tables()) {
+    // Several grids ([[grid]]), e.g. train up to one length and forward up to another:
+    // each one's cases, in order, as explicit cases.
+    for (const toml::node& element : *grid_node.as_array()) {
+      std::vector<std::string> grid_variants;
+      std::vector<Workload> grid_points;
+      ExpandGrid(reader, *element.as_table(), suite, names, grid_variants, grid_points);
+      for (const Workload& point : grid_points) {
+        for (const std::string& name : grid_variants) {
+          suite.extra_cases.push_back(CaseSpec{suite.Variant(name), point});
+        }
+      }
+    }
+  } else {
+    reader.Fail(grid_node.source(), "'grid' must be a table ([grid]) or tables ([[grid]])");
+  }
+}
+
+// [[cases]]: explicit cases, each a variant at one workload.
+void ReadCases(const TomlReader& reader, const toml::node& cases_node,
+               const std::set<std::string>& names, Suite& suite) {
+  const Workload defaults = suite.DefaultWorkload();
+  if (!cases_node.is_array_of_tables()) {
+    reader.Fail(cases_node.source(), "'cases' must be an array of tables: [[cases]]");
+  }
+  for (const toml::node& element : *cases_node.as_array()) {
+    const toml::table& table = *element.as_table();
+    std::vector<std::string> keys = WorkloadKeys();
+    keys.push_back("variant");
+    reader.CheckKeys(table, "[[cases]]", keys);
+    const toml::node& variant_node = reader.Required(table, "variant", "[[cases]]");
+    const std::string name = reader.String(variant_node, "variant");
+    if (names.count(name) == 0) {
+      reader.Fail(variant_node.source(), "[[cases]] variant '" + name +
                                              "' is not one of the suite's [[variants]]: " +
                                              Joined({names.begin(), names.end()}));
-               }
-               return value;
-             })) {
-      grid_variants.push_back(name);
     }
-    if (grid_variants.empty()) {
-      for (const auto& spec : suite.variants) grid_variants.push_back(spec.name);
-    }
-    // The cartesian product over the fields, in WorkloadFields() order (the last varies
-    // fastest); a field the grid leaves out keeps its default.
-    std::vector<Workload> points = {defaults};
+    Workload w = defaults;
     for (const WorkloadField& field : WorkloadFields()) {
-      if (!grid.contains(field.name)) continue;
-      const std::vector<std::string> values = reader.OneOrMany<std::string>(
-          grid, std::string(field.name), {},
-          [&](const toml::node& n, const std::string&) { return ReadField(reader, n, field); });
-      if (points.size() * values.size() > kMaxGridPoints) {
-        reader.Fail(grid.source(),
-                    "[grid] multiplies out to more than " + std::to_string(kMaxGridPoints) +
-                        " points (" + std::to_string(points.size()) + " x " +
-                        std::to_string(values.size()) + " values of '" + std::string(field.name) +
-                        "'): split it into several suites or use [[cases]]");
-      }
-      std::vector<Workload> expanded;
-      for (const Workload& point : points) {
-        for (const std::string& value : values) {
-          Workload next = point;
-          field.Set(next, value);
-          expanded.push_back(next);
-        }
-      }
-      points = std::move(expanded);
+      if (const toml::node* n = table.get(field.name)) field.Set(w, ReadField(reader, *n, field));
     }
-    std::set<std::string> seen;
-    for (Workload& w : points) {
-      // Padding and token counts apply to some modes only; keep one copy.
-      if (w.mode == "generate") w.min_len = 0;
-      if (w.mode != "generate") w.generate_tokens = 0;
-      CheckWorkload(reader, grid.source(), w, suite);
-      if (seen.insert(w.Key()).second) grid_points.push_back(w);
-    }
-  };
-  if (const toml::node* grid_node = root.get("grid")) {
-    if (grid_node->is_table()) {
-      expand_grid(*grid_node->as_table(), suite.grid_variants, suite.grid);
-    } else if (grid_node->is_array_of_tables()) {
-      // Several grids ([[grid]]), e.g. train up to one length and forward up to another:
-      // each one's cases, in order, as explicit cases.
-      for (const toml::node& element : *grid_node->as_array()) {
-        std::vector<std::string> grid_variants;
-        std::vector<Workload> grid_points;
-        expand_grid(*element.as_table(), grid_variants, grid_points);
-        for (const Workload& point : grid_points) {
-          for (const std::string& name : grid_variants) {
-            suite.extra_cases.push_back(CaseSpec{suite.Variant(name), point});
-          }
-        }
-      }
-    } else {
-      reader.Fail(grid_node->source(), "'grid' must be a table ([grid]) or tables ([[grid]])");
-    }
+    CheckWorkload(reader, table.source(), w, suite);
+    suite.extra_cases.push_back(CaseSpec{suite.Variant(name), w});
   }
+}
 
-  if (const toml::node* cases_node = root.get("cases")) {
-    if (!cases_node->is_array_of_tables()) {
-      reader.Fail(cases_node->source(), "'cases' must be an array of tables: [[cases]]");
-    }
-    for (const toml::node& element : *cases_node->as_array()) {
-      const toml::table& table = *element.as_table();
-      std::vector<std::string> keys = workload_keys;
-      keys.push_back("variant");
-      reader.CheckKeys(table, "[[cases]]", keys);
-      const toml::node& variant_node = reader.Required(table, "variant", "[[cases]]");
-      const std::string name = reader.String(variant_node, "variant");
-      if (names.count(name) == 0) {
-        reader.Fail(variant_node.source(), "[[cases]] variant '" + name +
-                                               "' is not one of the suite's [[variants]]: " +
-                                               Joined({names.begin(), names.end()}));
-      }
-      Workload w = defaults;
-      for (const WorkloadField& field : WorkloadFields()) {
-        if (const toml::node* n = table.get(field.name)) field.Set(w, ReadField(reader, *n, field));
-      }
-      CheckWorkload(reader, table.source(), w, suite);
-      suite.extra_cases.push_back(CaseSpec{suite.Variant(name), w});
-    }
-  }
-  if (suite.grid.empty() && suite.extra_cases.empty()) {
-    reader.Fail(root.source(), "the suite has no cases: add a [grid] or [[cases]]");
-  }
-
-  suite.expectations = ReadExpectations(
+// [[expect]]: what `check` holds the run to, each optionally `where` a workload matches.
+std::vector<Expectation> ReadSuiteExpectations(const TomlReader& reader, const toml::table& root,
+                                               const std::set<std::string>& names) {
+  const std::vector<std::string> workload_keys = WorkloadKeys();
+  return ReadExpectations(
       reader, root,
       {"speedup", "memory_ratio", "recompute_ratio", "instructions_ratio", "time_per_doubling",
        "all_correct"},
@@ -498,6 +503,39 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
           }
         }
       });
+}
+
+}  // namespace
+
+Suite ParseSuite(const std::string& text, const std::string& path) {
+  TomlReader reader(path);
+  const toml::table root = reader.Parse(text);
+  if (const toml::node* pipelines = root.get("pipelines")) {
+    reader.Fail(pipelines->source(),
+                "this is a training suite ([[pipelines]]); run it with: seqbench train " + path);
+  }
+  reader.CheckKeys(root, "the suite",
+                   {"name", "description", "family", "baseline", "references", "seed", "model",
+                    "measure", "variants", "grid", "cases", "expect"});
+  Suite suite;
+  suite.path = path;
+  suite.text = text;
+  suite.name = reader.Name(reader.Required(root, "name", "the suite"), "name");
+  suite.description =
+      reader.String(reader.Required(root, "description", "the suite"), "description");
+  const std::set<std::string> other_families = ReadFamilies(reader, root, suite);
+  if (const toml::node* seed = root.get("seed")) {
+    suite.seed = static_cast<uint64_t>(reader.Integer(*seed, "seed", 0, INT64_MAX));
+  }
+  if (const toml::node* model = root.get("model")) ReadModelTable(reader, *model, suite);
+  if (const toml::node* measure = root.get("measure")) ReadMeasureTable(reader, *measure, suite);
+  const std::set<std::string> names = ReadVariants(reader, root, other_families, suite);
+  if (const toml::node* grid = root.get("grid")) ReadGrids(reader, *grid, names, suite);
+  if (const toml::node* cases = root.get("cases")) ReadCases(reader, *cases, names, suite);
+  if (suite.grid.empty() && suite.extra_cases.empty()) {
+    reader.Fail(root.source(), "the suite has no cases: add a [grid] or [[cases]]");
+  }
+  suite.expectations = ReadSuiteExpectations(reader, root, names);
   return suite;
 }
 
