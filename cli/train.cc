@@ -262,10 +262,18 @@ int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grac
 
 }  // namespace
 
-int RunTrain(const std::vector<std::string>& args) {
+namespace {
+
+// Every flag of `seqbench train` as given; `values` says which were.
+struct TrainFlags {
   std::string suite_path, db_path, checkpoint, resume, device, label;
   std::vector<std::string> only;
   int64_t save_every = 0, nproc = 0, timeout_s = 60;
+  po::variables_map values;
+};
+
+// Parses `args` into `f`; false when --help was answered.
+bool ParseTrainFlags(const std::vector<std::string>& args, TrainFlags& f) {
   po::options_description options(
       "Usage: seqbench train [SUITE.toml] [OPTIONS]\n\n"
       "Trains on real text and stores every step's loss and each pipeline's throughput,\n"
@@ -281,15 +289,15 @@ int RunTrain(const std::vector<std::string>& args) {
       "Options");
   // Numbers are taken as text and parsed with the suite file's rules (one validation path).
   options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path)->default_value(kDefaultDatabasePath), "results database")(
-      "pipeline", po::value(&only)->composing(),
+      "db", po::value(&f.db_path)->default_value(kDefaultDatabasePath), "results database")(
+      "pipeline", po::value(&f.only)->composing(),
       "with a suite: run only this pipeline (repeatable)")(
       "steps", po::value<std::string>(), "optimizer steps (overrides the suite's)")(
-      "device", po::value(&device), "cpu or cuda (overrides the suite's)")(
-      "checkpoint", po::value(&checkpoint), "save the (single) pipeline's state here at the end")(
-      "save-every", po::value(&save_every), "also save the checkpoint every N steps")(
-      "resume", po::value(&resume), "load this checkpoint first and continue to --steps")(
-      "label", po::value(&label), "a free label stored with the run, for selecting it later")(
+      "device", po::value(&f.device), "cpu or cuda (overrides the suite's)")(
+      "checkpoint", po::value(&f.checkpoint), "save the (single) pipeline's state here at the end")(
+      "save-every", po::value(&f.save_every), "also save the checkpoint every N steps")(
+      "resume", po::value(&f.resume), "load this checkpoint first and continue to --steps")(
+      "label", po::value(&f.label), "a free label stored with the run, for selecting it later")(
       "corpus", po::value<std::string>(),
       "fortunes | edict | rotten_tomatoes | daily_dialog | synthetic ([data] corpus); "
       "recall (its distances) from a suite only")(
@@ -319,23 +327,28 @@ int RunTrain(const std::vector<std::string>& args) {
       "clip-norm", po::value<std::string>(), "clip gradients to this global norm (0: off)")(
       "eval-every", po::value<std::string>(), "validation loss every N steps")(
       "seed", po::value<std::string>(), "weights and batch order")(
-      "nproc", po::value(&nproc), "start this many data-parallel ranks on this machine")(
+      "nproc", po::value(&f.nproc), "start this many data-parallel ranks on this machine")(
       "bucket-mb", po::value<std::string>(), "gradient bucket cap in MiB (c10d Reducer; 25)")(
       "compression", po::value<std::string>(), "none | fp16: gradient buckets sent as")(
-      "dist-timeout", po::value(&timeout_s),
+      "dist-timeout", po::value(&f.timeout_s),
       "seconds a rank waits for its peers before failing (default 60)");
   po::options_description hidden;
-  hidden.add_options()("suite", po::value(&suite_path))("stop-after-steps",
-                                                        po::value(&stop_after_steps))(
+  hidden.add_options()("suite", po::value(&f.suite_path))("stop-after-steps",
+                                                          po::value(&stop_after_steps))(
       // The old spelling of --corpus, kept for one release.
       "data", po::value<std::string>());
   po::positional_options_description positional;
   positional.add("suite", 1);
-  const auto values = ParseArguments(args, options, hidden, positional, "train");
-  if (!values) return 0;
-
-  if (values->count("data") && values->count("corpus"))
+  auto values = ParseArguments(args, options, hidden, positional, "train");
+  if (!values) return false;
+  f.values = std::move(*values);
+  if (f.values.count("data") && f.values.count("corpus"))
     throw UsageError("train: --data is the old spelling of --corpus; give one");
+  return true;
+}
+
+// The training suite: the file's, or one pipeline described by the flags.
+TrainingSuite LoadTrainSuite(const TrainFlags& f) {
   static const char* kPipelineFlags[] = {
       "corpus",      "data",          "max-length",   "validation-samples",
       "max-samples", "variant",       "width",        "layers",
@@ -346,17 +359,17 @@ int RunTrain(const std::vector<std::string>& args) {
       "compression", "offload"};
   TrainingSuite suite;
   try {
-    if (!suite_path.empty()) {
+    if (!f.suite_path.empty()) {
       for (const char* flag : kPipelineFlags) {
-        if (values->count(flag)) {
+        if (f.values.count(flag)) {
           throw UsageError(std::string("train: --") + flag +
                            " describes a pipeline; with a suite file, set it in the suite (or "
                            "drop the suite to train one pipeline from flags)");
         }
       }
-      suite = training::LoadTrainingSuiteFile(suite_path);
+      suite = training::LoadTrainingSuiteFile(f.suite_path);
     } else {
-      const CommandLineSuiteText text = CommandLineSuite(*values);
+      const CommandLineSuiteText text = CommandLineSuite(f.values);
       try {
         suite = training::ParseTrainingSuite(text.toml, "the command line");
       } catch (const SuiteError& error) {
@@ -367,15 +380,21 @@ int RunTrain(const std::vector<std::string>& args) {
     throw UsageError("train: " + std::string(error.what()));
   }
   // Where the corpus lies is the machine's business, not the suite's (ci/gpu/run).
-  if (!suite_path.empty() && values->count("data-path")) {
-    suite.data.path = values->at("data-path").as<std::string>();
+  if (!f.suite_path.empty() && f.values.count("data-path")) {
+    suite.data.path = f.values.at("data-path").as<std::string>();
   }
+  return suite;
+}
+
+// The pipelines to train (--pipeline), with --steps and --device applied.
+std::vector<PipelineSpec> SelectPipelines(const TrainFlags& f, const TrainingSuite& suite) {
   std::vector<PipelineSpec> pipelines;
   for (PipelineSpec spec : suite.pipelines) {
-    if (!only.empty() && std::find(only.begin(), only.end(), spec.name) == only.end()) continue;
-    if (values->count("steps")) {
+    if (!f.only.empty() && std::find(f.only.begin(), f.only.end(), spec.name) == f.only.end())
+      continue;
+    if (f.values.count("steps")) {
       try {
-        spec.steps = std::stoll(values->at("steps").as<std::string>());
+        spec.steps = std::stoll(f.values.at("steps").as<std::string>());
       } catch (const std::exception&) {
         spec.steps = 0;
       }
@@ -383,38 +402,59 @@ int RunTrain(const std::vector<std::string>& args) {
       spec.timing_warmup = std::min(spec.timing_warmup, spec.steps - 1);
       if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
     }
-    if (values->count("device")) {
-      if (device != "cpu" && device != "cuda")
+    if (f.values.count("device")) {
+      if (f.device != "cpu" && f.device != "cuda")
         throw UsageError("train: --device must be cpu or cuda");
-      spec.config.device = device;
+      spec.config.device = f.device;
     }
     pipelines.push_back(spec);
   }
-  // The world: torchrun's environment, or the one --nproc is about to start.
-  std::optional<training::WorldEnvironment> world_environment;
+  for (const std::string& name : f.only) {
+    try {
+      suite.Pipeline(name);
+    } catch (const std::out_of_range& error) {
+      throw UsageError(std::string("train: --pipeline: ") + error.what());
+    }
+  }
+  return pipelines;
+}
+
+// The world this process belongs to: torchrun's environment, or the one --nproc is about
+// to start; its size.
+struct WorldPlan {
+  std::optional<training::WorldEnvironment> environment;
+  int64_t size = 1;
+};
+WorldPlan PlanWorld(const TrainFlags& f) {
+  WorldPlan plan;
   try {
-    world_environment = training::ReadWorldEnvironment();
+    plan.environment = training::ReadWorldEnvironment();
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string("train: torchrun environment: ") + error.what());
   }
-  if (values->count("nproc")) {
-    if (world_environment) {
+  if (f.values.count("nproc")) {
+    if (plan.environment) {
       throw UsageError(
           "train: --nproc starts the ranks itself; under torchrun (WORLD_SIZE is "
           "set) leave it out");
     }
-    if (nproc < 1 || nproc > 1024) throw UsageError("train: --nproc must be 1..1024");
+    if (f.nproc < 1 || f.nproc > 1024) throw UsageError("train: --nproc must be 1..1024");
   }
-  if (timeout_s < 1) throw UsageError("train: --dist-timeout must be at least 1 second");
-  const int64_t world_size =
-      world_environment ? world_environment->world_size : std::max<int64_t>(1, nproc);
-  if (world_size > 1 && !training::DistributedAvailable()) {
+  if (f.timeout_s < 1) throw UsageError("train: --dist-timeout must be at least 1 second");
+  plan.size = plan.environment ? plan.environment->world_size : std::max<int64_t>(1, f.nproc);
+  if (plan.size > 1 && !training::DistributedAvailable()) {
     throw UsageError("train: " + training::DistributedUnavailableReason());
   }
+  return plan;
+}
+
+// Each pipeline's ranks within the world, and its collectives' timeout.
+void FitPipelinesToWorld(const TrainFlags& f, int64_t world_size,
+                         std::vector<PipelineSpec>& pipelines) {
   for (PipelineSpec& spec : pipelines) {
     auto& data_parallel = spec.config.data_parallel;
     if (spec.ranks_from_world) data_parallel.ranks = world_size;
-    data_parallel.timeout = std::chrono::seconds(timeout_s);
+    data_parallel.timeout = std::chrono::seconds(f.timeout_s);
     if (!data_parallel.compression.empty() && data_parallel.ranks == 1) {
       throw UsageError("train: pipeline '" + spec.name +
                        "': compression applies to gradients sent between ranks; it trains on "
@@ -432,116 +472,85 @@ int RunTrain(const std::vector<std::string>& args) {
                : "the world has " + std::to_string(world_size)));
     }
   }
-  for (const std::string& name : only) {
-    try {
-      suite.Pipeline(name);
-    } catch (const std::out_of_range& error) {
-      throw UsageError(std::string("train: --pipeline: ") + error.what());
-    }
-  }
-  if ((!checkpoint.empty() || !resume.empty()) && pipelines.size() != 1) {
+}
+
+// --checkpoint, --save-every and --resume: one pipeline, a folder that exists, never the
+// database or a link; refused now, not after the last step, when it would be written.
+void CheckCheckpointFlags(const TrainFlags& f, const std::vector<PipelineSpec>& pipelines) {
+  if ((!f.checkpoint.empty() || !f.resume.empty()) && pipelines.size() != 1) {
     throw UsageError(
         "train: --checkpoint and --resume need exactly one pipeline; pick it with "
         "--pipeline NAME (the suite has " +
         std::to_string(pipelines.size()) + ")");
   }
-  if (save_every < 0) throw UsageError("train: --save-every must be at least 0");
-  if (save_every > 0 && checkpoint.empty())
+  if (f.save_every < 0) throw UsageError("train: --save-every must be at least 0");
+  if (f.save_every > 0 && f.checkpoint.empty())
     throw UsageError("train: --save-every needs --checkpoint");
-  if (!checkpoint.empty()) {
+  if (!f.checkpoint.empty()) {
     // Refused now, not after the last step, when the checkpoint would be written.
-    const std::filesystem::path folder = std::filesystem::path(checkpoint).parent_path().empty()
+    const std::filesystem::path folder = std::filesystem::path(f.checkpoint).parent_path().empty()
                                              ? std::filesystem::path(".")
-                                             : std::filesystem::path(checkpoint).parent_path();
+                                             : std::filesystem::path(f.checkpoint).parent_path();
     if (!std::filesystem::is_directory(folder)) {
-      throw UsageError("train: --checkpoint " + checkpoint + ": folder " + folder.string() +
+      throw UsageError("train: --checkpoint " + f.checkpoint + ": folder " + folder.string() +
                        " does not exist; create it first");
     }
     try {  // neither the results database nor a planted link, checked before any step
-      RefuseDatabaseOutput(checkpoint, db_path, "--checkpoint");
-      if (std::filesystem::is_symlink(checkpoint) ||
-          (std::filesystem::exists(checkpoint) && !std::filesystem::is_regular_file(checkpoint)))
-        throw OutputRefused("--checkpoint " + checkpoint +
+      RefuseDatabaseOutput(f.checkpoint, f.db_path, "--checkpoint");
+      if (std::filesystem::is_symlink(f.checkpoint) ||
+          (std::filesystem::exists(f.checkpoint) &&
+           !std::filesystem::is_regular_file(f.checkpoint)))
+        throw OutputRefused("--checkpoint " + f.checkpoint +
                             " is a symbolic link or not a regular file; name a file");
     } catch (const OutputRefused& refused) {
       throw UsageError("train: " + std::string(refused.what()));
     }
   }
+}
 
-  if (nproc > 1) {
-    std::signal(SIGINT, RequestStop);
-    std::signal(SIGTERM, RequestStop);
-    return LaunchRanks(args, nproc, /*grace_s=*/timeout_s + 10.0);
-  }
-  std::unique_ptr<training::World> world;
-  if (world_size > 1) {
-    try {
-      world =
-          std::make_unique<training::World>(*world_environment, std::chrono::seconds(timeout_s));
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "train: rank %lld: could not join the world: %s\n",
-                   (long long)world_environment->rank, error.what());
-      return 1;
-    }
-  }
-  // Rank 0 speaks for the run: it alone prints, writes the database and checkpoints. The
-  // other ranks log the same steps into a database in memory and say only their errors.
-  const bool speaks = !world || world->rank() == 0;
-  if (!speaks) {
-    db_path = "";
-    checkpoint = "";
-  }
-  const std::string rank_prefix = world ? "[rank " + std::to_string(world->rank()) + "] " : "";
-  if (!speaks && std::freopen("/dev/null", "w", stdout) == nullptr) {
-    std::fprintf(stderr, "%scould not silence standard output\n", rank_prefix.c_str());
-  }
-
-  training::TrainingData data;
-  try {
-    data = training::LoadTrainingData(suite.data, suite.data_seed);
-  } catch (const std::exception& error) {
-    throw UsageError("train: " + (suite_path.empty() ? std::string() : suite_path + ": [data]: ") +
-                     error.what());
-  }
-
-  // The run a checkpoint was logged into, read before the database is touched: a file that
-  // is not a checkpoint is refused here, not after the data is loaded.
+// The checkpoint's run, read before the database is touched: a file that is not a
+// checkpoint, or one written under another configuration, is refused here.
+training::CheckpointOrigin CheckResume(const TrainFlags& f,
+                                       const std::vector<PipelineSpec>& pipelines) {
   training::CheckpointOrigin origin;
-  if (!resume.empty()) {
-    try {
-      origin = training::ReadCheckpointOrigin(resume);
-    } catch (const std::exception& error) {
-      throw UsageError("train: --resume " + std::string(error.what()));
-    }
-    // Refused before any run is opened or marked: a resume under other options would
-    // otherwise fail inside the pipeline and close the run it meant to continue.
-    const std::string ours = training::EffectiveConfig(pipelines.front().config).Fingerprint();
-    const training::ResumeMatch match = training::MatchForResume(origin.fingerprint, ours);
-    if (match.kind == training::ResumeMatch::kDifferent) {
-      throw UsageError("train: --resume " + resume +
-                       ": written by a different training configuration; it has\n  " +
-                       origin.fingerprint + "\nthis command has\n  " + ours);
-    }
-    if (match.kind == training::ResumeMatch::kScheduleLength) {
-      std::printf(
-          "train: --resume %s: the cosine schedule now decays over %s steps after warmup (the "
-          "checkpoint's over %s); steps after %lld follow the new length\n",
-          resume.c_str(), match.resuming_cycle.c_str(), match.checkpoint_cycle.c_str(),
-          (long long)origin.step);
-    }
+  if (f.resume.empty()) return origin;
+  try {
+    origin = training::ReadCheckpointOrigin(f.resume);
+  } catch (const std::exception& error) {
+    throw UsageError("train: --resume " + std::string(error.what()));
   }
+  // Refused before any run is opened or marked: a resume under other options would
+  // otherwise fail inside the pipeline and close the run it meant to continue.
+  const std::string ours = training::EffectiveConfig(pipelines.front().config).Fingerprint();
+  const training::ResumeMatch match = training::MatchForResume(origin.fingerprint, ours);
+  if (match.kind == training::ResumeMatch::kDifferent) {
+    throw UsageError("train: --resume " + f.resume +
+                     ": written by a different training configuration; it has\n  " +
+                     origin.fingerprint + "\nthis command has\n  " + ours);
+  }
+  if (match.kind == training::ResumeMatch::kScheduleLength) {
+    std::printf(
+        "train: --resume %s: the cosine schedule now decays over %s steps after warmup (the "
+        "checkpoint's over %s); steps after %lld follow the new length\n",
+        f.resume.c_str(), match.resuming_cycle.c_str(), match.checkpoint_cycle.c_str(),
+        (long long)origin.step);
+  }
+  return origin;
+}
 
-  Store store(db_path);
+// The training run's record before it starts.
+RunRecord DescribeTrainingRun(const TrainFlags& f, const TrainingSuite& suite,
+                              const training::TrainingData& data, const training::World* world) {
   RunDescription description;
   description.kind = kRunKindTraining;
   description.suite_name = suite.name;
-  description.suite_path = suite_path.empty() ? "(command line)" : suite_path;
+  description.suite_path = f.suite_path.empty() ? "(command line)" : f.suite_path;
   description.suite_text = suite.text;
   description.command_line = CommandLine();
   description.seed = suite.data_seed;
   description.baseline = suite.reference;
   description.expectations = suite.expectations;
-  description.label = label;
+  description.label = f.label;
   description.extra_environment = {{"timer",
                                     "steady_clock around each optimizer step, loader waits "
                                     "included (the loss is read back every step)"},
@@ -554,18 +563,31 @@ int RunTrain(const std::vector<std::string>& args) {
   for (const auto& entry : cuda_probe::Environment()) {
     description.extra_environment.push_back(entry);
   }
-  const RunRecord run = NewRunRecord(description);
+  return NewRunRecord(description);
+}
+
+// The run the pipelines go into: a resume continues the checkpoint's run where this
+// database holds it, unfinished and on the same suite and data (one run, one log, final
+// metrics over all of its steps); else a new one.
+struct TrainingRun {
+  int64_t id = 0;
+  std::string uuid;
+  bool extending = false;  // the pipeline has a case in the run already: replace it
+};
+TrainingRun OpenTrainingRun(const TrainFlags& f, Store& store, const RunRecord& run,
+                            const TrainingSuite& suite, const std::vector<PipelineSpec>& pipelines,
+                            const training::TrainingData& data,
+                            const training::CheckpointOrigin& origin) {
+  TrainingRun opened;
+  opened.uuid = run.uuid;
   // A resume continues the checkpoint's run where this database holds it, unfinished and
   // on the same suite and data: one run, one log, and final metrics over all of its steps.
-  int64_t run_id = 0;
-  bool extending = false;  // the pipeline has a case in the run already: replace it
-  std::string run_uuid = run.uuid;
   if (!origin.run_uuid.empty()) {
     const std::optional<RunRecord> stored = store.FindRunByUuid(origin.run_uuid);
     const std::string key = training::PipelineIdentity(suite, pipelines.front()).Key();
     std::string why_not;
     if (!stored) {
-      why_not = "its run is not in " + db_path;
+      why_not = "its run is not in " + f.db_path;
     } else if (stored->kind != kRunKindTraining || stored->suite_name != run.suite_name ||
                stored->Environment("data") != data.description) {
       // The training options themselves are the checkpoint's fingerprint, checked above;
@@ -574,7 +596,7 @@ int RunTrain(const std::vector<std::string>& args) {
     } else if (stored->status != "complete" && FailedCase(store, stored->run_id, key)) {
       // A pipeline that failed in an unfinished run (a data-parallel rank lost) is taken
       // again from the checkpoint; its record replaces the error case at the end.
-      extending = true;
+      opened.extending = true;
     } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
       // Finished at fewer steps than asked for now, from a checkpoint at its last step:
       // the run is extended, and its pipeline's record replaced when the longer run ends.
@@ -584,7 +606,7 @@ int RunTrain(const std::vector<std::string>& args) {
         std::printf("train: extending run %lld from %lld to %lld steps\n",
                     (long long)stored->run_id, (long long)last_logged,
                     (long long)pipelines.front().steps);
-        extending = true;
+        opened.extending = true;
       } else {
         why_not =
             "run " + std::to_string(stored->run_id) + " already finished this pipeline (" +
@@ -595,27 +617,58 @@ int RunTrain(const std::vector<std::string>& args) {
       }
     }
     if (stored && why_not.empty()) {
-      run_id = stored->run_id;
-      run_uuid = stored->uuid;
-      store.SetRunStatus(run_id, "running", "");
+      opened.id = stored->run_id;
+      opened.uuid = stored->uuid;
+      store.SetRunStatus(opened.id, "running", "");
     }
-    if (run_id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
+    if (opened.id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
   }
-  if (run_id == 0) run_id = store.CreateRun(run);
-  if (speaks) {
-    for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
-  }
-  std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)run_id,
-              suite.name.c_str(), pipelines.size(), data.description.c_str(), db_path.c_str());
-  std::fflush(stdout);
+  if (opened.id == 0) opened.id = store.CreateRun(run);
+  return opened;
+}
 
-  std::signal(SIGINT, RequestStop);
-  std::signal(SIGTERM, RequestStop);
+// Rank 0 speaks for the run: it alone prints, writes the database and checkpoints. The
+// other ranks log the same steps into a database in memory and say only their errors.
+struct Voice {
+  bool speaks = true;
+  std::string rank_prefix;  // "[rank 3] " in a world of several
+};
+
+// What one pipeline's run reports to the terminal.
+training::PipelineHooks HooksFor(ProgressPrinter& progress, const Voice& voice) {
+  training::PipelineHooks hooks;
+  hooks.should_stop = [](int64_t steps_taken) {
+    return stop_requested || (stop_after_steps > 0 && steps_taken >= stop_after_steps);
+  };
+  hooks.on_step = [&progress, speaks = voice.speaks](
+                      const StepResult& step, double elapsed_s, double tokens_per_s,
+                      std::optional<double> validation, int64_t first_step, bool last) {
+    if (speaks) progress.Update(step, elapsed_s, tokens_per_s, validation, first_step, last);
+  };
+  hooks.on_message = [voice](const std::string& message) {
+    if (voice.speaks || message.find("error: ") != std::string::npos) {
+      std::fprintf(stderr, "%s%s\n", voice.rank_prefix.c_str(), message.c_str());
+    }
+  };
+  return hooks;
+}
+
+// What training the pipelines came to.
+struct TrainingOutcome {
   bool interrupted = false, failed = false;
   std::vector<CaseRecord> records;
-  for (size_t position = 0; position < pipelines.size() && !interrupted; ++position) {
+};
+
+// Trains each pipeline this rank is a member of, in order, storing each as it ends. A
+// data-parallel pipeline that failed may have lost a rank: the world cannot be trusted
+// with the next pipeline, and the run stays unfinished, for --resume.
+TrainingOutcome TrainPipelines(const TrainFlags& f, const TrainingSuite& suite,
+                               const std::vector<PipelineSpec>& pipelines,
+                               const training::TrainingData& data, Store& store,
+                               const TrainingRun& run, training::World* world, const Voice& voice) {
+  TrainingOutcome result;
+  for (size_t position = 0; position < pipelines.size(); ++position) {
     const PipelineSpec& spec = pipelines[position];
-    const int64_t ranks = spec.config.data_parallel.ranks;
     if (world) {  // trained by its members only
       const std::vector<int64_t> members = spec.config.data_parallel.Members();
       if (std::find(members.begin(), members.end(), world->rank()) == members.end()) continue;
@@ -624,44 +677,38 @@ int RunTrain(const std::vector<std::string>& args) {
                 spec.Describe().c_str(), (long long)spec.steps);
     std::fflush(stdout);
     ProgressPrinter progress(spec.name, spec.steps);
-    training::PipelineHooks hooks;
-    hooks.should_stop = [](int64_t steps_taken) {
-      return stop_requested || (stop_after_steps > 0 && steps_taken >= stop_after_steps);
-    };
-    hooks.on_step = [&](const StepResult& step, double elapsed_s, double tokens_per_s,
-                        std::optional<double> validation, int64_t first_step, bool last) {
-      if (speaks) progress.Update(step, elapsed_s, tokens_per_s, validation, first_step, last);
-    };
-    hooks.on_message = [&](const std::string& message) {
-      if (speaks || message.find("error: ") != std::string::npos) {
-        std::fprintf(stderr, "%s%s\n", rank_prefix.c_str(), message.c_str());
-      }
-    };
-    training::PipelineOutcome outcome =
-        training::RunPipeline(suite, spec, data, store, run_id, static_cast<int64_t>(position),
-                              {checkpoint, save_every, resume, run_uuid}, hooks, world.get());
-    interrupted = outcome.interrupted;
-    if (interrupted) break;  // its steps are stored; its case is not: it did not finish
-    if (extending) {
-      store.ReplaceCase(run_id, outcome.record);
-    } else {
-      store.AddCase(run_id, outcome.record);
+    training::PipelineOutcome outcome = training::RunPipeline(
+        suite, spec, data, store, run.id, static_cast<int64_t>(position),
+        {f.checkpoint, f.save_every, f.resume, run.uuid}, HooksFor(progress, voice), world);
+    if (outcome.interrupted) {  // its steps are stored; its case is not: it did not finish
+      result.interrupted = true;
+      break;
     }
-    failed =
-        failed || (outcome.record.status != kStatusOk && outcome.record.status != kStatusSkipped);
-    // A data-parallel pipeline that failed may have lost a rank: the world cannot be
-    // trusted with the next pipeline. The run stays unfinished, for --resume.
-    const bool world_broken = ranks > 1 && outcome.record.status == kStatusError;
-    records.push_back(std::move(outcome.record));
-    if (world_broken) {
-      interrupted = true;
+    if (run.extending) {
+      store.ReplaceCase(run.id, outcome.record);
+    } else {
+      store.AddCase(run.id, outcome.record);
+    }
+    const std::string status = outcome.record.status;
+    result.failed = result.failed || (status != kStatusOk && status != kStatusSkipped);
+    result.records.push_back(std::move(outcome.record));
+    if (spec.config.data_parallel.ranks > 1 && status == kStatusError) {
+      result.interrupted = true;
       world->Abandon();
       std::fprintf(stderr,
                    "%strain: data-parallel pipeline %s failed; the run stops here (resume it "
                    "with --resume CHECKPOINT and the same number of ranks)\n",
-                   rank_prefix.c_str(), spec.name.c_str());
+                   voice.rank_prefix.c_str(), spec.name.c_str());
+      break;
     }
   }
+  return result;
+}
+
+// Marks the run, prints the pipelines' tables, and gives the exit status.
+int FinishTraining(Store& store, int64_t run_id, const TrainingOutcome& outcome) {
+  const bool interrupted = outcome.interrupted;
+  const std::vector<CaseRecord>& records = outcome.records;
   RecordRunEnd(store, run_id);
   store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
   if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
@@ -673,7 +720,67 @@ int RunTrain(const std::vector<std::string>& args) {
               interrupted ? "interrupted: the finished pipelines and every logged step are stored"
                           : "complete");
   std::fflush(stdout);
-  return interrupted || failed ? 1 : 0;
+  return interrupted || outcome.failed ? 1 : 0;
+}
+
+}  // namespace
+
+int RunTrain(const std::vector<std::string>& args) {
+  TrainFlags f;
+  if (!ParseTrainFlags(args, f)) return 0;
+  const TrainingSuite suite = LoadTrainSuite(f);
+  std::vector<PipelineSpec> pipelines = SelectPipelines(f, suite);
+  const WorldPlan plan = PlanWorld(f);
+  FitPipelinesToWorld(f, plan.size, pipelines);
+  CheckCheckpointFlags(f, pipelines);
+  if (f.nproc > 1) {
+    std::signal(SIGINT, RequestStop);
+    std::signal(SIGTERM, RequestStop);
+    return LaunchRanks(args, f.nproc, /*grace_s=*/f.timeout_s + 10.0);
+  }
+  std::unique_ptr<training::World> world;
+  if (plan.size > 1) {
+    try {
+      world =
+          std::make_unique<training::World>(*plan.environment, std::chrono::seconds(f.timeout_s));
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "train: rank %lld: could not join the world: %s\n",
+                   (long long)plan.environment->rank, error.what());
+      return 1;
+    }
+  }
+  Voice voice;
+  voice.speaks = !world || world->rank() == 0;
+  voice.rank_prefix = world ? "[rank " + std::to_string(world->rank()) + "] " : "";
+  if (!voice.speaks) {
+    f.db_path = "";
+    f.checkpoint = "";
+    if (std::freopen("/dev/null", "w", stdout) == nullptr)
+      std::fprintf(stderr, "%scould not silence standard output\n", voice.rank_prefix.c_str());
+  }
+  training::TrainingData data;
+  try {
+    data = training::LoadTrainingData(suite.data, suite.data_seed);
+  } catch (const std::exception& error) {
+    throw UsageError(
+        "train: " + (f.suite_path.empty() ? std::string() : f.suite_path + ": [data]: ") +
+        error.what());
+  }
+  const training::CheckpointOrigin origin = CheckResume(f, pipelines);
+  Store store(f.db_path);
+  const RunRecord run = DescribeTrainingRun(f, suite, data, world.get());
+  const TrainingRun opened = OpenTrainingRun(f, store, run, suite, pipelines, data, origin);
+  if (voice.speaks) {
+    for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+  }
+  std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)opened.id,
+              suite.name.c_str(), pipelines.size(), data.description.c_str(), f.db_path.c_str());
+  std::fflush(stdout);
+  std::signal(SIGINT, RequestStop);
+  std::signal(SIGTERM, RequestStop);
+  const TrainingOutcome outcome =
+      TrainPipelines(f, suite, pipelines, data, store, opened, world.get(), voice);
+  return FinishTraining(store, opened.id, outcome);
 }
 
 }  // namespace seqbench::cli

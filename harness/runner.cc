@@ -106,6 +106,8 @@ bool CaseRunner::ShouldCheck(const CaseSpec& spec) {
 CaseRunner::CaseRunner(const Suite& suite, CheckPolicy check) : suite_(suite), check_(check) {
   // Counting must start before the weights exist, so that every tensor of a case is seen.
   CountingCpuAllocator::Install();
+  if (suite.measurement.test_slowdown > 0)
+    slowed_cases_ = std::make_unique<KeyPattern>(suite.measurement.test_slowdown_filter);
 }
 
 const ParameterSet& CaseRunner::WeightsFor(const Workload& workload, const std::string& family) {
@@ -282,8 +284,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     // Test-only slowdown: extra whole steps, in thousandths of a step carried over, so
     // that 10 consecutive timed steps do exactly 13 steps' work at 1.3.
     const Measurement& measure = suite_.measurement;
-    const bool slowed =
-        measure.test_slowdown > 0 && KeyPattern(measure.test_slowdown_filter).Matches(spec.Key());
+    const bool slowed = slowed_cases_ != nullptr && slowed_cases_->Matches(spec.Key());
     p.extra_per_mille = slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
     PreparedCase* self = &p;
     p.measured_step = [self]() {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/equivalence.h"
+#include "harness/key_pattern.h"
 #include "harness/memory.h"
 #include "harness/suite.h"
 #include "harness/threads.h"
@@ -127,6 +128,8 @@ class CaseRunner {
   const Suite& suite_;
   CheckPolicy check_;
   std::set<std::string> sampled_;  // variant, mode, device and shape already checked
+  // The test slowdown's case filter, compiled once for the suite (null when off).
+  std::unique_ptr<KeyPattern> slowed_cases_;
   // The shared weights of a workload's model (float64 on CPU; each variant copies them in
   // Setup()), one set per family and distinct model fields.
   const ParameterSet& WeightsFor(const Workload& workload, const std::string& family);
