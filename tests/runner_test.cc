@@ -588,19 +588,7 @@ seq_len = [4, 6]
 }
 
 TEST_CASE("a case's wall time is split into its phases, which never overlap", "[runner]") {
-  const Suite suite = ParseSuite(R"toml(
-name = "phases"
-description = "where a case's time goes"
-family = "simple_rnn"
-baseline = "baseline"
-[model]
-vocab_size = 16
-width = 8
-layers = 1
-heads = 2
-[measure]
-repetitions = 3
-warmup = 2
+  const Suite suite = ParseSuite(TinySuiteHeader("phases", "where a case's time goes") + R"toml(
 [[variants]]
 key = "baseline"
 [[variants]]
