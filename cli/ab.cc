@@ -75,6 +75,8 @@ int RunAbCommand(const std::vector<std::string>& args) {
     throw UsageError("ab: --rounds must be between 1 and 1000");
   if (request.label.find_first_of("\n\r") != std::string::npos)
     throw UsageError("ab: --label must be one line");
+  if (values->count("threads")) CheckThreadsFlag("ab", threads);
+  if (values->count("filter")) CheckFilterFlag("ab", filter);
   try {
     request.suite_counts = !LoadSuiteFile(request.suite_path).measurement.count.empty();
   } catch (const SuiteError& error) {

@@ -115,6 +115,12 @@ struct RunSelection {
 // (min_time_ms) and a flag that guessed would be off by 1000. `what` leads the message.
 double ParseDuration(const std::string& text, const std::string& what);
 
+// `--threads N` of `command` within the suite key's bounds (exit 2 naming them otherwise).
+void CheckThreadsFlag(const std::string& command, int64_t threads);
+
+// `--filter` of `command` compiled once, so a bad pattern is exit 2 before anything runs.
+void CheckFilterFlag(const std::string& command, const std::string& filter);
+
 // Where results go when no --db is given.
 inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";
 

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
+#include "harness/memory_limit.h"
 #include "reports/escape/terminal.h"
 #include "results/output_file.h"
 #include "variants/core/plugin.h"
@@ -210,6 +211,9 @@ int main(int argc, char** argv) {
     std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const seqbench::OutputRefused& error) {
+    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
+    return 2;
+  } catch (const seqbench::MemoryLimitExceeded& error) {  // sizes the user asked for
     std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
     return 2;
   } catch (const std::exception& error) {

@@ -337,6 +337,26 @@ void CheckTestFlags(const RunFlags& f) {
   }
 }
 
+}  // namespace
+
+void CheckThreadsFlag(const std::string& command, int64_t threads) {
+  const WorkloadField& field = *FindWorkloadField("threads");
+  if (threads < field.min || threads > field.max) {
+    throw UsageError(command + ": --threads must be between " + std::to_string(field.min) +
+                     " and " + std::to_string(field.max) + ", got " + std::to_string(threads));
+  }
+}
+
+void CheckFilterFlag(const std::string& command, const std::string& filter) {
+  try {
+    KeyPattern{filter};
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(command + ": --filter " + error.what());
+  }
+}
+
+namespace {
+
 // --check, --filter, --device, --threads and --shard as a selection of the suite's cases.
 void CheckSelectionFlags(const RunFlags& f, CheckedFlags& checked) {
   const std::optional<CheckPolicy> check = ParseCheckPolicy(f.check_text);
@@ -348,11 +368,7 @@ void CheckSelectionFlags(const RunFlags& f, CheckedFlags& checked) {
   selection.filter = f.filter;
   if (f.Given("device")) selection.device = f.device;
   if (f.Given("threads")) {
-    const WorkloadField& field = *FindWorkloadField("threads");
-    if (f.threads < field.min || f.threads > field.max) {
-      throw UsageError("run: --threads must be between " + std::to_string(field.min) + " and " +
-                       std::to_string(field.max) + ", got " + std::to_string(f.threads));
-    }
+    CheckThreadsFlag("run", f.threads);
     selection.threads = f.threads;
   }
   if (!f.shard_text.empty()) {

@@ -440,7 +440,9 @@ WorldPlan PlanWorld(const TrainFlags& f) {
     }
     if (f.nproc < 1 || f.nproc > 1024) throw UsageError("train: --nproc must be 1..1024");
   }
-  if (f.timeout_s < 1) throw UsageError("train: --dist-timeout must be at least 1 second");
+  if (f.timeout_s < 1 || f.timeout_s > 86400)
+    throw UsageError("train: --dist-timeout must be between 1 and 86400 seconds, got " +
+                     std::to_string(f.timeout_s));
   plan.size = plan.environment ? plan.environment->world_size : std::max<int64_t>(1, f.nproc);
   if (plan.size > 1 && !training::DistributedAvailable()) {
     throw UsageError("train: " + training::DistributedUnavailableReason());
@@ -483,7 +485,10 @@ void CheckCheckpointFlags(const TrainFlags& f, const std::vector<PipelineSpec>& 
         "--pipeline NAME (the suite has " +
         std::to_string(pipelines.size()) + ")");
   }
-  if (f.save_every < 0) throw UsageError("train: --save-every must be at least 0");
+  if (f.save_every < 0 || f.save_every > training::kMaxCount)
+    throw UsageError("train: --save-every must be between 0 and " +
+                     std::to_string(training::kMaxCount) + " steps, got " +
+                     std::to_string(f.save_every));
   if (f.save_every > 0 && f.checkpoint.empty())
     throw UsageError("train: --save-every needs --checkpoint");
   if (!f.checkpoint.empty()) {

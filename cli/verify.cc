@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "harness/equivalence.h"
 #include "harness/key_pattern.h"
+#include "harness/memory.h"
 #include "harness/workload.h"
 #include "variants/core/registry.h"
 
@@ -22,14 +23,22 @@ torch::ScalarType DtypeOption(const std::string& name) {
   throw UsageError("verify: --dtype must be float32 or float64, got '" + name + "'");
 }
 
-}  // namespace
-
-int RunVerify(const std::vector<std::string>& args) {
+// `verify`'s flags, checked.
+struct VerifyFlags {
   ModelConfig config;
   BatchShape shape;
   std::string baseline_key, filter, dtype_name;
   uint64_t seed = 0;
   int64_t generate_tokens = 0;
+  torch::ScalarType dtype = torch::kFloat32;
+  std::optional<KeyPattern> pattern;
+  const FamilyEntry* family = nullptr;
+};
+
+// Parses the flags; false after --help.
+bool ParseVerifyFlags(const std::vector<std::string>& args, VerifyFlags& f) {
+  ModelConfig& config = f.config;
+  BatchShape& shape = f.shape;
   po::options_description options(
       "Usage: seqbench verify [OPTIONS]\n\n"
       "Checks every variant of a family against the baseline on the same weights and a\n"
@@ -38,11 +47,11 @@ int RunVerify(const std::vector<std::string>& args) {
       "declared tolerance.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "family", po::value(&config.family)->default_value("simple_rnn"), "model family")(
-      "baseline", po::value(&baseline_key),
+      "baseline", po::value(&f.baseline_key),
       "reference variant (default: the family's variant of category \"reference\": baseline, "
-      "lstm_loop, naive)")("filter", po::value(&filter)->default_value(".*"),
+      "lstm_loop, naive)")("filter", po::value(&f.filter)->default_value(".*"),
                            "regex on variant keys")(
-      "dtype", po::value(&dtype_name)->default_value("float32"), "float32 or float64")(
+      "dtype", po::value(&f.dtype_name)->default_value("float32"), "float32 or float64")(
       "vocab-size", po::value(&config.vocab_size)->default_value(256), "vocabulary size V")(
       "width", po::value(&config.width)->default_value(64), "width D")(
       "layers", po::value(&config.num_layers)->default_value(2), "layers L")(
@@ -53,53 +62,52 @@ int RunVerify(const std::vector<std::string>& args) {
       "seq-len", po::value(&shape.max_length)->default_value(64), "padded length T")(
       "min-len", po::value(&shape.min_length)->default_value(8),
       "shortest sequence (0: no padding)")(
-      "generate-tokens", po::value(&generate_tokens)->default_value(16), "tokens to generate")(
-      "seed", po::value(&seed)->default_value(1), "seed of weights and data");
+      "generate-tokens", po::value(&f.generate_tokens)->default_value(16), "tokens to generate")(
+      "seed", po::value(&f.seed)->default_value(1), "seed of weights and data");
   po::options_description hidden;
   // The old spellings, kept for one release.
   int64_t old_vocab = 0, old_generate = 0;  // written before the defaults are: applied below
   hidden.add_options()("vocab", po::value(&old_vocab))("generate", po::value(&old_generate));
   const auto values = ParseArguments(args, options, hidden, {}, "verify");
-  if (!values) return 0;
+  if (!values) return false;
   if (values->count("vocab")) config.vocab_size = old_vocab;
-  if (values->count("generate")) generate_tokens = old_generate;
-  const torch::ScalarType dtype = DtypeOption(dtype_name);
-  std::optional<KeyPattern> pattern;
+  if (values->count("generate")) f.generate_tokens = old_generate;
+  return true;
+}
+
+// The family's one variant of category "reference", unless --baseline named one.
+std::string DefaultBaseline(const std::string& family) {
+  std::vector<std::string> references;
+  for (const VariantEntry* entry : GlobalVariants().Entries()) {
+    if (entry->capabilities.family == family && entry->capabilities.category == "reference")
+      references.push_back(entry->key);
+  }
+  if (references.size() != 1) {
+    std::string listed;
+    for (const auto& key : references) listed += " " + key;
+    throw UsageError("verify: family '" + family + "' has " + std::to_string(references.size()) +
+                     " variants of category \"reference\" (" + listed +
+                     " ); name the reference with --baseline");
+  }
+  return references.front();
+}
+
+// The flags' meaning: dtype, pattern, family, baseline, and the suite fields' bounds, all
+// checked before any tensor exists.
+void CheckVerifyFlags(VerifyFlags& f) {
+  f.dtype = DtypeOption(f.dtype_name);
+  CheckFilterFlag("verify", f.filter);
+  f.pattern.emplace(f.filter);
   try {
-    pattern.emplace(filter);
-  } catch (const std::invalid_argument& error) {
-    throw UsageError("verify: --filter " + std::string(error.what()));
+    f.family = &GlobalFamilies().Get(f.config.family);
+  } catch (const UnknownKeyError& error) {
+    throw UsageError(std::string("verify: ") + error.what());
   }
-  const auto& family = [&]() -> const FamilyEntry& {
-    try {
-      return GlobalFamilies().Get(config.family);
-    } catch (const UnknownKeyError& error) {
-      throw UsageError(std::string("verify: ") + error.what());
-    }
-  }();
-  if (baseline_key.empty()) {
-    std::vector<std::string> references;
-    for (const VariantEntry* entry : GlobalVariants().Entries()) {
-      if (entry->capabilities.family == config.family &&
-          entry->capabilities.category == "reference") {
-        references.push_back(entry->key);
-      }
-    }
-    if (references.size() != 1) {
-      std::string listed;
-      for (const auto& key : references) listed += " " + key;
-      throw UsageError("verify: family '" + config.family + "' has " +
-                       std::to_string(references.size()) + " variants of category \"reference\" (" +
-                       listed + " ); name the reference with --baseline");
-    }
-    baseline_key = references.front();
-  }
-  if (!GlobalVariants().Contains(baseline_key)) {
-    throw UsageError("verify: unknown baseline '" + baseline_key +
+  if (f.baseline_key.empty()) f.baseline_key = DefaultBaseline(f.config.family);
+  if (!GlobalVariants().Contains(f.baseline_key)) {
+    throw UsageError("verify: unknown baseline '" + f.baseline_key +
                      "'; known variants: " + GlobalVariants().JoinedKeys());
   }
-
-  // The same bounds as a suite's fields, checked before any tensor exists.
   const auto check_field = [](const char* name, const char* flag, int64_t value) {
     const WorkloadField& field = *FindWorkloadField(name);
     if (value < field.min || value > field.max) {
@@ -108,74 +116,102 @@ int RunVerify(const std::vector<std::string>& args) {
                        std::to_string(value));
     }
   };
-  check_field("batch", "--batch", shape.batch_size);
-  check_field("seq_len", "--seq-len", shape.max_length);
-  check_field("min_len", "--min-len", shape.min_length);
-  check_field("generate_tokens", "--generate-tokens", generate_tokens);
-  check_field("vocab_size", "--vocab-size", config.vocab_size);
-  check_field("width", "--width", config.width);
-  check_field("layers", "--layers", config.num_layers);
-  check_field("heads", "--heads", config.num_heads);
-  if (shape.min_length > shape.max_length) {
-    throw UsageError("verify: --min-len (" + std::to_string(shape.min_length) +
-                     ") must not exceed --seq-len (" + std::to_string(shape.max_length) + ")");
+  check_field("batch", "--batch", f.shape.batch_size);
+  check_field("seq_len", "--seq-len", f.shape.max_length);
+  check_field("min_len", "--min-len", f.shape.min_length);
+  check_field("generate_tokens", "--generate-tokens", f.generate_tokens);
+  check_field("vocab_size", "--vocab-size", f.config.vocab_size);
+  check_field("width", "--width", f.config.width);
+  check_field("layers", "--layers", f.config.num_layers);
+  check_field("heads", "--heads", f.config.num_heads);
+  if (f.shape.min_length > f.shape.max_length) {
+    throw UsageError("verify: --min-len (" + std::to_string(f.shape.min_length) +
+                     ") must not exceed --seq-len (" + std::to_string(f.shape.max_length) + ")");
   }
   try {
-    family.validate(config);
+    f.family->validate(f.config);
   } catch (const std::exception& error) {
-    throw UsageError("verify: invalid model for family '" + config.family +
+    throw UsageError("verify: invalid model for family '" + f.config.family +
                      "': " + DescribeError(error));
   }
+}
 
-  const ParameterSet weights = family.init_weights(config, seed);
-  const Batch batch = MakeBatch(shape, config.vocab_size, seed + 1);
-  const Batch prompt =
-      MakeBatch({shape.batch_size, shape.max_length, 0}, config.vocab_size, seed + 2);
+// Why `entry` is not verified here, or "" when it is.
+std::string NotVerifiedBecause(const VariantEntry& entry) {
+  const Capabilities& caps = entry.capabilities;
+  if (!caps.unavailable.empty()) return "not verified: " + caps.unavailable;
+  if (!caps.Supports(torch::kCPU))
+    return "CUDA only: not verified here; seqbench run checks it on a GPU";
+  return "";
+}
+
+// Checks one variant in every mode it supports and prints a line a mode; true if all
+// passed.
+bool VerifyVariant(const VerifyFlags& f, const VariantEntry& entry, const ParameterSet& weights,
+                   const Batch& batch, const Batch& prompt) {
+  const Capabilities& caps = entry.capabilities;
+  bool all_passed = true;
+  for (const Mode mode : {Mode::kTrain, Mode::kForward, Mode::kGenerate}) {
+    if (!caps.Supports(mode)) continue;
+    auto reference = CreateVariant(f.baseline_key);
+    auto candidate = entry.factory();
+    reference->Setup(f.config, weights, torch::kCPU, f.dtype);
+    candidate->Setup(f.config, weights, torch::kCPU, f.dtype);
+    const EquivalenceResult result =
+        CheckEquivalence(*candidate, *reference, mode, mode == Mode::kGenerate ? prompt : batch,
+                         caps.ToleranceFor(f.dtype), f.generate_tokens);
+    all_passed = all_passed && result.passed();
+    if (mode == Mode::kGenerate) {
+      std::printf("%-14s %-9s %35lld mismatched tokens of %lld %29s %s\n", entry.key.c_str(),
+                  "generate", (long long)result.mismatched_tokens,
+                  (long long)(f.shape.batch_size * f.generate_tokens), "",
+                  result.passed() ? "ok" : "MISMATCH");
+      continue;
+    }
+    std::printf("%-14s %-9s %11.3g %11.3g %11.3g %11.3g %11.3g  %-22s %s\n", entry.key.c_str(),
+                std::string(ModeName(mode)).c_str(), result.logits.max_abs, result.logits.max_rel,
+                result.loss.max_abs, result.gradients.max_abs, result.gradients.max_rel,
+                mode == Mode::kTrain ? result.worst_gradient.c_str() : "-",
+                result.passed() ? "ok" : "MISMATCH");
+  }
+  return all_passed;
+}
+
+void PrintVerifyHeader(const VerifyFlags& f) {
+  const ModelConfig& config = f.config;
   std::printf("%s%s %s V=%lld D=%lld L=%lld H=%lld  B=%lld T=%lld (min %lld)  seed=%llu\n",
               config.family.c_str(), config.ffn == "gelu" ? "" : (" ffn=" + config.ffn).c_str(),
-              DtypeName(dtype).c_str(), (long long)config.vocab_size, (long long)config.width,
+              DtypeName(f.dtype).c_str(), (long long)config.vocab_size, (long long)config.width,
               (long long)config.num_layers, (long long)config.num_heads,
-              (long long)shape.batch_size, (long long)shape.max_length, (long long)shape.min_length,
-              (unsigned long long)seed);
+              (long long)f.shape.batch_size, (long long)f.shape.max_length,
+              (long long)f.shape.min_length, (unsigned long long)f.seed);
   std::printf("%-14s %-9s %11s %11s %11s %11s %11s  %-22s %s\n", "variant", "mode", "logits_abs",
               "logits_rel", "loss_abs", "grad_abs", "grad_rel", "worst_grad", "result");
+}
+
+}  // namespace
+
+int RunVerify(const std::vector<std::string>& args) {
+  VerifyFlags f;
+  if (!ParseVerifyFlags(args, f)) return 0;
+  CheckVerifyFlags(f);
+  // Sizes beyond the machine are refused before allocating (MemoryLimitExceeded: exit 2).
+  CountingCpuAllocator::Install();
+  const ParameterSet weights = f.family->init_weights(f.config, f.seed);
+  const Batch batch = MakeBatch(f.shape, f.config.vocab_size, f.seed + 1);
+  const Batch prompt =
+      MakeBatch({f.shape.batch_size, f.shape.max_length, 0}, f.config.vocab_size, f.seed + 2);
+  PrintVerifyHeader(f);
   bool all_passed = true;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
-    if (entry->key == baseline_key || !pattern->Matches(entry->key)) continue;
     const Capabilities& caps = entry->capabilities;
-    if (caps.family != config.family || !caps.Supports(dtype)) continue;
-    if (!caps.unavailable.empty()) {
-      std::printf("%-14s (not verified: %s)\n", entry->key.c_str(), caps.unavailable.c_str());
+    if (entry->key == f.baseline_key || !f.pattern->Matches(entry->key)) continue;
+    if (caps.family != f.config.family || !caps.Supports(f.dtype)) continue;
+    if (const std::string why = NotVerifiedBecause(*entry); !why.empty()) {
+      std::printf("%-14s (%s)\n", entry->key.c_str(), why.c_str());
       continue;
     }
-    if (!caps.Supports(torch::kCPU)) {
-      std::printf("%-14s (CUDA only: not verified here; seqbench run checks it on a GPU)\n",
-                  entry->key.c_str());
-      continue;
-    }
-    for (const Mode mode : {Mode::kTrain, Mode::kForward, Mode::kGenerate}) {
-      if (!caps.Supports(mode)) continue;
-      auto reference = CreateVariant(baseline_key);
-      auto candidate = entry->factory();
-      reference->Setup(config, weights, torch::kCPU, dtype);
-      candidate->Setup(config, weights, torch::kCPU, dtype);
-      const EquivalenceResult result =
-          CheckEquivalence(*candidate, *reference, mode, mode == Mode::kGenerate ? prompt : batch,
-                           caps.ToleranceFor(dtype), generate_tokens);
-      all_passed = all_passed && result.passed();
-      if (mode == Mode::kGenerate) {
-        std::printf("%-14s %-9s %35lld mismatched tokens of %lld %29s %s\n", entry->key.c_str(),
-                    "generate", (long long)result.mismatched_tokens,
-                    (long long)(shape.batch_size * generate_tokens), "",
-                    result.passed() ? "ok" : "MISMATCH");
-        continue;
-      }
-      std::printf("%-14s %-9s %11.3g %11.3g %11.3g %11.3g %11.3g  %-22s %s\n", entry->key.c_str(),
-                  std::string(ModeName(mode)).c_str(), result.logits.max_abs, result.logits.max_rel,
-                  result.loss.max_abs, result.gradients.max_abs, result.gradients.max_rel,
-                  mode == Mode::kTrain ? result.worst_gradient.c_str() : "-",
-                  result.passed() ? "ok" : "MISMATCH");
-    }
+    all_passed = VerifyVariant(f, *entry, weights, batch, prompt) && all_passed;
   }
   return all_passed ? 0 : 1;
 }

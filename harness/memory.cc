@@ -7,7 +7,13 @@
 #include <malloc.h>
 #endif
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "harness/cuda_probe.h"
@@ -37,7 +43,37 @@ int64_t MaxRssBytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+// A cgroup's memory limit in bytes (v2 memory.max, else v1 memory.limit_in_bytes), or -1
+// where none is set ("max", or v1's huge "unlimited" value is above any machine anyway).
+int64_t CgroupLimitBytes() {
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream file(path);
+    std::string text;
+    if (file >> text && !text.empty() && text != "max") {
+      try {
+        return std::stoll(text);
+      } catch (const std::exception&) {  // not a number: no limit read from this file
+      }
+    }
+  }
+  return -1;
+}
+
+std::string Gibibytes(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
 }  // namespace
+
+int64_t MachineMemoryBytes() {
+  const int64_t physical =
+      static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  const int64_t cgroup = CgroupLimitBytes();
+  return cgroup > 0 ? std::min(physical, cgroup) : physical;
+}
 
 const char* RetainFreedMemory() {
 #if defined(__GLIBC__)
@@ -56,6 +92,8 @@ CountingCpuAllocator& CountingCpuAllocator::Install() {
   if (CountingCpuAllocator* current = installed.load()) return *current;
   // Leaked on purpose: tensors may outlive every other static.
   static auto* instance = new CountingCpuAllocator(c10::GetCPUAllocator());
+  // A tenth of the machine stays for the process's code, BLAS buffers, the page cache.
+  instance->set_limit_bytes(MachineMemoryBytes() / 10 * 9);
   c10::SetCPUAllocator(instance, /*priority=*/100);
   installed.store(instance);
   return *instance;
@@ -64,6 +102,16 @@ CountingCpuAllocator& CountingCpuAllocator::Install() {
 CountingCpuAllocator* CountingCpuAllocator::Installed() { return installed.load(); }
 
 at::DataPtr CountingCpuAllocator::allocate(size_t bytes) SEQBENCH_ALLOCATE_QUALIFIER {
+  const int64_t limit = limit_bytes_.load();
+  const int64_t live = live_bytes_.load();
+  if (limit > 0 && bytes > 0 && (live >= limit || bytes > static_cast<size_t>(limit - live))) {
+    throw MemoryLimitExceeded("this case needs more memory than the machine has: a tensor of " +
+                              Gibibytes(static_cast<int64_t>(std::min<size_t>(bytes, INT64_MAX))) +
+                              " on top of " + Gibibytes(live) +
+                              " already held passes seqbench's limit of " + Gibibytes(limit) +
+                              " (this machine has " + Gibibytes(MachineMemoryBytes()) +
+                              "); lower batch, seq_len or width");
+  }
   at::DataPtr wrapped = wrapped_->allocate(bytes);
   void* data = wrapped.get();
   const at::Device device = wrapped.device();

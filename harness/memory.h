@@ -10,13 +10,15 @@
 #include <atomic>
 #include <cstdint>
 
+#include "harness/memory_limit.h"
 #include "variants/core/torch_compat.h"
 
 namespace seqbench {
 
 // Wraps the CPU allocator that was current when Install() ran and counts every byte
 // that passes through it. Tensors allocated before Install() are not counted, also not
-// when freed.
+// when freed. Refuses (MemoryLimitExceeded) an allocation that would take the live bytes
+// past limit_bytes(): by default 90% of MachineMemoryBytes().
 class CountingCpuAllocator final : public at::Allocator {
  public:
   // Installs the process-wide instance (idempotent) and returns it. Also keeps the memory
@@ -37,6 +39,9 @@ class CountingCpuAllocator final : public at::Allocator {
   int64_t allocated_bytes() const { return allocated_bytes_.load(); }
   // Starts a new peak from the current live bytes.
   void ResetPeak() { peak_bytes_.store(live_bytes_.load()); }
+  // The most live bytes allowed at once; 0 means no limit.
+  int64_t limit_bytes() const { return limit_bytes_.load(); }
+  void set_limit_bytes(int64_t bytes) { limit_bytes_.store(bytes); }
 
   explicit CountingCpuAllocator(at::Allocator* wrapped) : wrapped_(wrapped) {}
 
@@ -48,6 +53,7 @@ class CountingCpuAllocator final : public at::Allocator {
   mutable std::atomic<int64_t> live_bytes_{0};
   mutable std::atomic<int64_t> peak_bytes_{0};
   mutable std::atomic<int64_t> allocated_bytes_{0};
+  std::atomic<int64_t> limit_bytes_{0};
 };
 
 // Makes glibc's malloc keep freed memory for reuse instead of returning it to the kernel:

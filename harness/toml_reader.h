@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iomanip>
+#include <limits>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,6 +98,13 @@ class TomlReader {
     return value;
   }
 
+  // A number as a person writes it: 0, 2.5, 1e+06 (not std::to_string's 0.000000).
+  static std::string Plain(double value) {
+    std::ostringstream text;
+    text << std::setprecision(12) << value;
+    return text.str();
+  }
+
   int64_t Integer(const toml::node& node, const std::string& key, int64_t min, int64_t max) const {
     if (!node.is_integer()) {
       Fail(node.source(), "'" + key + "' must be an integer, got " + TypeName(node));
@@ -107,18 +117,22 @@ class TomlReader {
     return value;
   }
 
-  double Number(const toml::node& node, const std::string& key, double min) const {
+  // A finite number in [min, max]; the bounds are printed as the user would write them.
+  double Number(const toml::node& node, const std::string& key, double min,
+                double max = std::numeric_limits<double>::max()) const {
     if (!node.is_number())
       Fail(node.source(), "'" + key + "' must be a number, got " + TypeName(node));
     const double value = node.is_integer() ? static_cast<double>(node.as_integer()->get())
                                            : node.as_floating_point()->get();
     // TOML has inf and nan; no option of seqbench's means either.
     if (!std::isfinite(value)) {
-      Fail(node.source(), "'" + key + "' must be a finite number, got " + std::to_string(value));
+      Fail(node.source(), "'" + key + "' must be a finite number, got " + Plain(value));
     }
     if (!(value >= min)) {
-      Fail(node.source(), "'" + key + "' must be at least " + std::to_string(min) + ", got " +
-                              std::to_string(value));
+      Fail(node.source(), "'" + key + "' must be at least " + Plain(min) + ", got " + Plain(value));
+    }
+    if (!(value <= max)) {
+      Fail(node.source(), "'" + key + "' must be at most " + Plain(max) + ", got " + Plain(value));
     }
     return value;
   }

@@ -159,6 +159,39 @@ TEST_CASE("on CUDA, a step's peak and activation come from the caching allocator
   CHECK(usage.peak_bytes - usage.activation_bytes >= 5 * kMiB / 2);
 }
 
+TEST_CASE("the counting allocator refuses, before allocating, what passes its limit", "[memory]") {
+  CountingCpuAllocator& allocator = CountingCpuAllocator::Install();
+  const int64_t machine_limit = allocator.limit_bytes();
+  CHECK(machine_limit > 0);
+  CHECK(machine_limit <= MachineMemoryBytes());
+  constexpr int64_t kMiB = 1 << 20;
+  allocator.set_limit_bytes(allocator.live_bytes() + 4 * kMiB);
+  const int64_t live_before = allocator.live_bytes();
+  std::string message;
+  try {
+    auto too_big = torch::empty({5 * kMiB}, torch::kUInt8);
+  } catch (const MemoryLimitExceeded& error) {
+    message = error.what();
+  }
+  const int64_t live_after_refusal = allocator.live_bytes();
+  // The limit counts what is live, not the request alone: 3 MiB fit, 2 more do not.
+  const bool second_refused = [&] {
+    auto held = torch::empty({3 * kMiB}, torch::kUInt8);
+    try {
+      auto second = torch::empty({2 * kMiB}, torch::kUInt8);
+      return false;
+    } catch (const MemoryLimitExceeded&) {
+      return true;
+    }
+  }();
+  allocator.set_limit_bytes(machine_limit);
+  CHECK(message.find("lower batch, seq_len or width") != std::string::npos);
+  CHECK(live_after_refusal == live_before);  // nothing was allocated or counted
+  CHECK(second_refused);
+  auto after = torch::empty({5 * kMiB}, torch::kUInt8);  // the machine's limit again
+  CHECK(after.numel() == 5 * kMiB);
+}
+
 #if defined(__GLIBC__)
 TEST_CASE("measuring keeps freed tensor memory in the process for the next step", "[memory]") {
   CountingCpuAllocator::Install();

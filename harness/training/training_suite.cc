@@ -11,8 +11,6 @@
 namespace seqbench::training {
 namespace {
 
-constexpr int64_t kMaxCount = int64_t{1} << 30;
-
 const std::vector<std::string> kTrainKeys = {"variant",
                                              "variant_options",
                                              "steps",
@@ -173,7 +171,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     } else if (key == "loss_scaling") {
       c.loss_scaling = Boolean(reader, value, key);
     } else if (key == "initial_loss_scale") {
-      c.scaler.initial_scale = reader.Number(value, key, 1);
+      c.scaler.initial_scale = reader.Number(value, key, 1, 3.4e38);  // float32's range
     } else if (key == "growth_interval") {
       c.scaler.growth_interval = reader.Integer(value, key, 1, kMaxCount);
     } else if (key == "learning_rate") {
@@ -190,7 +188,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     } else if (key == "restarts") {
       c.schedule.restarts = Boolean(reader, value, key);
     } else if (key == "cycle_multiplier") {
-      c.schedule.cycle_multiplier = reader.Number(value, key, 1);
+      c.schedule.cycle_multiplier = reader.Number(value, key, 1, 1000);
     } else if (key == "weight_decay") {
       c.weight_decay = reader.Number(value, key, 0);
     } else if (key == "beta1" || key == "beta2") {
@@ -233,7 +231,8 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
       c.data_parallel.ranks = static_cast<int64_t>(members.size());
       spec.ranks_from_world = false;
     } else if (key == "bucket_mb") {
-      c.data_parallel.bucket_mb = reader.Number(value, key, 0);
+      // Up to 1 TiB: the Reducer's cap is bytes in an int64_t.
+      c.data_parallel.bucket_mb = reader.Number(value, key, 0, 1 << 20);
       if (c.data_parallel.bucket_mb <= 0)
         reader.Fail(value.source(), "'bucket_mb' must be above 0");
     } else if (key == "compression") {

@@ -18,6 +18,9 @@
 
 namespace seqbench::training {
 
+// The largest count a training key or flag takes (steps, samples, intervals): 2^30.
+inline constexpr int64_t kMaxCount = int64_t{1} << 30;
+
 struct PipelineSpec {
   std::string name;  // unique in the suite; the case key and "variant" of reports
   // The pipeline this one's ratios are against in the reports (default: the suite's

@@ -335,6 +335,40 @@ min_time_bound() { sb 2 run tiny.toml --db new.db --min-time 100000000s && says 
 count_steps_bound() { sb 2 run tiny.toml --db new.db --count-steps 1000 && says "between 1 and 100" && [[ ! -e new.db ]]; }
 threads_bound() { sb 2 run tiny.toml --db new.db --threads 100000 && says "--threads" && [[ ! -e new.db ]]; }
 generate_tokens_bound() { sb 2 generate --checkpoint none.pt --prompt hi -n 1000000000000 && says "--generate-tokens"; }
+ab_threads_bound() {
+  sb 2 ab tiny.toml --base-binary "$seqbench" --db new.db --threads 0 && says "between 1" &&
+    [[ ! -e new.db ]]
+}
+ab_filter_refused() {
+  sb 2 ab tiny.toml --base-binary "$seqbench" --db new.db --filter '(?=x)' &&
+    says "not a valid regular expression" && [[ ! -e new.db ]]
+}
+dist_timeout_bound() {
+  sb 2 train --corpus synthetic --db new.db --nproc 2 --dist-timeout 9000000000000000000 &&
+    says "between 1 and 86400" && [[ ! -e new.db ]]
+}
+save_every_bound() {
+  sb 2 train --corpus synthetic --db new.db --checkpoint c.pt --save-every 99999999999 &&
+    says "--save-every must be between" && [[ ! -e new.db && ! -e c.pt ]]
+}
+bucket_mb_bound() {  # beyond an int64_t of bytes once multiplied out
+  sb 2 train --corpus synthetic --db new.db --bucket-mb 1e30 && says "at most" && [[ ! -e new.db ]]
+}
+# A suite sized for a machine a million times larger: each case fails with the sizes named,
+# before allocating, and the run completes; no allocator's internals reach the user.
+lengths_beyond_memory() {
+  sed -e 's/^batch = 2/batch = 100000/' -e 's/^seq_len = 8/seq_len = 1000000/' \
+    -e 's/^min_len = 4/min_len = 1000000/' tiny.toml >huge.toml
+  sb 1 run huge.toml --db new.db --check none || return 1
+  grep -q "more memory than the machine has" out err ||
+    { why="no memory message: $(head -c 300 out)"; return 1; }
+  ! grep -q "enforce fail\|alloc_cpu" out err || { why="the allocator's internals reached the user"; return 1; }
+  [[ $(sqlite3 new.db "SELECT status FROM runs") == complete ]] || { why="the run did not complete"; return 1; }
+}
+verify_beyond_memory() {
+  sb 2 verify --filter fused --batch 100000 --seq-len 1000000 &&
+    says "more memory than the machine has" && ! grep -q "enforce fail" err
+}
 no_stack_trace() {
   sb 2 train --corpus synthetic --width 7 --heads 2 --db new.db || return 1
   ! grep -qE "Exception raised from|c10::|terminate called" err || { why="a stack trace: $(head -c 200 err)"; return 1; }
@@ -368,7 +402,8 @@ for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
   compare_terminal compare_json check_terminal readme_hostile list_hostile_suite \
   error_message_terminal \
   regex_cannot_hang regex_refused_clearly repetitions_bound min_time_bound count_steps_bound \
-  threads_bound generate_tokens_bound no_stack_trace \
+  threads_bound generate_tokens_bound no_stack_trace ab_threads_bound ab_filter_refused \
+  dist_timeout_bound save_every_bound bucket_mb_bound lengths_beyond_memory verify_beyond_memory \
   sigterm_stops_run sigint_stops_run; do
   attempt "$try" "$try"
 done
