@@ -323,110 +323,139 @@ std::string CompareTable(const std::vector<CaseComparison>& comparisons, bool co
 
 }  // namespace
 
-int RunCompare(const std::vector<std::string>& args) {
+namespace {
+
+// `compare`'s flags, as given.
+struct CompareFlags {
   std::string base_db, threshold_text, count_threshold_text, format, base_latest_on, gate_text;
   int64_t base_id = 0;
   RunSelection selection;  // the new run
   CompareSettings settings;
-  po::options_description options(
-      "Usage: seqbench compare BASE_RUN NEW_RUN [OPTIONS]\n"
-      "       seqbench compare BASE_RUN (--latest | --suite NAME | --git REV | --label TEXT)\n"
-      "       seqbench compare --base-latest-on BRANCH-or-LABEL (NEW_RUN | --latest ...)\n\n"
-      "Matches the two runs' cases by their identity (variant, options and every workload\n"
-      "field, model sizes included; cases on one side only are listed) and judges each on\n"
-      "the ratio of median runtimes (new / base, the inverse of the speedup, which is the\n"
-      "ratio of median throughputs) and its bootstrap confidence interval from the\n"
-      "repetition samples (at least 3 a side). Verdicts: slower (the whole interval above\n"
-      "1 + threshold), faster (below 1 - threshold), same (inside both), ambiguous (it\n"
-      "reaches across a limit, or too few samples). Peak memory is judged against the same\n"
-      "threshold. Runs of different suites or machines are refused unless allowed.\n\n"
-      "Counted runs (run --count instructions) are also judged on instructions per step\n"
-      "(each side the median of its counted steps), on the range of the ratios of step k\n"
-      "to step k against --count-threshold: more, fewer, same, ambiguous, or not counted\n"
-      "(counted in the base only: the counts gate fails it; a case counted on neither side\n"
-      "is judged on time); a case whose steps disagree past a tenth of it is flagged\n"
-      "nondeterministic. --gate\n"
-      "picks what fails: counts compare across machines of one fingerprint (valgrind, the\n"
-      "pinning, the OpenBLAS core and ATen capability the counting child saw, LibTorch,\n"
-      "compiler) and are refused with exit 2 where it differs. Exits 1 when the gate finds a\n"
-      "case slower (time), with more instructions (counts), or larger, 2 on bad input.\n\n"
-      "Options");
+  po::variables_map values;
+  bool Given(const char* name) const { return values.count(name) > 0; }
+};
+
+constexpr char kCompareUsage[] =
+    "Usage: seqbench compare BASE_RUN NEW_RUN [OPTIONS]\n"
+    "       seqbench compare BASE_RUN (--latest | --suite NAME | --git REV | --label TEXT)\n"
+    "       seqbench compare --base-latest-on BRANCH-or-LABEL (NEW_RUN | --latest ...)\n\n"
+    "Matches the two runs' cases by their identity (variant, options and every workload\n"
+    "field, model sizes included; cases on one side only are listed) and judges each on\n"
+    "the ratio of median runtimes (new / base, the inverse of the speedup, which is the\n"
+    "ratio of median throughputs) and its bootstrap confidence interval from the\n"
+    "repetition samples (at least 3 a side). Verdicts: slower (the whole interval above\n"
+    "1 + threshold), faster (below 1 - threshold), same (inside both), ambiguous (it\n"
+    "reaches across a limit, or too few samples). Peak memory is judged against the same\n"
+    "threshold. Runs of different suites or machines are refused unless allowed.\n\n"
+    "Counted runs (run --count instructions) are also judged on instructions per step\n"
+    "(each side the median of its counted steps), on the range of the ratios of step k\n"
+    "to step k against --count-threshold: more, fewer, same, ambiguous, or not counted\n"
+    "(counted in the base only: the counts gate fails it; a case counted on neither side\n"
+    "is judged on time); a case whose steps disagree past a tenth of it is flagged\n"
+    "nondeterministic. --gate\n"
+    "picks what fails: counts compare across machines of one fingerprint (valgrind, the\n"
+    "pinning, the OpenBLAS core and ATen capability the counting child saw, LibTorch,\n"
+    "compiler) and are refused with exit 2 where it differs. Exits 1 when the gate finds a\n"
+    "case slower (time), with more instructions (counts), or larger, 2 on bad input.\n\n"
+    "Options";
+
+// Parses and checks the flags; false after --help.
+bool ParseCompareFlags(const std::vector<std::string>& args, CompareFlags& f) {
+  po::options_description options(kCompareUsage);
   options.add_options()("help,h", "show this help");
   po::options_description hidden;
   po::positional_options_description positional;
-  hidden.add_options()("base", po::value(&base_id));
+  hidden.add_options()("base", po::value(&f.base_id));
   positional.add("base", 1);
-  selection.Declare(options, hidden, positional);  // NEW_RUN: the second positional
-  options.add_options()("base-db", po::value(&base_db), "database of the base run, if another")(
-      "base-latest-on", po::value(&base_latest_on),
+  f.selection.Declare(options, hidden, positional);  // NEW_RUN: the second positional
+  options.add_options()("base-db", po::value(&f.base_db), "database of the base run, if another")(
+      "base-latest-on", po::value(&f.base_latest_on),
       "base: the newest complete run of the new run's suite with this --label, or else from a "
       "commit on this branch's history (CI: --base-latest-on main)")(
-      "threshold", po::value(&threshold_text)->default_value("5%"),
+      "threshold", po::value(&f.threshold_text)->default_value("5%"),
       "smallest change that counts: 5% or 0.05")(
-      "confidence", po::value(&settings.confidence)->default_value(0.95, "0.95"),
+      "confidence", po::value(&f.settings.confidence)->default_value(0.95, "0.95"),
       "of the ratio's bootstrap interval, in (0, 1)")(
-      "gate", po::value(&gate_text)->default_value("auto"),
+      "gate", po::value(&f.gate_text)->default_value("auto"),
       "what sets the exit status: time, counts (instructions per step, from run --count), "
       "both, or auto (counts when both runs were counted, else time); memory always")(
-      "count-threshold", po::value(&count_threshold_text)->default_value("1%"),
+      "count-threshold", po::value(&f.count_threshold_text)->default_value("1%"),
       "smallest change of counted instructions that counts: 1% or 0.01")(
-      "format", po::value(&format)->default_value("md"),
+      "format", po::value(&f.format)->default_value("md"),
       "md (a table) or json (for machines: per-case intervals, a geometric-mean summary)")(
       "allow-different-suites", "judge runs of different suites on the cases they share")(
       "allow-different-machines", "judge runs from different CPUs or GPUs");
-  const auto values = ParseArguments(args, options, hidden, positional, "compare");
-  if (!values) return 0;
-  if (format != "md" && format != "json")
-    throw UsageError("compare: --format must be md or json, got '" + format + "'");
-  settings.threshold = ParseThreshold(threshold_text, "compare");
-  settings.count_threshold = ParseThreshold(count_threshold_text, "compare --count-threshold");
-  if (!(settings.confidence > 0 && settings.confidence < 1))
+  auto values = ParseArguments(args, options, hidden, positional, "compare");
+  if (!values) return false;
+  f.values = std::move(*values);
+  if (f.format != "md" && f.format != "json")
+    throw UsageError("compare: --format must be md or json, got '" + f.format + "'");
+  f.settings.threshold = ParseThreshold(f.threshold_text, "compare");
+  f.settings.count_threshold = ParseThreshold(f.count_threshold_text, "compare --count-threshold");
+  if (!(f.settings.confidence > 0 && f.settings.confidence < 1))
     throw UsageError("compare: --confidence must lie in (0, 1), e.g. 0.95");
   // With --base-latest-on, the one run id given is the new run.
-  if (values->count("base-latest-on") && values->count("base")) {
-    if (values->count("run"))
+  if (f.Given("base-latest-on") && f.Given("base")) {
+    if (f.Given("run"))
       throw UsageError("compare: --base-latest-on picks the base; give only NEW_RUN");
-    selection.run_id = base_id;
-    base_id = 0;
+    f.selection.run_id = f.base_id;
+    f.base_id = 0;
   }
-  const bool new_given = values->count("run") ||
-                         (values->count("base-latest-on") && selection.run_id > 0) ||
-                         values->count("latest") || !selection.filter.empty();
-  if (!new_given || (base_id <= 0 && !values->count("base-latest-on")))
+  const bool new_given = f.Given("run") || (f.Given("base-latest-on") && f.selection.run_id > 0) ||
+                         f.Given("latest") || !f.selection.filter.empty();
+  if (!new_given || (f.base_id <= 0 && !f.Given("base-latest-on")))
     throw UsageError(
         "compare: give BASE_RUN and NEW_RUN ids (or BASE_RUN --latest, or --base-latest-on "
         "BRANCH)");
-  if (selection.run_id > 0 && (values->count("latest") || !selection.filter.empty()))
+  if (f.selection.run_id > 0 && (f.Given("latest") || !f.selection.filter.empty()))
     throw UsageError("compare: give NEW_RUN or --latest/--suite/--git/--label, not both");
+  return true;
+}
 
-  const auto new_store = OpenExistingStore(selection.db_path, "compare");
-  const auto base_store = base_db.empty() ? nullptr : OpenExistingStore(base_db, "compare");
-  const Store& base_source = base_store ? *base_store : *new_store;
-  const RunRecord next =
-      selection.run_id > 0
-          ? FindRunOrFail(*new_store, selection.run_id, "compare")
-          : LatestRun(*new_store, selection.filter, "compare", base_store ? 0 : base_id);
-  const RunRecord base = base_id > 0 ? FindRunOrFail(base_source, base_id, "compare")
-                                     : LatestRunOn(base_source, base_latest_on, next.suite_name,
-                                                   base_store ? 0 : next.run_id, "compare");
-  for (const RunRecord* run : {&base, &next}) {
+// The two runs compared, each with its store's cases.
+struct ComparedRuns {
+  std::unique_ptr<Store> new_store, base_store;
+  RunRecord base, next;
+  std::vector<CaseRecord> base_cases, new_cases;
+};
+
+ComparedRuns ResolveComparedRuns(const CompareFlags& f) {
+  ComparedRuns runs;
+  runs.new_store = OpenExistingStore(f.selection.db_path, "compare");
+  if (!f.base_db.empty()) runs.base_store = OpenExistingStore(f.base_db, "compare");
+  const Store& base_source = runs.base_store ? *runs.base_store : *runs.new_store;
+  const int64_t avoid = runs.base_store ? 0 : f.base_id;  // NEW is not BASE in one store
+  runs.next = f.selection.run_id > 0
+                  ? FindRunOrFail(*runs.new_store, f.selection.run_id, "compare")
+                  : LatestRun(*runs.new_store, f.selection.filter, "compare", avoid);
+  runs.base = f.base_id > 0 ? FindRunOrFail(base_source, f.base_id, "compare")
+                            : LatestRunOn(base_source, f.base_latest_on, runs.next.suite_name,
+                                          runs.base_store ? 0 : runs.next.run_id, "compare");
+  for (const RunRecord* run : {&runs.base, &runs.next}) {
     if (run->status != "complete") {
       std::cerr << "seqbench: warning: run " << run->run_id << " is " << run->status
                 << ": only its stored cases are compared\n";
     }
   }
-  if (base.suite_name != next.suite_name && !values->count("allow-different-suites")) {
+  runs.base_cases = base_source.Cases(runs.base.run_id);
+  runs.new_cases = runs.new_store->Cases(runs.next.run_id);
+  return runs;
+}
+
+// Refuses runs of other suites or machines unless allowed; returns what the reader is
+// warned of.
+std::vector<std::string> CheckComparable(const CompareFlags& f, const ComparedRuns& runs,
+                                         Gate gate) {
+  const RunRecord &base = runs.base, &next = runs.next;
+  if (base.suite_name != next.suite_name && !f.Given("allow-different-suites")) {
     throw UsageError("compare: run " + std::to_string(base.run_id) + " is of suite '" +
                      base.suite_name + "' and run " + std::to_string(next.run_id) + " of '" +
                      next.suite_name +
                      "'; pass --allow-different-suites to judge the cases they share");
   }
-  const std::vector<CaseRecord> base_cases = base_source.Cases(base.run_id);
-  const std::vector<CaseRecord> new_cases = new_store->Cases(next.run_id);
-  const Gate gate = ResolveGate(gate_text, base, next, base_cases, new_cases);
   // Counts on a matching fingerprint compare across machines; times do not.
   if (const auto machines = MachineDifferences(base, next);
-      !machines.empty() && gate != Gate::kCounts && !values->count("allow-different-machines")) {
+      !machines.empty() && gate != Gate::kCounts && !f.Given("allow-different-machines")) {
     std::string message = "compare: the runs were measured on different machines:";
     for (const auto& difference : machines) message += "\n  " + difference;
     throw UsageError(message + "\npass --allow-different-machines to judge them anyway");
@@ -438,69 +467,107 @@ int RunCompare(const std::vector<std::string>& args) {
     notes.push_back("suite '" + next.suite_name + "' was edited between the runs");
   for (const auto& difference : EnvironmentDifferences(base, next))
     notes.push_back("environments differ: " + difference);
+  return notes;
+}
 
-  const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
-  settings.paired = IsAbPair(base, next);
-  if (settings.paired)
-    notes.push_back("an A/B pair (seqbench ab): each case judged on the ratios of its rounds");
-  const auto comparisons = CompareCases(base_cases, new_cases, settings);
-  bool regression = false;
+// The verdicts counted, and whether the gate fails.
+struct CompareSummary {
   std::map<std::string, int> verdicts, count_verdicts;
+  bool regression = false;
+  std::optional<double> geometric_mean, count_mean;
+  int64_t timed = 0, counted_cases = 0;
+};
+
+CompareSummary Summarize(const std::vector<CaseComparison>& comparisons, Gate gate) {
+  CompareSummary summary;
   for (const CaseComparison& c : comparisons) {
-    regression = regression || IsRegression(c, gate);
-    ++verdicts[c.verdict];
-    if (!c.count_verdict.empty()) ++count_verdicts[c.count_verdict];
+    summary.regression = summary.regression || IsRegression(c, gate);
+    ++summary.verdicts[c.verdict];
+    if (!c.count_verdict.empty()) ++summary.count_verdicts[c.count_verdict];
   }
-  const auto [geometric_mean, timed] = GeometricMeanOf(comparisons, TimeRatio);
-  const auto [count_mean, counted_cases] = GeometricMeanOf(comparisons, CountRatio);
+  const GeometricMean time = GeometricMeanOf(comparisons, TimeRatio);
+  const GeometricMean counts = GeometricMeanOf(comparisons, CountRatio);
+  summary.geometric_mean = time.value;
+  summary.timed = time.count;
+  summary.count_mean = counts.value;
+  summary.counted_cases = counts.count;
+  return summary;
+}
 
-  if (format == "json") {
-    json cases = json::array();
-    for (const CaseComparison& c : comparisons) cases.push_back(ComparisonJson(c, gate));
-    const json document = {
-        {"base", RunSummaryJson(base)},
-        {"new", RunSummaryJson(next)},
-        {"gate", GateName(gate)},
-        {"threshold", settings.threshold},
-        {"count_threshold", settings.count_threshold},
-        {"confidence", settings.confidence},
-        {"notes", notes},
-        {"cases", cases},
-        {"summary",
-         {{"verdicts", verdicts},
-          {"count_verdicts", count_verdicts},
-          {"timed_cases", timed},
-          {"counted_cases", counted_cases},
-          {"geometric_mean_ratio", geometric_mean ? json(*geometric_mean) : json(nullptr)},
-          {"geometric_mean_count_ratio", count_mean ? json(*count_mean) : json(nullptr)},
-          {"regression", regression}}}};
-    std::cout << escape::DumpJson(document) << "\n";
-    return regression ? 1 : 0;
-  }
+void PrintCompareJson(const ComparedRuns& runs, const CompareSettings& settings, Gate gate,
+                      const std::vector<std::string>& notes,
+                      const std::vector<CaseComparison>& comparisons, const CompareSummary& s) {
+  json cases = json::array();
+  for (const CaseComparison& c : comparisons) cases.push_back(ComparisonJson(c, gate));
+  const auto maybe = [](const std::optional<double>& value) {
+    return value ? json(*value) : json(nullptr);
+  };
+  const json document = {{"base", RunSummaryJson(runs.base)},
+                         {"new", RunSummaryJson(runs.next)},
+                         {"gate", GateName(gate)},
+                         {"threshold", settings.threshold},
+                         {"count_threshold", settings.count_threshold},
+                         {"confidence", settings.confidence},
+                         {"notes", notes},
+                         {"cases", cases},
+                         {"summary",
+                          {{"verdicts", s.verdicts},
+                           {"count_verdicts", s.count_verdicts},
+                           {"timed_cases", s.timed},
+                           {"counted_cases", s.counted_cases},
+                           {"geometric_mean_ratio", maybe(s.geometric_mean)},
+                           {"geometric_mean_count_ratio", maybe(s.count_mean)},
+                           {"regression", s.regression}}}};
+  std::cout << escape::DumpJson(document) << "\n";
+}
 
+void PrintCompareTable(const ComparedRuns& runs, const CompareSettings& settings, Gate gate,
+                       const std::vector<std::string>& notes,
+                       const std::vector<CaseComparison>& comparisons, const CompareSummary& s) {
   for (const auto& note : notes)
     std::cerr << "seqbench: warning: " << escape::TerminalText(note) << "\n";
-  std::cout << "compare run " << base.run_id << " (base) with run " << next.run_id
-            << " (new), suite " << escape::MarkdownText(next.suite_name)
+  const bool counted = HasCounts(runs.base_cases) && HasCounts(runs.new_cases);
+  std::cout << "compare run " << runs.base.run_id << " (base) with run " << runs.next.run_id
+            << " (new), suite " << escape::MarkdownText(runs.next.suite_name)
             << "; gate: " << GateName(gate) << "\n\n"
             << CompareTable(comparisons, counted) << "\n";
-  for (const auto& [verdict, count] : verdicts) std::cout << verdict << ": " << count << "  ";
-  if (geometric_mean) {
-    std::cout << "\ngeometric mean of the ratios: " << FormatSignificant(*geometric_mean, 4)
-              << " over " << timed << " timed case(s)";
+  for (const auto& [verdict, count] : s.verdicts) std::cout << verdict << ": " << count << "  ";
+  if (s.geometric_mean) {
+    std::cout << "\ngeometric mean of the ratios: " << FormatSignificant(*s.geometric_mean, 4)
+              << " over " << s.timed << " timed case(s)";
   }
-  if (count_mean) {
+  if (s.count_mean) {
     std::cout << "\ninstructions: ";
-    for (const auto& [verdict, count] : count_verdicts)
+    for (const auto& [verdict, count] : s.count_verdicts)
       std::cout << verdict << ": " << count << "  ";
-    std::cout << "geometric mean " << FormatSignificant(*count_mean, 5) << " over " << counted_cases
-              << " counted case(s), threshold "
+    std::cout << "geometric mean " << FormatSignificant(*s.count_mean, 5) << " over "
+              << s.counted_cases << " counted case(s), threshold "
               << FormatSignificant(settings.count_threshold * 100, 3) << "%";
   }
   std::cout << "\n"
-            << (regression ? "REGRESSION beyond the threshold" : "no regression") << " (gate "
+            << (s.regression ? "REGRESSION beyond the threshold" : "no regression") << " (gate "
             << GateName(gate) << (gate == Gate::kCounts ? "; time is advice" : "") << ")\n";
-  return regression ? 1 : 0;
+}
+
+}  // namespace
+
+int RunCompare(const std::vector<std::string>& args) {
+  CompareFlags f;
+  if (!ParseCompareFlags(args, f)) return 0;
+  const ComparedRuns runs = ResolveComparedRuns(f);
+  const Gate gate = ResolveGate(f.gate_text, runs.base, runs.next, runs.base_cases, runs.new_cases);
+  std::vector<std::string> notes = CheckComparable(f, runs, gate);
+  CompareSettings settings = f.settings;
+  settings.paired = IsAbPair(runs.base, runs.next);
+  if (settings.paired)
+    notes.push_back("an A/B pair (seqbench ab): each case judged on the ratios of its rounds");
+  const auto comparisons = CompareCases(runs.base_cases, runs.new_cases, settings);
+  const CompareSummary summary = Summarize(comparisons, gate);
+  if (f.format == "json")
+    PrintCompareJson(runs, settings, gate, notes, comparisons, summary);
+  else
+    PrintCompareTable(runs, settings, gate, notes, comparisons, summary);
+  return summary.regression ? 1 : 0;
 }
 
 int RunCheck(const std::vector<std::string>& args) {
