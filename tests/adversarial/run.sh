@@ -238,18 +238,26 @@ merge_from_damaged_source() {  # refused before anything is copied
     { why="runs were merged before the damaged source was refused"; return 1; }
 }
 merge_killed() {
-  # gate.db: 20 runs of ci.toml; killed at three moments, the target is consistent each time.
-  local delay
-  for delay in 0.2 0.5 1.0; do
+  # cpu.db: 52 runs, 1,059 cases. Killed at four moments after the merge began writing the
+  # target; the target must be consistent each time, and at least one kill must have
+  # caught the merge still running (else the try proved nothing).
+  local source="$source_dir/results/published/cpu.db" delay interrupted=0
+  for delay in 0 0.05 0.15 0.3; do
     rm -f killed.db*
-    "$seqbench" merge "$source_dir/results/published/gate.db" --into killed.db >/dev/null 2>&1 &
+    "$seqbench" merge "$source" --into killed.db >/dev/null 2>&1 &
     local pid=$!
+    local waited=0
+    while [[ ! -s killed.db && $waited -lt 500 ]] && kill -0 "$pid" 2>/dev/null; do
+      sleep 0.01
+      waited=$((waited + 1))
+    done
     sleep "$delay"
-    kill -9 "$pid" 2>/dev/null
+    kill -9 "$pid" 2>/dev/null && interrupted=$((interrupted + 1))
     wait "$pid" 2>/dev/null
     [[ -e killed.db ]] || continue
-    consistent killed.db "$source_dir/results/published/gate.db" || { why="after kill -9 at ${delay}s: $why"; return 1; }
+    consistent killed.db "$source" || { why="after kill -9 at +${delay}s: $why"; return 1; }
   done
+  [[ $interrupted -gt 0 ]] || { why="every merge had finished before its kill"; return 1; }
 }
 wal_on_read_only_storage() {
   tmpfs 16m || return $?
