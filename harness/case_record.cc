@@ -77,6 +77,7 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   if (result.memory.activation_bytes >= 0)
     add("activation_bytes", result.memory.activation_bytes, "bytes");
   if (result.memory.max_rss_bytes >= 0) add("max_rss_bytes", result.memory.max_rss_bytes, "bytes");
+  if (result.peak_rss_bytes >= 0) add("case_peak_rss_bytes", result.peak_rss_bytes, "bytes");
   if (result.checked) {
     const EquivalenceResult& c = result.correctness;
     if (w.mode == "generate") {

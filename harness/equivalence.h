@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "variants/core/variant.h"
 
@@ -57,6 +58,32 @@ struct StepOutcome {
 // the variant's weights move by one optimizer step. In generate mode `batch.tokens` is the
 // prompt and `generate_tokens` the number of new tokens.
 StepOutcome RunStep(Variant& variant, Mode mode, const Batch& batch, int64_t generate_tokens = 0);
+
+// The rows of `batch` a check compares in train and forward mode: the first and the last,
+// the longest and the shortest sequence (the first of ties), in batch order, at most four
+// distinct rows; every row of a batch of four or fewer. A row's logits depend on that row
+// alone, so these rows of a step on the whole batch can be compared with a reference that
+// ran on them only; the longest and shortest make sure full length and padding are seen.
+std::vector<int64_t> CheckRows(const Batch& batch);
+
+// The batch of `rows` of `batch` (same padded length T).
+Batch SelectRows(const Batch& batch, const std::vector<int64_t>& rows);
+
+// The logits of `rows` of a step on the whole batch (actual_logits: [B,T,V]) against
+// those of a step on SelectRows(batch, rows) (expected_logits: [R,T,V]), on the rows'
+// non-padding positions.
+TensorDifference CompareRows(const torch::Tensor& actual_logits,
+                             const torch::Tensor& expected_logits, const Batch& batch,
+                             const std::vector<int64_t>& rows, const Tolerance& tolerance);
+
+// RunStep()'s logits, loss and gradients for the whole batch, computed `rows` sequences
+// at a time, so that a reference holds the activations of `rows` sequences, not of the
+// batch: logits concatenated, each chunk's loss weighted by its share of the batch's
+// next-token targets (the loss is their mean), gradients summed over the chunks. For the
+// reference of a check: train mode takes no optimizer step, and generate mode runs whole
+// (its memory does not grow with the batch's activations).
+StepOutcome RunStepInRowChunks(Variant& variant, Mode mode, const Batch& batch,
+                               int64_t generate_tokens, int64_t rows);
 
 // Compares two outcomes of the same mode on the same batch.
 EquivalenceResult CompareOutcomes(const StepOutcome& actual, const StepOutcome& expected, Mode mode,

@@ -75,6 +75,22 @@ int64_t MachineMemoryBytes() {
   return cgroup > 0 ? std::min(physical, cgroup) : physical;
 }
 
+bool ResetPeakRss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return static_cast<bool>(clear_refs);
+}
+
+int64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "N kB"
+  }
+  return -1;
+}
+
 const char* RetainFreedMemory() {
 #if defined(__GLIBC__)
   static const bool applied = [] {

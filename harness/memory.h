@@ -66,6 +66,13 @@ class CountingCpuAllocator final : public at::Allocator {
 // the run's environment.
 const char* RetainFreedMemory();
 
+// The process's resident-set high-water mark (VmHWM), in bytes; -1 where /proc has none.
+// ResetPeakRss() starts it again from the current resident set (Linux >= 4.0:
+// /proc/self/clear_refs, "5"), so that a case's own peak is read, not the process's; it
+// returns false where the kernel refuses, and the mark then runs from the process's start.
+bool ResetPeakRss();
+int64_t PeakRssBytes();
+
 struct MemoryUsage {
   int64_t peak_bytes = -1;        // peak live bytes during the step
   int64_t activation_bytes = -1;  // that peak minus what was live when the step began

@@ -120,6 +120,12 @@ const ParameterSet& CaseRunner::WeightsFor(const Workload& workload, const std::
   return weights_[key] = GlobalFamilies().Get(config.family).init_weights(config, suite_.seed);
 }
 
+// The reference runs on the rows a check compares (CheckRows: at most four), so its memory
+// and time do not grow with the batch (at B=32 the whole-batch float64 reference peaked at
+// 4.0x the RSS of an unchecked run, and took 37 s of the README suite's 287 s); at most
+// kReferenceRows of them at once.
+constexpr int64_t kReferenceRows = 4;
+
 const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std::string& family,
                                             torch::ScalarType dtype, torch::Device device,
                                             const Batch& batch, std::string& skipped_because) {
@@ -143,14 +149,48 @@ const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std:
   // The reference is held to its own limits (naive attention's score budget): a case whose
   // reference cannot run is timed unchecked, with the reason, rather than exhausting memory.
   const Mode mode = ModeOf(workload);
-  if (std::string why = variant->SkipReason(mode, batch, workload.generate_tokens); !why.empty()) {
+  // Train and forward: the rows the check compares (CheckRows); generate: every prompt.
+  const Batch checked = mode == Mode::kGenerate ? batch : SelectRows(batch, CheckRows(batch));
+  if (std::string why = variant->SkipReason(mode, checked, workload.generate_tokens);
+      !why.empty()) {
     skipped_because = reference_skips_[key] = baseline.name + " " + DtypeName(dtype) + ": " + why;
     return nullptr;
   }
-  return &(references_[key] = RunStep(*variant, mode, batch, workload.generate_tokens));
+  return &(references_[key] = RunStepInRowChunks(*variant, mode, checked, workload.generate_tokens,
+                                                 kReferenceRows));
+}
+
+EquivalenceResult CaseRunner::CheckCase(const CaseSpec& spec, const std::string& family,
+                                        Variant& variant, const Batch& batch,
+                                        const StepOutcome& reference, const Tolerance& tolerance) {
+  const Workload& workload = spec.workload;
+  const Mode mode = ModeOf(workload);
+  const StepOutcome whole = RunStep(variant, mode, batch, workload.generate_tokens);
+  if (mode == Mode::kGenerate) return CompareOutcomes(whole, reference, mode, batch, tolerance);
+  // A fresh copy, from the same weights (`variant` took an optimizer step in train mode),
+  // runs the checked rows alone: its loss and gradients are those the reference has.
+  const std::vector<int64_t> rows = CheckRows(batch);
+  const Batch checked = SelectRows(batch, rows);
+  std::unique_ptr<Variant> copy = GlobalVariants().Get(spec.variant.key).factory();
+  copy->Setup(suite_.ModelFor(workload, family), WeightsFor(workload, family), variant.device(),
+              variant.dtype(), spec.variant.options);
+  EquivalenceResult result =
+      CompareOutcomes(RunStep(*copy, mode, checked), reference, mode, checked, tolerance);
+  Accumulate(result.logits,
+             CompareRows(whole.output.logits, reference.output.logits, batch, rows, tolerance));
+  return result;
 }
 
 namespace {
+
+// One untimed step of `p` under a MemoryProbe.
+MemoryUsage MeasureMemory(PreparedCase& p) {
+  MemoryProbe probe(p.device);
+  probe.Begin();
+  p.step();
+  Synchronize(p.device);
+  return probe.End();
+}
 
 // Adds the wall time of its scope to a case's own time.
 class OwnTime {
@@ -184,6 +224,130 @@ class Phase {
 
 CaseRunner::~CaseRunner() = default;
 
+namespace {
+
+// Why the variant cannot run this case at all, or "" (before anything is allocated).
+std::string UnsupportedBecause(const Capabilities& caps, const Workload& workload, Mode mode,
+                               torch::Device device, torch::ScalarType dtype) {
+  if (device.is_cuda() && !torch::cuda::is_available()) return cuda_probe::kUnavailableReason;
+  if (!caps.unavailable.empty()) return caps.unavailable;
+  if (!caps.Supports(mode)) return "variant does not support mode " + std::string(ModeName(mode));
+  if (!caps.Supports(device.type())) return "variant does not support device " + workload.device;
+  if (!caps.Supports(dtype)) return "variant does not support dtype " + workload.dtype;
+  return "";
+}
+
+// The case's steps: untimed, measured (with the test slowdown's extra whole steps, in
+// thousandths of a step carried over, so that 10 consecutive timed steps do exactly 13
+// steps' work at 1.3) and timed.
+void BindSteps(PreparedCase& p, int64_t generate_tokens) {
+  Variant* variant = p.variant.get();
+  const Batch& batch = *p.batch;
+  const Mode mode = p.mode;
+  p.step = [variant, mode, &batch, generate_tokens]() {
+    switch (mode) {
+      case Mode::kTrain:
+        variant->TrainStep(batch);
+        break;
+      case Mode::kForward:
+        variant->InferStep(batch);
+        break;
+      case Mode::kGenerate:
+        variant->Generate(batch.tokens, generate_tokens);
+        break;
+    }
+  };
+  PreparedCase* self = &p;
+  p.measured_step = [self]() {
+    self->step();
+    for (self->carried_per_mille += self->extra_per_mille; self->carried_per_mille >= 1000;
+         self->carried_per_mille -= 1000) {
+      self->step();
+    }
+  };
+  p.timed_step = [self]() {
+    if (self->device.is_cuda() && cuda_probe::Compiled())
+      return cuda_probe::TimeStep(self->measured_step, self->device);
+    Synchronize(self->device);
+    const auto begin = std::chrono::steady_clock::now();
+    self->measured_step();
+    Synchronize(self->device);
+    return Seconds(std::chrono::steady_clock::now() - begin);
+  };
+}
+
+// Warmup (the check's whole-batch step was the first; the last is the memory pass), then
+// the steps a sample times for `min_time_s`.
+void WarmUp(PreparedCase& p, const Measurement& measure) {
+  const int64_t warmup = std::max<int64_t>(0, measure.warmup - (p.result.checked ? 1 : 0));
+  for (int64_t i = 0; i < warmup; ++i) {
+    if (i + 1 < warmup) {
+      p.step();
+    } else {  // no step is run for the memory pass alone
+      p.result.memory = MeasureMemory(p);
+      p.memory_measured = true;
+    }
+  }
+  if (measure.min_time_s > 0) {
+    // The plain step: slowed and plain runs then time the same number of steps.
+    Synchronize(p.device);
+    const auto begin = std::chrono::steady_clock::now();
+    p.step();
+    Synchronize(p.device);
+    const double one_step = Seconds(std::chrono::steady_clock::now() - begin);
+    p.iterations = std::max<int64_t>(1, std::ceil(measure.min_time_s / one_step));
+  }
+  if (measure.test_slowdown > 0) p.iterations = (p.iterations + 9) / 10 * 10;
+  p.carried_per_mille = 0;
+}
+
+}  // namespace
+
+CaseRunner::CheckPlan CaseRunner::PlanCheck(const CaseSpec& spec, const std::string& family,
+                                            torch::ScalarType dtype) {
+  CheckPlan plan;
+  plan.baseline = &suite_.Variant(suite_.ReferenceOf(family));
+  // Against the baseline in float64 where it has float64: on long sequences a float32 step
+  // loop drifts further from the function than a good variant. Generated tokens are
+  // compared one for one, so there the baseline runs in the case's dtype (near-ties may
+  // break differently across dtypes).
+  const bool has_float64 =
+      GlobalVariants().Get(plan.baseline->key).capabilities.Supports(torch::kFloat64);
+  plan.reference_dtype =
+      (ModeOf(spec.workload) != Mode::kGenerate && has_float64) ? torch::kFloat64 : dtype;
+  // The reference itself in the reference's dtype would be compared with its own
+  // computation: nothing to learn, the reference's whole cost to pay.
+  plan.own_reference = spec.variant.key == plan.baseline->key &&
+                       spec.variant.options == plan.baseline->options &&
+                       plan.reference_dtype == dtype;
+  plan.run = !plan.own_reference && ShouldCheck(spec);
+  return plan;
+}
+
+void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const CheckPlan& plan) {
+  CaseResult& result = p.result;
+  std::string skipped;
+  const StepOutcome* reference =
+      plan.run ? ReferenceFor(result.spec.workload, family, plan.reference_dtype, p.device,
+                              *p.batch, skipped)
+               : nullptr;
+  const std::string& name = plan.baseline->name;
+  if (reference != nullptr) {
+    result.reference = name + " " + DtypeName(plan.reference_dtype);
+    result.correctness =
+        CheckCase(result.spec, family, *p.variant, *p.batch, *reference, p.tolerance);
+    result.checked = true;
+  } else if (!skipped.empty()) {
+    result.reference = std::string(kNotCheckedReference) + " (" + skipped + ")";
+  } else if (plan.own_reference) {
+    result.reference = std::string(kNotCheckedReference) + " (the case is its reference, " + name +
+                       " " + DtypeName(plan.reference_dtype) + ")";
+  } else {
+    result.reference =
+        std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";
+  }
+}
+
 std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
   auto prepared = std::make_unique<PreparedCase>();
   PreparedCase& p = *prepared;
@@ -192,131 +356,56 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
   result.spec = spec;
   const Workload& workload = spec.workload;
   p.mode = ModeOf(workload);
-  const Mode mode = p.mode;
   TraceRange case_range("case " + spec.Key());
   std::optional<Phase> phase;  // one at a time, each an NVTX range and a stored time
   phase.emplace(result, "setup");
+  if (ResetPeakRss()) p.rss_epoch = ++rss_epoch_;  // the case's own high-water mark from here
+  const auto skip = [&](const std::string& why) {
+    result.status = kStatusSkipped;
+    result.message = why;
+    return std::move(prepared);
+  };
   try {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
     p.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
-    const torch::Device device = p.device;
     result.threads = SetThreads(workload.threads);
     const VariantEntry& entry = GlobalVariants().Get(spec.variant.key);
     const Capabilities& caps = entry.capabilities;
     result.category = caps.category;
     result.description = entry.description;
-    const auto skip = [&](const std::string& why) {
-      result.status = kStatusSkipped;
-      result.message = why;
-      return std::move(prepared);
-    };
-    if (device.is_cuda() && !torch::cuda::is_available()) {
-      return skip(cuda_probe::kUnavailableReason);
-    }
-    if (!caps.unavailable.empty()) return skip(caps.unavailable);
-    if (!caps.Supports(mode))
-      return skip("variant does not support mode " + std::string(ModeName(mode)));
-    if (!caps.Supports(device.type()))
-      return skip("variant does not support device " + workload.device);
-    if (!caps.Supports(dtype)) return skip("variant does not support dtype " + workload.dtype);
-
+    if (std::string why = UnsupportedBecause(caps, workload, p.mode, p.device, dtype); !why.empty())
+      return skip(why);
     // The same tokens for every variant at this batch shape.
     p.batch.emplace(MakeBatch({workload.batch, workload.seq_len, workload.min_len},
-                              workload.vocab_size, suite_.seed + 1, device));
-    const Batch& batch = *p.batch;
-    result.tokens_per_step =
-        mode == Mode::kGenerate ? workload.batch * workload.generate_tokens : batch.NumTokens();
-
-    // 1. Correctness. Against the baseline in float64 where it has float64: on long
-    // sequences a float32 step loop drifts further from the function than a good variant.
-    // Generated tokens are compared one for one, so there the baseline runs in the case's
-    // dtype (near-ties may break differently across dtypes).
-    const VariantSpec& baseline = suite_.Variant(suite_.ReferenceOf(caps.family));
-    const bool baseline_has_float64 =
-        GlobalVariants().Get(baseline.key).capabilities.Supports(torch::kFloat64);
-    const torch::ScalarType reference_dtype =
-        (mode != Mode::kGenerate && baseline_has_float64) ? torch::kFloat64 : dtype;
+                              workload.vocab_size, suite_.seed + 1, p.device));
+    result.tokens_per_step = p.mode == Mode::kGenerate ? workload.batch * workload.generate_tokens
+                                                       : p.batch->NumTokens();
     p.variant = entry.factory();
-    Variant* variant = p.variant.get();
     const ModelConfig model = suite_.ModelFor(workload, caps.family);
-    variant->Setup(model, WeightsFor(workload, caps.family), device, dtype, spec.variant.options);
-    const std::string skip_reason = variant->SkipReason(mode, batch, workload.generate_tokens);
-    if (!skip_reason.empty()) return skip(skip_reason);
+    p.variant->Setup(model, WeightsFor(workload, caps.family), p.device, dtype,
+                     spec.variant.options);
+    if (std::string why = p.variant->SkipReason(p.mode, *p.batch, workload.generate_tokens);
+        !why.empty())
+      return skip(why);
+    result.work = p.variant->Work(p.mode, *p.batch, workload.generate_tokens);
     const FamilyEntry& family = GlobalFamilies().Get(caps.family);
-    result.work = variant->Work(mode, batch, workload.generate_tokens);
     if (family.step_cost) result.cost = family.step_cost(model, result.work);
     p.tolerance = caps.ToleranceFor(dtype);
-    std::string reference_skipped;
-    const StepOutcome* reference = nullptr;
-    if (ShouldCheck(spec)) {
+    // 1. Correctness.
+    const CheckPlan plan = PlanCheck(spec, caps.family, dtype);
+    if (plan.run) {
       phase.reset();
       phase.emplace(result, "check");
-      reference =
-          ReferenceFor(workload, caps.family, reference_dtype, device, batch, reference_skipped);
     }
-    if (reference != nullptr) {
-      result.reference = baseline.name + " " + DtypeName(reference_dtype);
-      result.correctness = CompareOutcomes(RunStep(*variant, mode, batch, workload.generate_tokens),
-                                           *reference, mode, batch, p.tolerance);
-      result.checked = true;
-    } else if (!reference_skipped.empty()) {
-      result.reference = std::string(kNotCheckedReference) + " (" + reference_skipped + ")";
-    } else {
-      result.reference =
-          std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";
-    }
-
+    RunCheck(p, caps.family, plan);
     // 2. Warmup, and the steps the timer runs.
-    const int64_t generate_tokens = workload.generate_tokens;
-    p.step = [variant, mode, &batch, generate_tokens]() {
-      switch (mode) {
-        case Mode::kTrain:
-          variant->TrainStep(batch);
-          break;
-        case Mode::kForward:
-          variant->InferStep(batch);
-          break;
-        case Mode::kGenerate:
-          variant->Generate(batch.tokens, generate_tokens);
-          break;
-      }
-    };
-    // Test-only slowdown: extra whole steps, in thousandths of a step carried over, so
-    // that 10 consecutive timed steps do exactly 13 steps' work at 1.3.
     const Measurement& measure = suite_.measurement;
     const bool slowed = slowed_cases_ != nullptr && slowed_cases_->Matches(spec.Key());
     p.extra_per_mille = slowed ? std::llround((measure.test_slowdown - 1) * 1000) : int64_t{0};
-    PreparedCase* self = &p;
-    p.measured_step = [self]() {
-      self->step();
-      for (self->carried_per_mille += self->extra_per_mille; self->carried_per_mille >= 1000;
-           self->carried_per_mille -= 1000) {
-        self->step();
-      }
-    };
-    p.timed_step = [self]() {
-      if (self->device.is_cuda() && cuda_probe::Compiled())
-        return cuda_probe::TimeStep(self->measured_step, self->device);
-      Synchronize(self->device);
-      const auto begin = std::chrono::steady_clock::now();
-      self->measured_step();
-      Synchronize(self->device);
-      return Seconds(std::chrono::steady_clock::now() - begin);
-    };
+    BindSteps(p, workload.generate_tokens);
     phase.reset();
     phase.emplace(result, "warmup");
-    for (int64_t i = 0; i < measure.warmup; ++i) p.step();
-    if (measure.min_time_s > 0) {
-      // The plain step: slowed and plain runs then time the same number of steps.
-      Synchronize(device);
-      const auto begin = std::chrono::steady_clock::now();
-      p.step();
-      Synchronize(device);
-      const double one_step = Seconds(std::chrono::steady_clock::now() - begin);
-      p.iterations = std::max<int64_t>(1, std::ceil(measure.min_time_s / one_step));
-    }
-    if (measure.test_slowdown > 0) p.iterations = (p.iterations + 9) / 10 * 10;
-    p.carried_per_mille = 0;
+    WarmUp(p, measure);
     p.ready = true;
   } catch (const std::exception& error) {
     result.status = kStatusError;
@@ -357,13 +446,9 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     if (p.ready) {
       try {
         SetThreads(result.spec.workload.threads);
-        {  // 3. Memory of one more step.
+        if (!p.memory_measured) {  // 3. Without warmup: memory of one more step.
           Phase phase(result, "memory");
-          MemoryProbe probe(p.device);
-          probe.Begin();
-          p.step();
-          Synchronize(p.device);
-          result.memory = probe.End();
+          result.memory = MeasureMemory(p);
         }
         if (!result.checked || result.correctness.passed()) {
           result.status = kStatusOk;
@@ -382,6 +467,7 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
         result.message = DescribeError(error);
       }
     }
+    if (p.rss_epoch >= 0 && p.rss_epoch == rss_epoch_) result.peak_rss_bytes = PeakRssBytes();
     // The case's tensors go now; the next case should not inherit its cached blocks,
     // least of all after an out-of-memory failure.
     Phase teardown(result, "teardown");

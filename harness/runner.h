@@ -43,10 +43,13 @@ struct CaseResult {
   Timing timing;
   MemoryUsage memory;
   int64_t tokens_per_step = 0;  // non-padding tokens (generated tokens in generate mode)
-  ThreadsInForce threads;       // what was in force while the case ran
-  StepWork work;                // what one timed step evaluates, by the variant
-  StepCost cost;                // of one timed step, by the family's formula (0: unknown)
-  double wall_s = 0;            // the whole case, checks and warmup included
+  // The process's resident-set peak from the case's set-up to its memory pass (check and
+  // reference included); -1 where it is not the case's own (interleaved cases overlap).
+  int64_t peak_rss_bytes = -1;
+  ThreadsInForce threads;  // what was in force while the case ran
+  StepWork work;           // what one timed step evaluates, by the variant
+  StepCost cost;           // of one timed step, by the family's formula (0: unknown)
+  double wall_s = 0;       // the whole case, checks and warmup included
   // Where the case's wall time went, seconds by phase (results/store.h kCasePhases), for
   // the share a suite spends in its timed steps (report --phases).
   std::map<std::string, double> phases_s;
@@ -94,6 +97,10 @@ struct PreparedCase {
   int64_t extra_per_mille = 0;  // test slowdown: extra steps, in thousandths
   int64_t carried_per_mille = 0;
   double own_s = 0;  // the case's own wall time, however it is interleaved
+  // The CaseRunner's count of resets of the RSS high-water mark when this case made its
+  // own (-1: the kernel refused): its peak is its own if no case was prepared since.
+  int64_t rss_epoch = -1;
+  bool memory_measured = false;  // by the last warmup step
 };
 
 class CaseRunner {
@@ -122,12 +129,35 @@ class CaseRunner {
                                   torch::ScalarType dtype, torch::Device device, const Batch& batch,
                                   std::string& skipped_because);
 
+  // The check of a prepared case against its reference (ReferenceFor): `variant`'s step
+  // on the whole batch, whose logits are compared on CheckRows(batch), and a fresh copy's
+  // step on those rows alone, whose logits, loss and gradients are compared. Generate
+  // mode compares every generated token. `variant` takes its step (train: moves by one
+  // optimizer step).
+  EquivalenceResult CheckCase(const CaseSpec& spec, const std::string& family, Variant& variant,
+                              const Batch& batch, const StepOutcome& reference,
+                              const Tolerance& tolerance);
+
+  // What a case's check compares with: the family's reference, in float64 where it has
+  // it (generate: the case's dtype); `run` false under the policy, or when the case is the
+  // reference itself in that dtype.
+  struct CheckPlan {
+    const VariantSpec* baseline = nullptr;
+    torch::ScalarType reference_dtype = torch::kFloat64;
+    bool own_reference = false;
+    bool run = false;
+  };
+  CheckPlan PlanCheck(const CaseSpec& spec, const std::string& family, torch::ScalarType dtype);
+  // The check of a set-up case under `plan`: result.correctness, checked and reference.
+  void RunCheck(PreparedCase& p, const std::string& family, const CheckPlan& plan);
+
   // Whether `spec` is checked under the policy (sample: records the shape it covers).
   bool ShouldCheck(const CaseSpec& spec);
 
   const Suite& suite_;
   CheckPolicy check_;
   std::set<std::string> sampled_;  // variant, mode, device and shape already checked
+  int64_t rss_epoch_ = 0;          // resets of the RSS high-water mark (PreparedCase)
   // The test slowdown's case filter, compiled once for the suite (null when off).
   std::unique_ptr<KeyPattern> slowed_cases_;
   // The shared weights of a workload's model (float64 on CPU; each variant copies them in

@@ -100,6 +100,48 @@ TEST_CASE("padding changes nothing: a sequence alone equals it inside a ragged b
   }
 }
 
+TEST_CASE("a step in row chunks has the whole batch's logits, loss and gradients",
+          "[equivalence][check]") {
+  const ModelConfig config = SmallSimpleRnn();
+  const ParameterSet weights = simple_rnn::InitWeights(config, 3);
+  // Ragged lengths: chunks hold different shares of the targets, which weight their losses.
+  const Batch batch = MakeBatch({7, 13, 2}, config.vocab_size, 5);
+  REQUIRE(batch.lengths.min().item<int64_t>() < batch.lengths.max().item<int64_t>());
+  for (const Mode mode : {Mode::kTrain, Mode::kForward}) {
+    auto whole = MakeVariant("baseline", config, weights, torch::kFloat64);
+    const StepOutcome expected = RunStep(*whole, mode, batch);
+    for (const int64_t rows : {1, 3, 7, 20}) {
+      INFO(ModeName(mode) << ", " << rows << " rows a chunk");
+      auto chunked = MakeVariant("baseline", config, weights, torch::kFloat64);
+      const StepOutcome actual = RunStepInRowChunks(*chunked, mode, batch, 0, rows);
+      const EquivalenceResult result =
+          CompareOutcomes(actual, expected, mode, batch, Tolerance{1e-12, 1e-12});
+      CHECK(result.logits.within);
+      CHECK(result.loss.within);
+      CHECK(result.gradients.within);
+      CHECK(actual.gradients.size() == expected.gradients.size());
+      // No optimizer step: the reference's weights are those it was set up with.
+      for (const auto& item : chunked->parameters())
+        CHECK(torch::equal(item.value().detach(), weights[item.key()]));
+    }
+  }
+}
+
+TEST_CASE("the checked rows: first, last, longest and shortest, every row of small batches",
+          "[equivalence][check]") {
+  Batch batch{torch::zeros({9, 10}, torch::kLong),
+              torch::tensor({5, 7, 10, 3, 10, 2, 6, 8, 4}, torch::kLong)};
+  CHECK(CheckRows(batch) == std::vector<int64_t>{0, 2, 5, 8});  // longest: the first of ties
+  batch.lengths = torch::tensor({10, 7, 3, 5, 4, 6, 8, 9, 1}, torch::kLong);
+  CHECK(CheckRows(batch) == std::vector<int64_t>{0, 8});  // first is longest, last shortest
+  const Batch small{torch::zeros({3, 4}, torch::kLong), torch::tensor({4, 1, 2}, torch::kLong)};
+  CHECK(CheckRows(small) == std::vector<int64_t>{0, 1, 2});
+  const Batch selected = SelectRows(batch, {0, 8});
+  CHECK(selected.batch_size() == 2);
+  CHECK(selected.max_length() == 10);
+  CHECK(selected.lengths[1].item<int64_t>() == 1);
+}
+
 TEST_CASE("the comparison catches a wrong result", "[equivalence]") {
   const Tolerance tolerance{1e-4, 1e-5};
   const auto expected = torch::randn({5, 7}, torch::kFloat64);

@@ -4,12 +4,14 @@
 #include "harness/runner.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <string>
@@ -192,6 +194,25 @@ TEST_CASE("the counting allocator refuses, before allocating, what passes its li
   CHECK(after.numel() == 5 * kMiB);
 }
 
+TEST_CASE("the RSS high-water mark restarts from the current resident set", "[memory]") {
+  constexpr size_t kBlock = size_t{128} << 20;
+  // mmap'd and unmapped directly: whatever malloc keeps, these pages leave the process.
+  void* block = mmap(nullptr, kBlock, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(block != MAP_FAILED);
+  std::memset(block, 1, kBlock);
+  const int64_t with_block = PeakRssBytes();
+  munmap(block, kBlock);
+  CHECK(with_block >= static_cast<int64_t>(kBlock));
+  if (!ResetPeakRss()) {
+    WARN(
+        "this kernel does not reset VmHWM (/proc/self/clear_refs): case_peak_rss_bytes "
+        "then runs from the process's start");
+    return;
+  }
+  const int64_t after_reset = PeakRssBytes();
+  CHECK(after_reset <= with_block - static_cast<int64_t>(kBlock) / 2);
+}
+
 #if defined(__GLIBC__)
 TEST_CASE("measuring keeps freed tensor memory in the process for the next step", "[memory]") {
   CountingCpuAllocator::Install();
@@ -318,6 +339,54 @@ seq_len = 6
   CHECK(*stored[0].MetricValue("correct") == 0);
   CHECK(stored[0].samples_s.size() == 2);  // still timed
   CHECK(stored[1].status == kStatusOk);
+}
+
+// Right on small batches, wrong in the last row of a batch of more than four sequences: a
+// batch-size-dependent bug that a check running only the checked rows would not see.
+class WrongLastRowOfLargeBatches final : public Variant {
+ public:
+  Capabilities capabilities() const override { return simple_rnn::BaseCapabilities("test"); }
+  ForwardOutput Forward(const Batch& batch) override {
+    ForwardOutput output =
+        simple_rnn::ForwardBatched(simple_rnn::Weights::View(parameters(), config().num_layers),
+                                   batch, config().num_heads, simple_rnn::StepLoopMixer());
+    if (batch.batch_size() > 4) {
+      torch::Tensor shift = torch::zeros_like(output.logits);
+      shift[batch.batch_size() - 1] = 1.0;
+      output.logits = output.logits + shift;
+    }
+    return output;
+  }
+};
+SEQBENCH_REGISTER_VARIANT("test_wrong_last_row", WrongLastRowOfLargeBatches,
+                          "wrong in the last row of large batches (tests only)");
+
+TEST_CASE("the check compares the whole batch's step on its checked rows", "[runner][check]") {
+  const Suite suite = ParseSuite(TinySuiteHeader("rows", "the check's rows") + R"toml(
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "test_wrong_last_row"
+[[variants]]
+key = "batched"
+[grid]
+variants = ["test_wrong_last_row", "batched"]
+mode = ["train", "forward"]
+batch = [4, 8]
+seq_len = 6
+min_len = 2
+)toml",
+                                 "rows.toml");
+  CaseRunner runner(suite, CheckPolicy::kFull);
+  for (const CaseSpec& spec : suite.Expand()) {
+    INFO(spec.Key());
+    const CaseResult result = runner.Run(spec);
+    INFO(result.message);
+    const bool wrong = spec.variant.key == "test_wrong_last_row" && spec.workload.batch == 8;
+    CHECK(result.checked);
+    CHECK(result.status == (wrong ? kStatusMismatch : kStatusOk));
+    if (wrong) CHECK(result.correctness.logits.max_abs == Approx(1.0).epsilon(1e-3));
+  }
 }
 
 TEST_CASE("an attention suite: checked against naive, naive past its budget skipped with why",
