@@ -12,6 +12,7 @@
 #include "harness/ab_run.h"
 #include "harness/child_process.h"
 #include "harness/suite.h"
+#include "results/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -30,12 +31,16 @@ std::string ExistingExecutable(const std::string& path, const std::string& flag)
   return fs::absolute(path).string();
 }
 
-}  // namespace
-
-int RunAbCommand(const std::vector<std::string>& args) {
+// `ab`'s flags: the request, and where its results and scratch files go.
+struct AbFlags {
   AbRequest request;
   std::string db_path, filter, scratch;
   int64_t threads = 0;
+};
+
+// Parses and checks the flags, before anything runs; false after --help.
+bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
+  AbRequest& request = f.request;
   po::options_description options(
       "Usage: seqbench ab --base-binary PATH SUITE.toml [OPTIONS]\n\n"
       "Times every case of the suite with two seqbench builds, the base (--base-binary) and\n"
@@ -50,13 +55,13 @@ int RunAbCommand(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")("base-binary", po::value(&request.base_binary),
                                                     "the base seqbench executable (required)")(
       "new-binary", po::value(&request.new_binary), "the new seqbench (default: this one)")(
-      "db", po::value(&db_path)->default_value(kDefaultDatabasePath), "results database")(
+      "db", po::value(&f.db_path)->default_value(kDefaultDatabasePath), "results database")(
       "rounds", po::value(&request.rounds)->default_value(10), "rounds: samples a case and side")(
       "seed", po::value(&request.seed)->default_value(1), "seeds the order of each round's sides")(
-      "filter", po::value(&filter), "only cases whose key matches this regex (both sides)")(
-      "threads", po::value(&threads), "run every case with N threads (both sides)")(
+      "filter", po::value(&f.filter), "only cases whose key matches this regex (both sides)")(
+      "threads", po::value(&f.threads), "run every case with N threads (both sides)")(
       "label", po::value(&request.label)->default_value("ab"), "the pair's label prefix")(
-      "keep", po::value(&scratch), "keep each side's rounds and output in this new folder");
+      "keep", po::value(&f.scratch), "keep each side's rounds and output in this new folder");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&request.suite_path))(
       // Test-only: the new side slowed by whole extra steps (run --test-slowdown).
@@ -64,7 +69,7 @@ int RunAbCommand(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   positional.add("suite", 1);
   const auto values = ParseArguments(args, options, hidden, positional, "ab");
-  if (!values) return 0;
+  if (!values) return false;
   if (request.suite_path.empty())
     throw UsageError("ab: no suite file given (see seqbench ab --help)");
   if (request.base_binary.empty()) throw UsageError("ab: --base-binary PATH is required");
@@ -75,8 +80,14 @@ int RunAbCommand(const std::vector<std::string>& args) {
     throw UsageError("ab: --rounds must be between 1 and 1000");
   if (request.label.find_first_of("\n\r") != std::string::npos)
     throw UsageError("ab: --label must be one line");
-  if (values->count("threads")) CheckThreadsFlag("ab", threads);
-  if (values->count("filter")) CheckFilterFlag("ab", filter);
+  if (values->count("threads")) {
+    CheckThreadsFlag("ab", f.threads);
+    request.run_flags.insert(request.run_flags.end(), {"--threads", std::to_string(f.threads)});
+  }
+  if (values->count("filter")) {
+    CheckFilterFlag("ab", f.filter);
+    request.run_flags.insert(request.run_flags.end(), {"--filter", f.filter});
+  }
   try {
     request.suite_counts = !LoadSuiteFile(request.suite_path).measurement.count.empty();
   } catch (const SuiteError& error) {
@@ -86,36 +97,46 @@ int RunAbCommand(const std::vector<std::string>& args) {
   request.new_binary = request.new_binary.empty()
                            ? std::filesystem::read_symlink(SelfExecutable()).string()
                            : ExistingExecutable(request.new_binary, "--new-binary");
-  if (values->count("filter"))
-    request.run_flags.insert(request.run_flags.end(), {"--filter", filter});
-  if (values->count("threads"))
-    request.run_flags.insert(request.run_flags.end(), {"--threads", std::to_string(threads)});
-  std::string folder = scratch;
-  if (folder.empty()) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "seqbench-ab-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ab: cannot create a folder");
-    folder = pattern;
-  } else if (!std::filesystem::create_directory(folder)) {
-    throw UsageError("ab: --keep '" + folder + "' exists already; name a new folder");
+  return true;
+}
+
+// The folder of the sides' rounds: --keep's new folder, or a private one under the temp
+// folder.
+std::string ScratchFolder(const std::string& keep) {
+  if (!keep.empty()) {
+    if (!std::filesystem::create_directory(keep))
+      throw UsageError("ab: --keep '" + keep + "' exists already; name a new folder");
+    return keep;
   }
-  Store store(db_path);
+  std::string pattern = (std::filesystem::temp_directory_path() / "seqbench-ab-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ab: cannot create a folder");
+  return pattern;
+}
+
+}  // namespace
+
+int RunAbCommand(const std::vector<std::string>& args) {
+  AbFlags f;
+  if (!ParseAbFlags(args, f)) return 0;
+  const std::string folder = ScratchFolder(f.scratch);
+  Store store(f.db_path);
   std::signal(SIGINT, RequestAbStop);
   std::signal(SIGTERM, RequestAbStop);
   const AbResult result = RunAb(
-      request, store, folder,
+      f.request, store, folder,
       [](const AbProgress& progress) {
         std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
                     (long long)progress.rounds, progress.side.c_str());
         std::fflush(stdout);
       },
       [] { return ab_stop_requested != 0; });
-  if (scratch.empty()) std::filesystem::remove_all(folder);
+  if (f.scratch.empty()) RemoveTree(folder);
   std::printf(
       "ab: runs %lld (base) and %lld (new), order %s -> %s\n"
       "judge them with: seqbench compare %lld %lld --db %s\n",
       (long long)result.base_run_id, (long long)result.new_run_id, result.order.c_str(),
-      db_path.c_str(), (long long)result.base_run_id, (long long)result.new_run_id,
-      db_path.c_str());
+      f.db_path.c_str(), (long long)result.base_run_id, (long long)result.new_run_id,
+      f.db_path.c_str());
   return 0;
 }
 

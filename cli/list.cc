@@ -23,27 +23,14 @@ std::string JoinNames(const std::vector<T>& items, Name name) {
   return joined;
 }
 
-}  // namespace
-
-int RunList(const std::vector<std::string>& args) {
-  std::string suites_dir;
-  po::options_description options(
-      "Usage: seqbench list [--suites DIR]\n\n"
-      "Lists the model families, the variants (built-in and from --plugin) with their\n"
-      "modes, devices, dtypes and options, and the suites in DIR.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "suites", po::value(&suites_dir)->default_value("suites"), "folder of suite files");
-  const auto values = ParseArguments(args, options, {}, {}, "list");
-  if (!values) return 0;
-  // The default folder may be absent (list run outside a checkout); one the user named may not.
-  if (!values->at("suites").defaulted() && !std::filesystem::is_directory(suites_dir)) {
-    throw UsageError("list: --suites " + suites_dir + ": no such folder");
-  }
-
+void ListFamilies() {
   std::cout << "Model families:\n";
   for (const FamilyEntry* family : GlobalFamilies().Entries()) {
     std::cout << "  " << std::left << std::setw(14) << family->key << family->description << "\n";
   }
+}
+
+void ListVariants() {
   std::cout << "\nVariants:\n";
   // Wide enough for the longest key (plugins bring their own), and a space after it.
   size_t key_width = 13;
@@ -71,7 +58,29 @@ int RunList(const std::vector<std::string>& args) {
                 << "from plugin " << entry->origin << "\n";
     }
   }
+}
 
+// A suite file as listed: its name, size and description, or (no count) its error.
+struct SuiteRow {
+  std::string name, count, unit, description;
+};
+
+SuiteRow DescribeSuiteFile(const std::filesystem::path& file) {
+  try {
+    const std::string text = ReadSuiteText(file.string());
+    if (training::IsTrainingSuiteText(text)) {
+      const auto suite = training::ParseTrainingSuite(text, file.string());
+      return {suite.name, std::to_string(suite.pipelines.size()), "pipelines (seqbench train)",
+              suite.description};
+    }
+    const Suite suite = ParseSuite(text, file.string());
+    return {suite.name, std::to_string(suite.Expand().size()), "cases", suite.description};
+  } catch (const SuiteError& error) {
+    return {error.what(), "", "", ""};
+  }
+}
+
+void ListSuites(const std::string& suites_dir) {
   std::cout << "\nSuites in " << suites_dir << "/:\n";
   std::vector<std::filesystem::path> files;
   std::error_code ignored;
@@ -81,31 +90,13 @@ int RunList(const std::vector<std::string>& args) {
   std::sort(files.begin(), files.end());
   if (files.empty()) std::cout << "  (none)\n";
   // Parsed first, so that the name column fits the longest name.
-  struct Row {
-    std::string name, count, unit, description;  // no count: `name` is the suite's error
-  };
-  std::vector<Row> rows;
-  for (const auto& file : files) {
-    try {
-      const std::string text = ReadSuiteText(file.string());
-      if (training::IsTrainingSuiteText(text)) {
-        const auto suite = training::ParseTrainingSuite(text, file.string());
-        rows.push_back({suite.name, std::to_string(suite.pipelines.size()),
-                        "pipelines (seqbench train)", suite.description});
-        continue;
-      }
-      const Suite suite = ParseSuite(text, file.string());
-      rows.push_back(
-          {suite.name, std::to_string(suite.Expand().size()), "cases", suite.description});
-    } catch (const SuiteError& error) {
-      rows.push_back({error.what(), "", "", ""});
-    }
-  }
+  std::vector<SuiteRow> rows;
+  for (const auto& file : files) rows.push_back(DescribeSuiteFile(file));
   size_t name_width = 20;
-  for (const Row& row : rows) {
+  for (const SuiteRow& row : rows) {
     if (!row.count.empty()) name_width = std::max(name_width, row.name.size() + 2);
   }
-  for (const Row& row : rows) {
+  for (const SuiteRow& row : rows) {
     std::cout << "  ";
     if (!row.count.empty()) {
       std::cout << std::left << std::setw(static_cast<int>(name_width))
@@ -116,6 +107,27 @@ int RunList(const std::vector<std::string>& args) {
     }
     std::cout << "\n";
   }
+}
+
+}  // namespace
+
+int RunList(const std::vector<std::string>& args) {
+  std::string suites_dir;
+  po::options_description options(
+      "Usage: seqbench list [--suites DIR]\n\n"
+      "Lists the model families, the variants (built-in and from --plugin) with their\n"
+      "modes, devices, dtypes and options, and the suites in DIR.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "suites", po::value(&suites_dir)->default_value("suites"), "folder of suite files");
+  const auto values = ParseArguments(args, options, {}, {}, "list");
+  if (!values) return 0;
+  // The default folder may be absent (list run outside a checkout); one the user named may not.
+  if (!values->at("suites").defaulted() && !std::filesystem::is_directory(suites_dir)) {
+    throw UsageError("list: --suites " + suites_dir + ": no such folder");
+  }
+  ListFamilies();
+  ListVariants();
+  ListSuites(suites_dir);
   return 0;
 }
 

@@ -19,39 +19,20 @@ namespace {
 // the terminal as control sequences.
 std::string Shown(const std::string& text) { return escape::TerminalText(text); }
 
-}  // namespace
-
-int RunShow(const std::vector<std::string>& args) {
-  RunSelection selection;
-  po::options_description options(
-      "Usage: seqbench show [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
-      "                     [--db FILE]\n\n"
-      "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
-      "with status, runtime, memory and correctness. Without a run, lists the runs (an\n"
-      "interrupted or running one is shown by its RUN_ID; --latest and the filters pick the\n"
-      "newest complete run, as in every command).\n\nOptions");
-  options.add_options()("help,h", "show this help");
-  po::options_description hidden;
-  po::positional_options_description positional;
-  selection.Declare(options, hidden, positional);
-  const auto values = ParseArguments(args, options, hidden, positional, "show");
-  if (!values) return 0;
-  if (!selection.Given(*values)) {
-    const auto store = OpenExistingStore(selection.db_path, "show");
-    std::printf("%-6s %-11s %-12s %-7s %-21s %-12s %s\n", "run", "status", "suite", "shard",
-                "started", "label", "command");
-    for (const RunRecord& run : store->Runs()) {
-      std::printf("%-6lld %-11s %-12s %-7s %-21s %-12s %s\n", (long long)run.run_id,
-                  Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
-                  run.shard.empty() ? "-" : Shown(run.shard).c_str(), Shown(run.started_at).c_str(),
-                  run.label.empty() ? "-" : Shown(run.label).c_str(),
-                  Shown(run.command_line).c_str());
-    }
-    return 0;
+void ListRuns(const Store& store) {
+  std::printf("%-6s %-11s %-12s %-7s %-21s %-12s %s\n", "run", "status", "suite", "shard",
+              "started", "label", "command");
+  for (const RunRecord& run : store.Runs()) {
+    std::printf("%-6lld %-11s %-12s %-7s %-21s %-12s %s\n", (long long)run.run_id,
+                Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
+                run.shard.empty() ? "-" : Shown(run.shard).c_str(), Shown(run.started_at).c_str(),
+                run.label.empty() ? "-" : Shown(run.label).c_str(),
+                Shown(run.command_line).c_str());
   }
-  std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "show");
-  const int64_t run_id = run.run_id;
+}
+
+// The run's header: provenance, settings and environment.
+void PrintRunHeader(const RunRecord& run) {
   std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id,
               Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
               Shown(run.suite_path).c_str(), Shown(run.suite_hash).c_str(),
@@ -75,44 +56,76 @@ int RunShow(const std::vector<std::string>& args) {
       Shown(run.check_policy).c_str(), run.expectations.size());
   for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", Shown(key).c_str(), Shown(value).c_str());
-  const std::vector<CaseRecord> cases = store->Cases(run_id);
+}
+
+// "logits / grads", "N tokens differ" or "-": a case's largest error against its reference.
+std::string ErrorText(const CaseRecord& c) {
+  char text[64] = "-";
+  if (const auto mismatched = c.MetricValue("mismatched_tokens")) {
+    std::snprintf(text, sizeof(text), "%.0f tokens differ", *mismatched);
+  } else if (const auto logits = c.MetricValue("logits_max_abs")) {
+    if (const auto grads = c.MetricValue("grad_max_abs")) {
+      std::snprintf(text, sizeof(text), "%.2g / %.2g", *logits, *grads);
+    } else {
+      std::snprintf(text, sizeof(text), "%.2g / -", *logits);
+    }
+  }
+  return text;
+}
+
+void PrintCaseLine(const CaseRecord& c) {
+  const auto metric = [&](const char* name) { return c.MetricValue(name); };
+  std::string runtime = "-";
+  if (const auto median = metric("runtime_median_s")) {
+    const auto iqr = metric("runtime_iqr_s");
+    runtime = FormatDuration(*median) + (iqr ? ", " + FormatDuration(*iqr) : "");
+  }
+  const auto peak = metric("peak_bytes");
+  const auto activation = metric("activation_bytes");
+  char tokens_text[32] = "-";
+  if (const auto tokens = metric("tokens_per_s"))
+    std::snprintf(tokens_text, sizeof(tokens_text), "%.4g", *tokens);
+  const std::string label = c.name() + " " + c.workload().Label();
+  std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", Shown(label).c_str(),
+              Shown(c.status).c_str(), runtime.c_str(),
+              FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
+              FormatBytes(activation ? static_cast<int64_t>(*activation) : -1).c_str(), tokens_text,
+              ErrorText(c).c_str());
+  if (!c.message.empty()) std::printf("    %s\n", Shown(c.message).c_str());
+}
+
+}  // namespace
+
+int RunShow(const std::vector<std::string>& args) {
+  RunSelection selection;
+  po::options_description options(
+      "Usage: seqbench show [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "                     [--db FILE]\n\n"
+      "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
+      "with status, runtime, memory and correctness. Without a run, lists the runs (an\n"
+      "interrupted or running one is shown by its RUN_ID; --latest and the filters pick the\n"
+      "newest complete run, as in every command).\n\nOptions");
+  options.add_options()("help,h", "show this help");
+  po::options_description hidden;
+  po::positional_options_description positional;
+  selection.Declare(options, hidden, positional);
+  const auto values = ParseArguments(args, options, hidden, positional, "show");
+  if (!values) return 0;
+  if (!selection.Given(*values)) {
+    ListRuns(*OpenExistingStore(selection.db_path, "show"));
+    return 0;
+  }
+  std::unique_ptr<Store> store;
+  const RunRecord run = selection.Resolve(*values, store, "show");
+  PrintRunHeader(run);
+  const std::vector<CaseRecord> cases = store->Cases(run.run_id);
   for (const auto& warning : RunWarnings(run, cases)) {
     std::printf("warning: %s\n", Shown(warning).c_str());
   }
   std::printf("\n%-58s %-9s %-22s %-11s %-11s %-12s %s\n", "case", "status",
               "runtime (median, IQR)", "peak", "activation", "tokens/s",
               "max error (logits / grads)");
-  for (const CaseRecord& c : cases) {
-    const auto metric = [&](const char* name) { return c.MetricValue(name); };
-    std::string runtime = "-";
-    if (const auto median = metric("runtime_median_s")) {
-      const auto iqr = metric("runtime_iqr_s");
-      runtime = FormatDuration(*median) + (iqr ? ", " + FormatDuration(*iqr) : "");
-    }
-    const auto peak = metric("peak_bytes");
-    const auto activation = metric("activation_bytes");
-    const auto tokens = metric("tokens_per_s");
-    char tokens_text[32] = "-";
-    if (tokens) std::snprintf(tokens_text, sizeof(tokens_text), "%.4g", *tokens);
-    char error_text[64] = "-";
-    if (const auto mismatched = metric("mismatched_tokens")) {
-      std::snprintf(error_text, sizeof(error_text), "%.0f tokens differ", *mismatched);
-    } else if (const auto logits = metric("logits_max_abs")) {
-      const auto grads = metric("grad_max_abs");
-      if (grads) {
-        std::snprintf(error_text, sizeof(error_text), "%.2g / %.2g", *logits, *grads);
-      } else {
-        std::snprintf(error_text, sizeof(error_text), "%.2g / -", *logits);
-      }
-    }
-    const std::string label = c.name() + " " + c.workload().Label();
-    std::printf("%-58s %-9s %-22s %-11s %-11s %-12s %s\n", Shown(label).c_str(),
-                Shown(c.status).c_str(), runtime.c_str(),
-                FormatBytes(peak ? static_cast<int64_t>(*peak) : -1).c_str(),
-                FormatBytes(activation ? static_cast<int64_t>(*activation) : -1).c_str(),
-                tokens_text, error_text);
-    if (!c.message.empty()) std::printf("    %s\n", Shown(c.message).c_str());
-  }
+  for (const CaseRecord& c : cases) PrintCaseLine(c);
   const TimedShare timed = TimedShareOf(run, cases);
   if (timed.wall_s > 0) {
     std::printf("\ntimed steps: %s of %s of case wall time (%.0f%%)\n",

@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "harness/child_process.h"
+#include "results/output_file.h"
 #include "stats/statistics.h"
 
 #if SEQBENCH_HAVE_CALLGRIND
@@ -75,10 +76,7 @@ class ScratchFolder {
                                std::strerror(errno));
     path_ = pattern;
   }
-  ~ScratchFolder() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
+  ~ScratchFolder() { RemoveTree(path_.string()); }
   const fs::path& path() const { return path_; }
 
  private:

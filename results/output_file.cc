@@ -1,6 +1,7 @@
 #include "results/output_file.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -153,6 +154,19 @@ void RefuseDatabaseOutput(const std::string& output, const std::string& database
                           ": writing there would destroy its runs; choose another path");
     }
   }
+}
+
+namespace {
+int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
+  return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
+}
+}  // namespace
+
+bool RemoveTree(const std::string& path) {
+  struct stat status {};
+  if (lstat(path.c_str(), &status) != 0) return errno == ENOENT;
+  // Depth first, without following links, without crossing into other file systems.
+  return nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) == 0;
 }
 
 }  // namespace seqbench

@@ -35,4 +35,11 @@ void WriteFileAtomically(const std::string& path, const std::string& content);
 void RefuseDatabaseOutput(const std::string& output, const std::string& database,
                           const std::string& flag = "--out");
 
+// Removes `path` and, if it is a folder, everything in it, never following a symbolic link
+// (a link is removed, not what it names); a missing path is no error. Returns false if
+// something could not be removed. Used instead of std::filesystem::remove_all, which
+// crashed (SIGSEGV) in every call on the GPU machine's GCC 13 build against pip's LibTorch
+// 2.11 (ci/gpu/README.md, second lease).
+bool RemoveTree(const std::string& path);
+
 }  // namespace seqbench

@@ -31,10 +31,10 @@ struct Folder {
   fs::path path;
   explicit Folder(const std::string& name)
       : path(fs::temp_directory_path() / (name + "_" + std::to_string(getpid()))) {
-    fs::remove_all(path);
+    RemoveTree(path.string());
     fs::create_directories(path);
   }
-  ~Folder() { fs::remove_all(path); }
+  ~Folder() { RemoveTree(path.string()); }
   size_t Entries() const {
     return static_cast<size_t>(std::distance(fs::directory_iterator(path), {}));
   }
@@ -153,6 +153,22 @@ TEST_CASE("an output is refused where it is the database or a file SQLite keeps 
   CHECK_NOTHROW(RefuseDatabaseOutput((folder.path / "report.md").string(), d));
   CHECK_NOTHROW(RefuseDatabaseOutput("-", d));
   CHECK_NOTHROW(RefuseDatabaseOutput("", d));
+}
+
+TEST_CASE("a tree is removed whole, never through its links", "[integrity]") {
+  Folder outside("seqbench_tree_outside");
+  std::ofstream(outside.path / "victim.txt") << "precious\n";
+  const fs::path tree = fs::temp_directory_path() / ("seqbench_tree_" + std::to_string(getpid()));
+  fs::create_directories(tree / "a" / "b");
+  std::ofstream(tree / "a" / "b" / "file.txt") << "x";
+  std::ofstream(tree / "top.txt") << "y";
+  fs::create_symlink(outside.path / "victim.txt", tree / "a" / "file_link");
+  fs::create_directory_symlink(outside.path, tree / "a" / "b" / "folder_link");
+  CHECK(RemoveTree(tree.string()));
+  CHECK_FALSE(fs::exists(fs::symlink_status(tree)));
+  CHECK(Slurp(outside.path / "victim.txt") == "precious\n");
+  CHECK(outside.Entries() == 1);
+  CHECK(RemoveTree(tree.string()));  // already gone: nothing to do
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
+#include "results/output_file.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
@@ -1220,7 +1221,7 @@ TEST_CASE("plot labels, titles and file names reach gnuplot as data, never as co
           "[reports][plot][security]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("seqbench_gnuplot_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  RemoveTree(dir.string());
   fs::create_directories(dir);
   int canaries = 0;
   std::vector<fs::path> canary_paths;
@@ -1286,14 +1287,14 @@ TEST_CASE("plot labels, titles and file names reach gnuplot as data, never as co
       expected += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
     CHECK(unquoted == expected);
   }
-  fs::remove_all(dir);
+  RemoveTree(dir.string());
 }
 
 TEST_CASE("readme plot files stay inside the README's folder and overwrite only seqbench SVGs",
           "[reports][readme][security]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("seqbench_paths_" + std::to_string(getpid()));
-  fs::remove_all(dir);
+  RemoveTree(dir.string());
   fs::create_directories(dir / "docs");
   const fs::path outside =
       fs::temp_directory_path() / ("seqbench_outside_" + std::to_string(getpid()));
@@ -1320,8 +1321,8 @@ TEST_CASE("readme plot files stay inside the README's folder and overwrite only 
   fs::create_directories(dir / "docs/dir.svg");
   CHECK_THROWS(ResolvePlotFile(root, "docs/dir.svg"));
   CHECK(fs::is_empty(outside));
-  fs::remove_all(dir);
-  fs::remove_all(outside);
+  RemoveTree(dir.string());
+  RemoveTree(outside.string());
 }
 
 TEST_CASE("loss plots: a line per pipeline, the gap on a log axis without the reference",

@@ -294,7 +294,7 @@ TEST_CASE("a checkpoint is written whole, never through a planted link", "[train
     ++entries;
   }
   CHECK(entries == 4);  // victim, model.pt, the two links
-  std::filesystem::remove_all(folder);
+  RemoveTree(folder.string());
 }
 
 TEST_CASE("a resume may change the schedule's length and nothing else", "[training]") {
