@@ -183,19 +183,271 @@ std::string PipelineSkipReason(const TrainingConfig& config) {
   return "";
 }
 
+namespace {
+
+// One pipeline's training, in named steps, and the state they share: the record being
+// written, the steps not yet logged, the memory probe. Not thread-safe; one per pipeline.
+class PipelineRun {
+ public:
+  PipelineRun(const TrainingSuite& suite, const PipelineSpec& spec, const TrainingData& data,
+              Store& store, int64_t run_id, const PipelineFiles& files, const PipelineHooks& hooks,
+              World* world, PipelineOutcome& outcome)
+      : suite_(suite),
+        spec_(spec),
+        data_(data),
+        store_(store),
+        run_id_(run_id),
+        files_(files),
+        hooks_(hooks),
+        world_(world),
+        outcome_(outcome),
+        record_(outcome.record),
+        device_(spec.config.device) {}
+
+  // Trains to spec.steps (or a stop, or divergence), saves, and adds the model's metrics.
+  void Train() {
+    probe_.emplace(device_);
+    probe_->Begin();
+    probing_ = true;
+    const std::shared_ptr<DataParallelGroup> group = JoinGroup();
+    Trainer trainer(spec_.config, data_.train, data_.validation, group);
+    trainer.set_run_uuid(files_.run_uuid);
+    const double run_elapsed_s = Resume(trainer);
+    std::vector<CommunicationStats> communication;  // each step's in this process
+    TrainSteps(trainer, run_elapsed_s, communication);
+    if (!pending_.empty()) store_.AddTrainingSteps(run_id_, record_.key(), pending_);
+    pending_.clear();
+    if (!files_.checkpoint.empty() && record_.status == kStatusOk) {  // never diverged weights
+      trainer.Save(files_.checkpoint);
+      Say("checkpoint at step " + std::to_string(trainer.step()) + ": " + files_.checkpoint);
+    }
+    memory_ = probe_->End();
+    AddModelMetrics(trainer, communication);
+  }
+
+  // The pipeline's error: its message, and the steps that ran before it still logged.
+  void Fail(const std::exception& error) {
+    record_.status = kStatusError;
+    record_.message = DescribeError(error);
+    const int64_t ranks = spec_.config.data_parallel.ranks;
+    if (ranks > 1) {
+      // c10d's words ("Connection closed by peer") say what, not where.
+      record_.message =
+          "in the data-parallel group of " + std::to_string(ranks) +
+          " ranks (a rank lost, or a collective past --dist-timeout): " + record_.message;
+    }
+    Say("error: " + record_.message);
+    if (pending_.empty()) return;
+    try {
+      store_.AddTrainingSteps(run_id_, record_.key(), pending_);
+    } catch (const StoreError& store_error) {
+      record_.message +=
+          "; and its last steps could not be logged: " + std::string(store_error.what());
+    }
+  }
+
+  // The figures over the whole log of the pipeline in this run, the steps of earlier
+  // (resumed) processes included.
+  void Finish(std::chrono::steady_clock::time_point started) {
+    if (!memory_ && probing_) memory_ = probe_->End();
+    record_.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::vector<TrainingStepRecord> logged;
+    try {
+      logged = store_.TrainingSteps(run_id_, record_.key());
+    } catch (const StoreError& error) {
+      record_.message += std::string(record_.message.empty() ? "" : "; ") +
+                         "its steps could not be read back: " + error.what();
+    }
+    record_.iterations = static_cast<int64_t>(logged.size());
+    if (logged.empty()) return;
+    AddPipelineMetrics(logged, spec_, memory_.value_or(MemoryUsage{}), record_);
+    if (diverged_validation_) {
+      auto& metrics = record_.metrics;
+      metrics.erase(
+          std::remove_if(metrics.begin(), metrics.end(),
+                         [](const Metric& m) { return m.name == "final_validation_loss"; }),
+          metrics.end());
+      metrics.push_back({"final_validation_loss", *diverged_validation_, "nats/token"});
+    }
+  }
+
+ private:
+  void Say(const std::string& message) const {
+    if (hooks_.on_message) hooks_.on_message("[" + spec_.name + "] " + message);
+  }
+
+  // The data-parallel group of a pipeline over several ranks (null for one), and the ring
+  // model of its network, measured before the gradients cross it.
+  std::shared_ptr<DataParallelGroup> JoinGroup() {
+    const DataParallelOptions& parallel = spec_.config.data_parallel;
+    if (parallel.ranks <= 1) return nullptr;
+    const std::vector<int64_t> members = parallel.Members();
+    if (world_ == nullptr || world_->size() <= members.back()) {
+      throw std::invalid_argument("the pipeline trains on world ranks up to " +
+                                  std::to_string(members.back()) +
+                                  "; start seqbench train with --nproc " +
+                                  std::to_string(members.back() + 1) + " (or under torchrun)");
+    }
+    std::shared_ptr<DataParallelGroup> group = world_->Group(spec_.name, members, parallel.timeout);
+    const RingModel network = MeasureRingModel(*group);
+    record_.metrics.push_back({"network_alpha_s", network.alpha_s, "s"});
+    record_.metrics.push_back({"network_beta_s_per_byte", network.beta_s_per_byte, "s/B"});
+    return group;
+  }
+
+  // Loads the checkpoint to resume from, if any; the run's training time so far.
+  double Resume(Trainer& trainer) {
+    const std::string& resume = files_.resume;
+    if (resume.empty()) return 0;
+    trainer.Load(resume);
+    // Steps logged after the checkpoint (before a crash) are taken again, identically.
+    const int64_t dropped = store_.RemoveTrainingStepsAfter(run_id_, record_.key(), trainer.step());
+    const std::vector<TrainingStepRecord> logged = store_.TrainingSteps(run_id_, record_.key());
+    Say("resumed from " + resume + " at step " + std::to_string(trainer.step()) +
+        (logged.empty() ? ""
+                        : ", continuing the " + std::to_string(logged.size()) +
+                              " logged steps of run " + std::to_string(run_id_)) +
+        (dropped > 0 ? " (" + std::to_string(dropped) + " logged after it are taken again)" : ""));
+    return logged.empty() ? 0 : logged.back().elapsed_s;
+  }
+
+  // The steps to spec.steps: each logged, evaluated every eval_every, saved every
+  // save_every; stops at a stop request or at divergence.
+  void TrainSteps(Trainer& trainer, double run_elapsed_s,
+                  std::vector<CommunicationStats>& communication) {
+    const int64_t first_step = trainer.step();
+    double elapsed_s = 0;  // in this process
+    int64_t tokens = 0;
+    while (trainer.step() < spec_.steps) {
+      if (hooks_.should_stop && hooks_.should_stop(steps_taken_)) {
+        outcome_.interrupted = true;
+        return;
+      }
+      const StepResult step = trainer.Step();
+      ++steps_taken_;
+      communication.push_back(step.communication);
+      elapsed_s += step.seconds;
+      run_elapsed_s += step.seconds;
+      tokens += step.tokens;
+      const bool last = step.step == spec_.steps;
+      TrainingStepRecord row = LogRow(step, run_elapsed_s);
+      if (step.step % spec_.eval_every == 0 || last) row.validation_loss = trainer.Evaluate();
+      pending_.push_back(row);
+      if (hooks_.on_step) {
+        hooks_.on_step(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
+      }
+      if (Diverged(step, row)) return;
+      const bool save =
+          !files_.checkpoint.empty() && files_.save_every > 0 && step.step % files_.save_every == 0;
+      // The log reaches the database at every evaluation, and before every checkpoint, so
+      // that a resume from the checkpoint finds every step up to it.
+      if (row.validation_loss || save) {
+        store_.AddTrainingSteps(run_id_, record_.key(), pending_);
+        pending_.clear();
+      }
+      if (save) trainer.Save(files_.checkpoint);
+    }
+  }
+
+  // Fields by name: the record has grown (padded_tokens sits before elapsed_s), and a
+  // positional initialiser once put the elapsed time into the token count.
+  static TrainingStepRecord LogRow(const StepResult& step, double run_elapsed_s) {
+    TrainingStepRecord row;
+    row.step = step.step;
+    row.loss = step.loss;
+    row.learning_rate = step.learning_rate;
+    row.grad_norm = step.grad_norm;
+    row.loss_scale = step.loss_scale;
+    row.skipped = step.skipped;
+    row.tokens = step.tokens;
+    row.padded_tokens = step.padded_tokens;
+    row.elapsed_s = run_elapsed_s;
+    return row;
+  }
+
+  // A non-finite loss on a step the optimizer applied (a loss-scaled step with overflowing
+  // gradients is skipped instead, by design) leaves weights that every later step would
+  // only carry on: the pipeline stops there, its steps kept and its weights never saved.
+  bool Diverged(const StepResult& step, const TrainingStepRecord& row) {
+    const double validation = row.validation_loss.value_or(0);
+    if ((step.skipped || std::isfinite(step.loss)) && std::isfinite(validation)) return false;
+    record_.status = kStatusDiverged;
+    record_.message = "at step " + std::to_string(step.step) + ": " +
+                      (std::isfinite(step.loss) ? "validation loss " : "training loss ") +
+                      FormatNumber(std::isfinite(step.loss) ? validation : step.loss) +
+                      " at learning rate " + FormatNumber(step.learning_rate);
+    // Stored as NULL, a NaN validation loss would read back as "not evaluated".
+    if (!std::isfinite(validation)) diverged_validation_ = validation;
+    Say("diverged " + record_.message);
+    return true;
+  }
+
+  // The trained model's figures: parameters, recall and inference comparisons where asked,
+  // padding, optimizer state, communication.
+  void AddModelMetrics(Trainer& trainer, const std::vector<CommunicationStats>& communication) {
+    int64_t parameters = 0;
+    for (const auto& item : trainer.variant().parameters()) parameters += item.value().numel();
+    record_.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
+    const bool finished = record_.status == kStatusOk && !outcome_.interrupted;
+    if (suite_.data.corpus == "recall" && finished) {
+      // What the long-range study reads: the trained model's greedy answers, by distance.
+      for (const RecallScore& score : ScoreRecall(trainer, suite_.data.recall)) {
+        const std::string suffix = "_d" + std::to_string(score.distance);
+        record_.metrics.push_back({"recall_accuracy" + suffix, score.accuracy(), "ratio"});
+        record_.metrics.push_back(
+            {"recall_samples" + suffix, static_cast<double>(score.total), "count"});
+      }
+    }
+    if (finished) {
+      const auto say = [this](const std::string& message) { Say(message); };
+      for (const std::string& key : spec_.evaluate_with)
+        AddInferenceComparison(trainer, key, say, record_);
+    }
+    const auto padding = trainer.loader().EpochPadding();
+    record_.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
+    const int64_t ranks = spec_.config.data_parallel.ranks;
+    record_.metrics.push_back({"ranks", static_cast<double>(ranks), "count"});
+    // After a resume the moments were loaded, so the size is the same as in one process.
+    record_.metrics.push_back(
+        {"optimizer_state_bytes", static_cast<double>(trainer.optimizer_state_bytes()), "bytes"});
+    if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&trainer.optimizer())) {
+      record_.metrics.push_back(
+          {"optimizer_host_bytes", static_cast<double>(offloaded->HostBytes()), "bytes"});
+    }
+    if (ranks > 1) AddCommunicationMetrics(communication, spec_, record_);
+  }
+
+  const TrainingSuite& suite_;
+  const PipelineSpec& spec_;
+  const TrainingData& data_;
+  Store& store_;
+  const int64_t run_id_;
+  const PipelineFiles& files_;
+  const PipelineHooks& hooks_;
+  World* world_;
+  PipelineOutcome& outcome_;
+  CaseRecord& record_;
+  const torch::Device device_;
+  // Begun inside Train(): a device that fails there (a CUDA allocator not set up, say) is
+  // this pipeline's error, not the end of the whole training run.
+  std::optional<MemoryProbe> probe_;
+  bool probing_ = false;                       // Begin() returned
+  int64_t steps_taken_ = 0;                    // in this process
+  std::optional<double> diverged_validation_;  // the non-finite validation loss, if any
+  // The training's memory, taken before the checks that follow it build other models.
+  std::optional<MemoryUsage> memory_;
+  std::vector<TrainingStepRecord> pending_;  // logged steps not yet in the database
+};
+
+}  // namespace
+
 PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec,
                             const TrainingData& data, Store& store, int64_t run_id,
                             int64_t position, const PipelineFiles& files,
                             const PipelineHooks& hooks, World* world) {
-  const std::string& checkpoint = files.checkpoint;
-  const std::string& resume = files.resume;
-  const int64_t save_every = files.save_every;
-  const auto say = [&](const std::string& message) {
-    if (hooks.on_message) hooks.on_message("[" + spec.name + "] " + message);
-  };
   PipelineOutcome outcome;
   CaseRecord& record = outcome.record;
-  const TrainingConfig& config = spec.config;
   record.identity = PipelineIdentity(suite, spec);
   record.position = position;
   record.category = "training pipeline";
@@ -203,196 +455,21 @@ PipelineOutcome RunPipeline(const TrainingSuite& suite, const PipelineSpec& spec
   record.description = spec.Describe();
   record.reference = spec.reference;
   record.status = kStatusOk;
-  if (const std::string reason = PipelineSkipReason(config); !reason.empty()) {
+  if (const std::string reason = PipelineSkipReason(spec.config); !reason.empty()) {
     record.status = kStatusSkipped;
     record.message = reason;
-    say("skipped: " + reason);
+    if (hooks.on_message) hooks.on_message("[" + spec.name + "] skipped: " + reason);
     return outcome;
   }
-
   const auto started = std::chrono::steady_clock::now();
-  const torch::Device device(config.device);
-  if (device.is_cpu()) CountingCpuAllocator::Install();
-  // Begun inside the try: a device that fails here (a CUDA allocator not set up, say)
-  // is this pipeline's error, not the end of the whole training run.
-  std::optional<MemoryProbe> probe;
-  bool probing = false;                       // Begin() returned
-  int64_t steps_taken = 0;                    // in this process
-  std::optional<double> diverged_validation;  // the non-finite validation loss, if any
-  // The training's memory, taken before the checks that follow it build other models.
-  std::optional<MemoryUsage> memory;
-  std::vector<TrainingStepRecord> pending;  // logged steps not yet in the database
+  if (torch::Device(spec.config.device).is_cpu()) CountingCpuAllocator::Install();
+  PipelineRun run(suite, spec, data, store, run_id, files, hooks, world, outcome);
   try {
-    probe.emplace(device);
-    probe->Begin();
-    probing = true;
-    std::shared_ptr<DataParallelGroup> group;
-    const int64_t ranks = config.data_parallel.ranks;
-    if (ranks > 1) {
-      const std::vector<int64_t> members = config.data_parallel.Members();
-      if (world == nullptr || world->size() <= members.back()) {
-        throw std::invalid_argument("the pipeline trains on world ranks up to " +
-                                    std::to_string(members.back()) +
-                                    "; start seqbench train with --nproc " +
-                                    std::to_string(members.back() + 1) + " (or under torchrun)");
-      }
-      group = world->Group(spec.name, members, config.data_parallel.timeout);
-      // The network the gradients will cross, before they do: the ring model's α and β,
-      // from which the reports extrapolate to more ranks.
-      const RingModel network = MeasureRingModel(*group);
-      record.metrics.push_back({"network_alpha_s", network.alpha_s, "s"});
-      record.metrics.push_back({"network_beta_s_per_byte", network.beta_s_per_byte, "s/B"});
-    }
-    Trainer trainer(config, data.train, data.validation, group);
-    trainer.set_run_uuid(files.run_uuid);
-    // The run's training time so far: a resumed run's log goes on from its last step.
-    double run_elapsed_s = 0;
-    if (!resume.empty()) {
-      trainer.Load(resume);
-      // Steps logged after the checkpoint (before a crash) are taken again, identically.
-      const int64_t dropped = store.RemoveTrainingStepsAfter(run_id, record.key(), trainer.step());
-      const std::vector<TrainingStepRecord> logged = store.TrainingSteps(run_id, record.key());
-      if (!logged.empty()) run_elapsed_s = logged.back().elapsed_s;
-      say("resumed from " + resume + " at step " + std::to_string(trainer.step()) +
-          (logged.empty() ? ""
-                          : ", continuing the " + std::to_string(logged.size()) +
-                                " logged steps of run " + std::to_string(run_id)) +
-          (dropped > 0 ? " (" + std::to_string(dropped) + " logged after it are taken again)"
-                       : ""));
-    }
-    const int64_t first_step = trainer.step();
-    double elapsed_s = 0;  // in this process
-    int64_t tokens = 0;
-    std::vector<CommunicationStats> communication;  // each step's in this process
-    while (trainer.step() < spec.steps) {
-      if (hooks.should_stop && hooks.should_stop(steps_taken)) {
-        outcome.interrupted = true;
-        break;
-      }
-      const StepResult step = trainer.Step();
-      ++steps_taken;
-      communication.push_back(step.communication);
-      elapsed_s += step.seconds;
-      run_elapsed_s += step.seconds;
-      tokens += step.tokens;
-      // Fields by name: the record has grown (padded_tokens sits before elapsed_s), and a
-      // positional initialiser once put the elapsed time into the token count.
-      TrainingStepRecord row;
-      row.step = step.step;
-      row.loss = step.loss;
-      row.learning_rate = step.learning_rate;
-      row.grad_norm = step.grad_norm;
-      row.loss_scale = step.loss_scale;
-      row.skipped = step.skipped;
-      row.tokens = step.tokens;
-      row.padded_tokens = step.padded_tokens;
-      row.elapsed_s = run_elapsed_s;
-      const bool last = step.step == spec.steps;
-      if (step.step % spec.eval_every == 0 || last) row.validation_loss = trainer.Evaluate();
-      pending.push_back(row);
-      if (hooks.on_step) {
-        hooks.on_step(step, elapsed_s, tokens / elapsed_s, row.validation_loss, first_step, last);
-      }
-      // A non-finite loss on a step the optimizer applied (a loss-scaled step with
-      // overflowing gradients is skipped instead, by design) leaves weights that every
-      // later step would only carry on: the pipeline stops there, its steps kept and its
-      // weights never saved.
-      const double validation = row.validation_loss.value_or(0);
-      if ((!step.skipped && !std::isfinite(step.loss)) || !std::isfinite(validation)) {
-        record.status = kStatusDiverged;
-        record.message = "at step " + std::to_string(step.step) + ": " +
-                         (std::isfinite(step.loss) ? "validation loss " : "training loss ") +
-                         FormatNumber(std::isfinite(step.loss) ? validation : step.loss) +
-                         " at learning rate " + FormatNumber(step.learning_rate);
-        // Stored as NULL, a NaN validation loss would read back as "not evaluated".
-        if (!std::isfinite(validation)) diverged_validation = validation;
-        say("diverged " + record.message);
-        break;
-      }
-      const bool save = !checkpoint.empty() && save_every > 0 && step.step % save_every == 0;
-      // The log reaches the database at every evaluation, and before every checkpoint, so
-      // that a resume from the checkpoint finds every step up to it.
-      if (row.validation_loss || save) {
-        store.AddTrainingSteps(run_id, record.key(), pending);
-        pending.clear();
-      }
-      if (save) trainer.Save(checkpoint);
-    }
-    if (!pending.empty()) store.AddTrainingSteps(run_id, record.key(), pending);
-    pending.clear();
-    if (!checkpoint.empty() && record.status == kStatusOk) {  // never save diverged weights
-      trainer.Save(checkpoint);
-      say("checkpoint at step " + std::to_string(trainer.step()) + ": " + checkpoint);
-    }
-    memory = probe->End();
-    int64_t parameters = 0;
-    for (const auto& item : trainer.variant().parameters()) parameters += item.value().numel();
-    record.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
-    if (suite.data.corpus == "recall" && record.status == kStatusOk && !outcome.interrupted) {
-      // What the long-range study reads: the trained model's greedy answers, by distance.
-      for (const RecallScore& score : ScoreRecall(trainer, suite.data.recall)) {
-        const std::string suffix = "_d" + std::to_string(score.distance);
-        record.metrics.push_back({"recall_accuracy" + suffix, score.accuracy(), "ratio"});
-        record.metrics.push_back(
-            {"recall_samples" + suffix, static_cast<double>(score.total), "count"});
-      }
-    }
-    if (record.status == kStatusOk && !outcome.interrupted) {
-      for (const std::string& key : spec.evaluate_with)
-        AddInferenceComparison(trainer, key, say, record);
-    }
-    const auto padding = trainer.loader().EpochPadding();
-    record.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
-    record.metrics.push_back({"ranks", static_cast<double>(ranks), "count"});
-    // After a resume the moments were loaded, so the size is the same as in one process.
-    record.metrics.push_back(
-        {"optimizer_state_bytes", static_cast<double>(trainer.optimizer_state_bytes()), "bytes"});
-    if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&trainer.optimizer())) {
-      record.metrics.push_back(
-          {"optimizer_host_bytes", static_cast<double>(offloaded->HostBytes()), "bytes"});
-    }
-    if (ranks > 1) AddCommunicationMetrics(communication, spec, record);
+    run.Train();
   } catch (const std::exception& error) {
-    record.status = kStatusError;
-    record.message = DescribeError(error);
-    if (config.data_parallel.ranks > 1) {
-      // c10d's words ("Connection closed by peer") say what, not where.
-      record.message =
-          "in the data-parallel group of " + std::to_string(config.data_parallel.ranks) +
-          " ranks (a rank lost, or a collective past --dist-timeout): " + record.message;
-    }
-    say("error: " + record.message);
-    // The steps that ran before the error still belong in the log.
-    if (!pending.empty()) {
-      try {
-        store.AddTrainingSteps(run_id, record.key(), pending);
-      } catch (const StoreError& store_error) {
-        record.message +=
-            "; and its last steps could not be logged: " + std::string(store_error.what());
-      }
-    }
+    run.Fail(error);
   }
-  if (!memory && probing) memory = probe->End();
-  record.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  // The metrics cover the whole log of the pipeline in this run, the steps of earlier
-  // (resumed) processes included.
-  std::vector<TrainingStepRecord> logged;
-  try {
-    logged = store.TrainingSteps(run_id, record.key());
-  } catch (const StoreError& error) {
-    record.message += std::string(record.message.empty() ? "" : "; ") +
-                      "its steps could not be read back: " + error.what();
-  }
-  record.iterations = static_cast<int64_t>(logged.size());
-  if (logged.empty()) return outcome;
-  AddPipelineMetrics(logged, spec, memory.value_or(MemoryUsage{}), record);
-  if (diverged_validation) {
-    auto& metrics = record.metrics;
-    metrics.erase(std::remove_if(metrics.begin(), metrics.end(),
-                                 [](const Metric& m) { return m.name == "final_validation_loss"; }),
-                  metrics.end());
-    metrics.push_back({"final_validation_loss", *diverged_validation, "nats/token"});
-  }
+  run.Finish(started);
   return outcome;
 }
 
