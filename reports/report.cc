@@ -441,12 +441,12 @@ json LoadAverages(const std::string& text) {
 
 }  // namespace
 
-std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases) {
-  // Google Benchmark's JSONReporter layout (json_schema_version 1): a context object and
-  // one entry per repetition ("iteration") plus one per aggregate. seqbench times wall
-  // clock only, so cpu_time repeats real_time. Context facts come from what the run
-  // recorded through google/benchmark's own CPUInfo; facts an older run did not record are
-  // left out rather than invented.
+namespace {
+
+// Google Benchmark's context object, from what the run recorded through
+// google/benchmark's own CPUInfo; facts an older run did not record are left out rather
+// than invented.
+json GbenchContext(const RunRecord& run) {
   json context = {{"date", run.started_at},
                   {"host_name", run.Environment("hostname")},
                   {"executable", "seqbench run " + run.suite_path},
@@ -469,104 +469,116 @@ std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>
   context["seqbench_run_id"] = std::to_string(run.run_id);
   context["seqbench_suite"] = run.suite_name;
   if (!run.label.empty()) context["seqbench_label"] = run.label;
+  return context;
+}
 
+// User counters, as google/benchmark writes them beside the times, a value per
+// repetition: rates per second of that repetition's step (items_per_second is its name for
+// tokens/s), and the case's memory in bytes.
+std::map<std::string, std::vector<double>> GbenchCounters(const CaseRecord& c) {
+  std::map<std::string, std::vector<double>> counters;
+  const auto add_rate = [&](const char* counter, std::optional<double> per_step) {
+    if (!per_step || *per_step <= 0) return;
+    std::vector<double>& rates = counters[counter];
+    for (const double seconds : c.samples_s) rates.push_back(*per_step / seconds);
+  };
+  const bool all_positive = std::all_of(c.samples_s.begin(), c.samples_s.end(),
+                                        [](double seconds) { return seconds > 0; });
+  if (all_positive) {
+    add_rate("items_per_second", static_cast<double>(c.tokens_per_step));
+    add_rate("FLOPS", c.MetricValue("step_flops"));
+    add_rate("bytes_per_second", c.MetricValue("step_bytes"));
+  }
+  for (const char* memory : {"peak_bytes", "activation_bytes"}) {
+    if (const auto bytes = c.MetricValue(memory))
+      counters[memory] = std::vector<double>(c.samples_s.size(), *bytes);
+  }
+  return counters;
+}
+
+// `name` of a statistic of `values`: mean, median, stddev, cv, min or max.
+double GbenchStatistic(const std::vector<double>& values, const std::string& name) {
+  const stats::Summary summary = stats::Summarize(values);
+  const std::map<std::string, double> statistic = {
+      {"mean", summary.mean}, {"median", summary.median}, {"stddev", summary.stddev},
+      {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max}};
+  return statistic.at(name);
+}
+
+// One case's entries: a repetition each ("iteration"), then one per aggregate. seqbench
+// times wall clock only, so cpu_time repeats real_time.
+void AddGbenchEntries(const CaseRecord& c, int64_t family_index, json& benchmarks) {
+  std::string name = c.key();
+  std::replace(name.begin(), name.end(), ' ', '/');
+  const int64_t repetitions = std::max<int64_t>(1, static_cast<int64_t>(c.samples_s.size()));
+  const auto [unit, per_second] = TimeUnitFor(c.samples_s.empty() ? 1 : stats::Median(c.samples_s));
+  json base = {{"name", name},
+               {"family_index", family_index},
+               {"per_family_instance_index", 0},
+               {"run_name", name},
+               {"run_type", "iteration"},
+               {"repetitions", repetitions},
+               {"repetition_index", 0},
+               {"threads", 1}};
+  // A case that did not finish ok says so as google/benchmark says it: a skip
+  // (SkipWithMessage) for `skipped`, an error (SkipWithError) for the rest, with the
+  // stored message. Mismatched cases keep their (wrong-answer) times.
+  if (c.status == kStatusSkipped) {
+    base["skipped"] = true;
+    base["skip_message"] = c.message;
+  } else if (c.status != kStatusOk) {
+    base["error_occurred"] = true;
+    base["error_message"] = c.status + (c.message.empty() ? "" : ": " + c.message);
+  }
+  if (c.samples_s.empty()) {  // nothing timed: zero times, as google/benchmark writes them
+    base["iterations"] = 0;
+    base["real_time"] = base["cpu_time"] = 0.0;
+    base["time_unit"] = unit;
+    benchmarks.push_back(base);
+    return;
+  }
+  const auto entry = [&, unit = unit, per_second = per_second](int64_t repetition_index,
+                                                               double seconds) {
+    json item = base;
+    item["repetition_index"] = repetition_index;
+    item["iterations"] = c.iterations;
+    item["real_time"] = seconds * per_second;
+    item["cpu_time"] = seconds * per_second;
+    item["time_unit"] = unit;
+    return item;
+  };
+  const auto counters = GbenchCounters(c);
+  for (int64_t i = 0; i < static_cast<int64_t>(c.samples_s.size()); ++i) {
+    json item = entry(i, c.samples_s[i]);
+    for (const auto& [counter, values] : counters) item[counter] = values[i];
+    benchmarks.push_back(item);
+  }
+  for (const std::string aggregate : {"mean", "median", "stddev", "cv", "min", "max"}) {
+    const bool is_cv = aggregate == "cv";
+    json item = entry(0, GbenchStatistic(c.samples_s, aggregate));
+    item.erase("repetition_index");
+    item["name"] = name + "_" + aggregate;
+    item["run_type"] = "aggregate";
+    item["aggregate_name"] = aggregate;
+    item["aggregate_unit"] = is_cv ? "percentage" : "time";
+    item["iterations"] = repetitions;
+    if (is_cv) item["real_time"] = item["cpu_time"] = GbenchStatistic(c.samples_s, "cv");
+    // Aggregates carry the same statistic of the counters.
+    for (const auto& [counter, values] : counters)
+      item[counter] = GbenchStatistic(values, aggregate);
+    benchmarks.push_back(item);
+  }
+}
+
+}  // namespace
+
+std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  // Google Benchmark's JSONReporter layout (json_schema_version 1): a context object and
+  // one entry per repetition ("iteration") plus one per aggregate.
   json benchmarks = json::array();
   int64_t family_index = 0;
-  for (const CaseRecord& c : cases) {
-    std::string name = c.key();
-    for (char& ch : name) {
-      if (ch == ' ') ch = '/';
-    }
-    const int64_t repetitions = std::max<int64_t>(1, static_cast<int64_t>(c.samples_s.size()));
-    const auto [unit, per_second] =
-        TimeUnitFor(c.samples_s.empty() ? 1 : stats::Median(c.samples_s));
-    json base = {{"name", name},
-                 {"family_index", family_index},
-                 {"per_family_instance_index", 0},
-                 {"run_name", name},
-                 {"run_type", "iteration"},
-                 {"repetitions", repetitions},
-                 {"repetition_index", 0},
-                 {"threads", 1}};
-    // A case that did not finish ok says so as google/benchmark says it: a skip
-    // (SkipWithMessage) for `skipped`, an error (SkipWithError) for the rest, with the
-    // stored message. Mismatched cases keep their (wrong-answer) times.
-    if (c.status == kStatusSkipped) {
-      base["skipped"] = true;
-      base["skip_message"] = c.message;
-    } else if (c.status != kStatusOk) {
-      base["error_occurred"] = true;
-      base["error_message"] = c.status + (c.message.empty() ? "" : ": " + c.message);
-    }
-    if (c.samples_s.empty()) {  // nothing timed: zero times, as google/benchmark writes them
-      base["iterations"] = 0;
-      base["real_time"] = base["cpu_time"] = 0.0;
-      base["time_unit"] = unit;
-      benchmarks.push_back(base);
-      ++family_index;
-      continue;
-    }
-    const auto entry = [&, unit = unit, per_second = per_second](int64_t repetition_index,
-                                                                 double seconds) {
-      json item = base;
-      item["repetition_index"] = repetition_index;
-      item["iterations"] = c.iterations;
-      item["real_time"] = seconds * per_second;
-      item["cpu_time"] = seconds * per_second;
-      item["time_unit"] = unit;
-      return item;
-    };
-    // User counters, as google/benchmark writes them beside the times: rates per second
-    // of this repetition's step (items_per_second is its name for tokens/s), and the
-    // case's memory in bytes; aggregates carry the same statistic of them.
-    std::map<std::string, std::vector<double>> counters;
-    const auto add_rate = [&](const char* counter, std::optional<double> per_step) {
-      if (!per_step || *per_step <= 0) return;
-      std::vector<double>& rates = counters[counter];
-      for (const double seconds : c.samples_s) rates.push_back(*per_step / seconds);
-    };
-    const bool all_positive = std::all_of(c.samples_s.begin(), c.samples_s.end(),
-                                          [](double seconds) { return seconds > 0; });
-    if (all_positive) {
-      add_rate("items_per_second", static_cast<double>(c.tokens_per_step));
-      add_rate("FLOPS", c.MetricValue("step_flops"));
-      add_rate("bytes_per_second", c.MetricValue("step_bytes"));
-    }
-    for (const char* memory : {"peak_bytes", "activation_bytes"}) {
-      if (const auto bytes = c.MetricValue(memory))
-        counters[memory] = std::vector<double>(c.samples_s.size(), *bytes);
-    }
-    for (int64_t i = 0; i < static_cast<int64_t>(c.samples_s.size()); ++i) {
-      json item = entry(i, c.samples_s[i]);
-      for (const auto& [counter, values] : counters) item[counter] = values[i];
-      benchmarks.push_back(item);
-    }
-    const stats::Summary times = stats::Summarize(c.samples_s);
-    const std::map<std::string, double> time_statistic = {
-        {"mean", times.mean}, {"median", times.median}, {"stddev", times.stddev},
-        {"cv", times.cv},     {"min", times.min},       {"max", times.max}};
-    for (const char* aggregate : {"mean", "median", "stddev", "cv", "min", "max"}) {
-      const bool is_cv = std::string(aggregate) == "cv";
-      json item = entry(0, time_statistic.at(aggregate));
-      item.erase("repetition_index");
-      item["name"] = name + "_" + aggregate;
-      item["run_type"] = "aggregate";
-      item["aggregate_name"] = aggregate;
-      item["aggregate_unit"] = is_cv ? "percentage" : "time";
-      item["iterations"] = repetitions;
-      if (is_cv) item["real_time"] = item["cpu_time"] = times.cv;
-      for (const auto& [counter, values] : counters) {
-        const stats::Summary summary = stats::Summarize(values);
-        const std::map<std::string, double> statistic = {
-            {"mean", summary.mean}, {"median", summary.median}, {"stddev", summary.stddev},
-            {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max}};
-        item[counter] = statistic.at(aggregate);
-      }
-      benchmarks.push_back(item);
-    }
-    ++family_index;
-  }
-  return escape::DumpJson(json{{"context", context}, {"benchmarks", benchmarks}}) + "\n";
+  for (const CaseRecord& c : cases) AddGbenchEntries(c, family_index++, benchmarks);
+  return escape::DumpJson(json{{"context", GbenchContext(run)}, {"benchmarks", benchmarks}}) + "\n";
 }
 
 }  // namespace seqbench
