@@ -401,29 +401,10 @@ bool IsTrainingSuiteText(const std::string& text) {
   }
 }
 
-TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path) {
-  TomlReader reader(path);
-  const toml::table root = reader.Parse(text);
-  reader.CheckKeys(
-      root, "the training suite",
-      {"name", "description", "reference", "data", "model", "train", "pipelines", "expect"});
-  TrainingSuite suite;
-  suite.path = path;
-  suite.text = text;
-  suite.name = reader.Name(reader.Required(root, "name", "the training suite"), "name");
-  suite.description =
-      reader.String(reader.Required(root, "description", "the training suite"), "description");
+namespace {
 
-  const auto table_or_empty = [&](const char* key) -> const toml::table& {
-    static const toml::table empty;
-    const toml::node* node = root.get(key);
-    if (node == nullptr) return empty;
-    if (!node->is_table())
-      reader.Fail(node->source(), std::string("'") + key + "' must be a table");
-    return *node->as_table();
-  };
-
-  const toml::table& data = table_or_empty("data");
+// [data]: the corpus and how it is cut.
+void ReadDataKeys(const TomlReader& reader, const toml::table& data, TrainingSuite& suite) {
   reader.CheckKeys(
       data, "[data]",
       {"corpus", "path", "max_length", "validation_samples", "max_samples", "synthetic_samples",
@@ -457,62 +438,49 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   }
   if (auto* n = data.get("seed")) suite.data_seed = reader.Integer(*n, "seed", 0, INT64_MAX);
   ReadRecallOptions(reader, data, suite.data);
+}
 
-  PipelineSpec defaults;
-  defaults.config.model.family = "simple_rnn";
-  defaults.config.model.vocab_size = text::kVocabularySize;
-  const toml::table& model = table_or_empty("model");
-  reader.CheckKeys(model, "[model]", kModelKeys);
-  ApplyModelKeys(reader, model, defaults.config.model);
-
-  const toml::table& train = table_or_empty("train");
-  reader.CheckKeys(train, "[train]", kTrainKeys);
-  bool default_cycle_set = false;
-  ApplyTrainKeys(reader, train, defaults, default_cycle_set);
-
-  const toml::node& pipelines = reader.Required(root, "pipelines", "the training suite");
-  if (!pipelines.is_array_of_tables() || pipelines.as_array()->empty()) {
-    reader.Fail(pipelines.source(), "'pipelines' must be one or more [[pipelines]] tables");
-  }
-  std::set<std::string> names;
+// One [[pipelines]] entry over the suite's defaults; its name must be new to `names`.
+PipelineSpec ReadPipeline(const TomlReader& reader, const toml::table& table,
+                          const PipelineSpec& defaults, bool default_cycle_set,
+                          const DataOptions& data, std::set<std::string>& names) {
   std::vector<std::string> pipeline_keys = kTrainKeys;
-  pipeline_keys.push_back("name");
-  pipeline_keys.push_back("reference");
-  pipeline_keys.push_back("model");
-  pipeline_keys.push_back("evaluate_with");
-  for (const toml::node& element : *pipelines.as_array()) {
-    const toml::table& table = *element.as_table();
-    reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
-    PipelineSpec spec = defaults;
-    spec.line = table.source().begin.line;
-    const toml::node& name_node = reader.Required(table, "name", "[[pipelines]]");
-    spec.name = reader.Name(name_node, "name");
-    if (spec.name.empty() || spec.name.find_first_of(" \t") != std::string::npos) {
-      reader.Fail(name_node.source(), "a pipeline name must be non-empty, without spaces");
-    }
-    if (!names.insert(spec.name).second) {
-      reader.Fail(name_node.source(), "duplicate pipeline name '" + spec.name + "'");
-    }
-    bool cycle_set = default_cycle_set;
-    ApplyTrainKeys(reader, table, spec, cycle_set);
-    // A pipeline's own sizes over [model]'s, e.g. to match another family's parameter count.
-    if (const toml::node* n = table.get("model")) {
-      if (!n->is_table()) {
-        reader.Fail(n->source(), "'model' must be a table such as { layers = 5 }, got " +
-                                     std::string(TypeName(*n)));
-      }
-      reader.CheckKeys(*n->as_table(), "a pipeline's model", kModelKeys);
-      ApplyModelKeys(reader, *n->as_table(), spec.config.model);
-      spec.model_overridden = true;
-    }
-    if (const toml::node* n = table.get("evaluate_with")) ReadEvaluateWith(reader, *n, spec);
-    // The cosine decays over the whole run unless the suite says otherwise.
-    spec.cycle_follows_steps = !cycle_set;
-    if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
-    CheckPipeline(reader, table, spec, suite.data);
-    suite.pipelines.push_back(std::move(spec));
+  pipeline_keys.insert(pipeline_keys.end(), {"name", "reference", "model", "evaluate_with"});
+  reader.CheckKeys(table, "[[pipelines]]", pipeline_keys);
+  PipelineSpec spec = defaults;
+  spec.line = table.source().begin.line;
+  const toml::node& name_node = reader.Required(table, "name", "[[pipelines]]");
+  spec.name = reader.Name(name_node, "name");
+  if (spec.name.empty() || spec.name.find_first_of(" \t") != std::string::npos) {
+    reader.Fail(name_node.source(), "a pipeline name must be non-empty, without spaces");
   }
+  if (!names.insert(spec.name).second) {
+    reader.Fail(name_node.source(), "duplicate pipeline name '" + spec.name + "'");
+  }
+  bool cycle_set = default_cycle_set;
+  ApplyTrainKeys(reader, table, spec, cycle_set);
+  // A pipeline's own sizes over [model]'s, e.g. to match another family's parameter count.
+  if (const toml::node* n = table.get("model")) {
+    if (!n->is_table()) {
+      reader.Fail(n->source(), "'model' must be a table such as { layers = 5 }, got " +
+                                   std::string(TypeName(*n)));
+    }
+    reader.CheckKeys(*n->as_table(), "a pipeline's model", kModelKeys);
+    ApplyModelKeys(reader, *n->as_table(), spec.config.model);
+    spec.model_overridden = true;
+  }
+  if (const toml::node* n = table.get("evaluate_with")) ReadEvaluateWith(reader, *n, spec);
+  // The cosine decays over the whole run unless the suite says otherwise.
+  spec.cycle_follows_steps = !cycle_set;
+  if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
+  CheckPipeline(reader, table, spec, data);
+  return spec;
+}
 
+// The suite's reference pipeline (default: the first) and each pipeline's own.
+void ResolveReferences(const TomlReader& reader, const toml::table& root,
+                       const toml::array& pipeline_tables, const std::set<std::string>& names,
+                       TrainingSuite& suite) {
   suite.reference = suite.pipelines.front().name;
   if (auto* n = root.get("reference")) {
     suite.reference = reader.String(*n, "reference");
@@ -520,7 +488,6 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
       reader.Fail(n->source(), "reference '" + suite.reference + "' is not a pipeline name");
     }
   }
-  const toml::array& pipeline_tables = *pipelines.as_array();
   for (size_t i = 0; i < suite.pipelines.size(); ++i) {
     PipelineSpec& spec = suite.pipelines[i];
     spec.reference = suite.reference;
@@ -533,7 +500,53 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
       }
     }
   }
+}
 
+}  // namespace
+
+TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path) {
+  TomlReader reader(path);
+  const toml::table root = reader.Parse(text);
+  reader.CheckKeys(
+      root, "the training suite",
+      {"name", "description", "reference", "data", "model", "train", "pipelines", "expect"});
+  TrainingSuite suite;
+  suite.path = path;
+  suite.text = text;
+  suite.name = reader.Name(reader.Required(root, "name", "the training suite"), "name");
+  suite.description =
+      reader.String(reader.Required(root, "description", "the training suite"), "description");
+  const auto table_or_empty = [&](const char* key) -> const toml::table& {
+    static const toml::table empty;
+    const toml::node* node = root.get(key);
+    if (node == nullptr) return empty;
+    if (!node->is_table())
+      reader.Fail(node->source(), std::string("'") + key + "' must be a table");
+    return *node->as_table();
+  };
+  ReadDataKeys(reader, table_or_empty("data"), suite);
+
+  PipelineSpec defaults;
+  defaults.config.model.family = "simple_rnn";
+  defaults.config.model.vocab_size = text::kVocabularySize;
+  const toml::table& model = table_or_empty("model");
+  reader.CheckKeys(model, "[model]", kModelKeys);
+  ApplyModelKeys(reader, model, defaults.config.model);
+  const toml::table& train = table_or_empty("train");
+  reader.CheckKeys(train, "[train]", kTrainKeys);
+  bool default_cycle_set = false;
+  ApplyTrainKeys(reader, train, defaults, default_cycle_set);
+
+  const toml::node& pipelines = reader.Required(root, "pipelines", "the training suite");
+  if (!pipelines.is_array_of_tables() || pipelines.as_array()->empty()) {
+    reader.Fail(pipelines.source(), "'pipelines' must be one or more [[pipelines]] tables");
+  }
+  std::set<std::string> names;
+  for (const toml::node& element : *pipelines.as_array()) {
+    suite.pipelines.push_back(
+        ReadPipeline(reader, *element.as_table(), defaults, default_cycle_set, suite.data, names));
+  }
+  ResolveReferences(reader, root, *pipelines.as_array(), names, suite);
   suite.expectations = ReadExpectations(reader, root,
                                         {"throughput", "memory_ratio", "optimizer_state_ratio",
                                          "loss_match", "validation_loss_ratio", "all_correct"},
