@@ -102,82 +102,75 @@ std::string ResolvePlotFile(const std::string& readme_dir, const std::string& fi
   return target.string();
 }
 
-std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
-                                const std::string& readme_dir) {
-  if (const std::string prefix = Attribute(section, "gate"); !prefix.empty()) {
-    const std::string suite = Attribute(section, "suite");
-    if (suite.empty()) throw ReadmeError("a gate section needs suite=NAME");
-    const CompareSettings settings;  // compare's defaults: 5%, 95%, counts 1%
-    // judge=counts|time|both: which gate's verdicts the table counts (default time).
-    const std::string judge = Attribute(section, "judge");
+namespace {
+
+// gate=PREFIX suite=NAME [judge=time|counts|both|paired]: the gate's power over the runs
+// ci/measure_gate stored with that label prefix.
+std::string RenderGateSection(const Store& store, const ReadmeSection& section,
+                              const std::string& prefix) {
+  const std::string suite = Attribute(section, "suite");
+  if (suite.empty()) throw ReadmeError("a gate section needs suite=NAME");
+  const CompareSettings settings;  // compare's defaults: 5%, 95%, counts 1%
+  const std::string judge = Attribute(section, "judge");
+  try {
     if (judge == "paired") {  // A/B pairs (seqbench ab), judged round by round
-      try {
-        CompareSettings paired = settings;
-        paired.paired = true;
-        return RenderGateTable(MeasureAbGate(store, suite, prefix, paired), paired);
-      } catch (const std::invalid_argument& error) {
-        throw NoMatchingRun(error.what());
-      }
+      CompareSettings paired = settings;
+      paired.paired = true;
+      return RenderGateTable(MeasureAbGate(store, suite, prefix, paired), paired);
     }
     const std::optional<Gate> gate = judge.empty() ? Gate::kTime : ParseGate(judge);
     if (!gate) throw ReadmeError("judge= takes time, counts, both or paired, got '" + judge + "'");
-    try {
-      return RenderGateTable(MeasureGate(store, suite, prefix, settings, *gate), settings, *gate);
-    } catch (const std::invalid_argument& error) {
-      throw NoMatchingRun(error.what());
-    }
+    return RenderGateTable(MeasureGate(store, suite, prefix, settings, *gate), settings, *gate);
+  } catch (const std::invalid_argument& error) {
+    throw NoMatchingRun(error.what());
   }
-  const SelectedRun selected = SelectRunForSection(store, section);
+}
+
+// fit=, scaling=, recall= or inference= over the selected run; "" when the section asks
+// for none of them.
+std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRun& selected) {
   const RunRecord& run = selected.run;
   const std::vector<CaseRecord>& cases = selected.cases;
   const bool training_run = run.kind == kRunKindTraining;
-  if (const std::string x = Attribute(section, "fit"); !x.empty()) {
-    if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
-    try {
+  try {
+    if (const std::string x = Attribute(section, "fit"); !x.empty()) {
+      if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
       return "Fitted over run " + std::to_string(run.run_id) + " (" + run.started_at.substr(0, 10) +
              "), median step time and activation memory against " + x + ":\n\n" +
              RenderFitTable(FitComplexity(cases, x), x);
-    } catch (const std::invalid_argument& error) {
-      throw ReadmeError(error.what());
     }
-  }
-  if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
-    if (!training_run) throw ReadmeError("scaling= needs a training run with data parallelism");
-    try {
-      const std::vector<ScalingRow> rows = ScalingRows(cases);
-      if (kind == "measured") return RenderScalingTable(rows);
-      if (kind == "model") return RenderScalingModel(rows);
-    } catch (const std::invalid_argument& error) {
-      throw ReadmeError(error.what());
+    if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
+      if (!training_run) throw ReadmeError("scaling= needs a training run with data parallelism");
+      if (kind == "measured") return RenderScalingTable(ScalingRows(cases));
+      if (kind == "model") return RenderScalingModel(ScalingRows(cases));
+      throw ReadmeError("scaling=" + kind + ": give scaling=measured or scaling=model");
     }
-    throw ReadmeError("scaling=" + kind + ": give scaling=measured or scaling=model");
-  }
-  if (const std::string what = Attribute(section, "recall"); !what.empty()) {
-    if (what != "accuracy") throw ReadmeError("recall=" + what + ": give recall=accuracy");
-    if (!training_run)
-      throw ReadmeError("recall=accuracy needs a training run, not a benchmark run");
-    try {
+    if (const std::string what = Attribute(section, "recall"); !what.empty()) {
+      if (what != "accuracy") throw ReadmeError("recall=" + what + ": give recall=accuracy");
+      if (!training_run)
+        throw ReadmeError("recall=accuracy needs a training run, not a benchmark run");
       return RenderRecallTable(cases);
-    } catch (const std::invalid_argument& error) {
-      throw ReadmeError(error.what());
     }
-  }
-  if (const std::string what = Attribute(section, "inference"); !what.empty()) {
-    if (what != "comparison") {
-      throw ReadmeError("inference=" + what + ": give inference=comparison");
-    }
-    if (!training_run) {
-      throw ReadmeError("inference=comparison needs a training run, not a benchmark run");
-    }
-    try {
+    if (const std::string what = Attribute(section, "inference"); !what.empty()) {
+      if (what != "comparison")
+        throw ReadmeError("inference=" + what + ": give inference=comparison");
+      if (!training_run)
+        throw ReadmeError("inference=comparison needs a training run, not a benchmark run");
       return RenderInferenceTable(cases);
-    } catch (const std::invalid_argument& error) {
-      throw ReadmeError(error.what());
     }
+  } catch (const std::invalid_argument& error) {
+    throw ReadmeError(error.what());
   }
-  if (Attribute(section, "plot").empty()) {
-    return training_run ? RenderTrainingTable(cases) : RenderMarkdown(run, cases);
-  }
+  return "";
+}
+
+// plot=Y [x=X over=V file=F device=D]: the plot drawn into F (inside the README's folder),
+// and the Markdown image that shows it.
+std::string RenderPlotSection(const Store& store, const ReadmeSection& section,
+                              const SelectedRun& selected, const std::string& readme_dir) {
+  const RunRecord& run = selected.run;
+  const std::vector<CaseRecord>& cases = selected.cases;
+  const bool training_run = run.kind == kRunKindTraining;
   const std::string file = Attribute(section, "file");
   const std::string output = ResolvePlotFile(readme_dir, file);
   const std::string device = Attribute(section, "device");
@@ -217,6 +210,21 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
   }
   return "![" + escape::MarkdownText(y + " against " + x + ": " + title) + "](" +
          escape::MarkdownDestination(file) + ")\n";
+}
+
+}  // namespace
+
+std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
+                                const std::string& readme_dir) {
+  if (const std::string prefix = Attribute(section, "gate"); !prefix.empty())
+    return RenderGateSection(store, section, prefix);
+  const SelectedRun selected = SelectRunForSection(store, section);
+  if (std::string analysis = RenderAnalysisSection(section, selected); !analysis.empty())
+    return analysis;
+  if (!Attribute(section, "plot").empty())
+    return RenderPlotSection(store, section, selected, readme_dir);
+  return selected.run.kind == kRunKindTraining ? RenderTrainingTable(selected.cases)
+                                               : RenderMarkdown(selected.run, selected.cases);
 }
 
 }  // namespace seqbench
