@@ -107,104 +107,126 @@ std::string DescribeBound(const Expectation& e) {
   return text;
 }
 
+namespace {
+
+// all_correct: every matching case ok (skipped ones aside), and at least one checked.
+ExpectationOutcome EvaluateAllCorrect(const Expectation& e, const std::vector<CaseRecord>& cases,
+                                      const std::string& where) {
+  ExpectationOutcome outcome;
+  outcome.expectation = "every case correct" + where;
+  int64_t bad = 0, skipped = 0, unchecked = 0, total = 0;
+  std::string first_bad;
+  for (const CaseRecord& c : cases) {
+    if (!Matches(c, e.where)) continue;
+    ++total;
+    if (c.status == "skipped") ++skipped;
+    // Timed under --check sample/none without a comparison: neither correct nor not.
+    if (c.status == "ok" && c.unchecked()) ++unchecked;
+    if (c.status == "ok" || c.status == "skipped") continue;
+    ++bad;
+    if (first_bad.empty())
+      first_bad = c.name() + " " + c.workload().Label() + " (" + c.status + ")";
+  }
+  outcome.held = bad == 0 && total > skipped + unchecked;
+  outcome.measured = std::to_string(total - bad - skipped - unchecked) + " ok, " +
+                     std::to_string(bad) + " not" +
+                     (skipped ? ", " + std::to_string(skipped) + " skipped" : "") +
+                     (unchecked ? ", " + std::to_string(unchecked) + " not checked" : "") +
+                     (first_bad.empty() ? "" : "; first: " + first_bad);
+  return outcome;
+}
+
+// The kinds that are one metric of `variant` over the same metric of `over`.
+struct RatioKind {
+  const char *what, *metric, *quantity;
+};
+constexpr RatioKind kRatioKinds[] = {
+    {"memory_ratio", "activation_bytes", " activation memory / "},
+    {"recompute_ratio", "recompute_factor", " recomputation / "},
+    {"instructions_ratio", "instructions_per_step", " instructions per step / "},
+};
+
+// One pair's measurement ("1.83× (1.7–1.9) at B=4 ...") and whether it holds the bound.
+std::string MeasurePair(const Expectation& e, const RatioKind& kind, const CaseRecord& candidate,
+                        const CaseRecord& other, bool& holds) {
+  const bool speedup = e.what == "speedup";
+  const std::string metric = kind.metric;
+  std::optional<double> ratio;
+  std::optional<stats::Interval> interval;
+  if (speedup) {
+    ratio = Speedup(candidate, other);
+    if (ratio) interval = SpeedupInterval(candidate, other);
+  } else {
+    const auto mine = candidate.MetricValue(metric);
+    const auto theirs = other.MetricValue(metric);
+    if (mine && theirs && *theirs > 0) ratio = *mine / *theirs;
+    // Neither recomputes: equal, where 0/0 would say nothing.
+    if (mine && theirs && *mine == 0 && *theirs == 0) ratio = 1;
+  }
+  const bool usable = ratio && candidate.status == "ok" && other.status == "ok";
+  // A timing bound falls short only when the whole interval misses it: a point estimate
+  // just past the bound, within the noise, is not a failure (nor proof of success).
+  const double reach_up = interval ? interval->high : ratio.value_or(0);
+  const double reach_down = interval ? interval->low : ratio.value_or(0);
+  holds = usable && WithinBounds(e, reach_down, reach_up);
+  const bool point_holds = usable && WithinBounds(e, *ratio, *ratio);
+  std::string spread;
+  if (interval) {
+    spread = " (" + IntervalText(*interval) +
+             (holds && !point_holds ? ", within noise of the bound" : "") + ")";
+  }
+  return (ratio ? FormatSignificant(*ratio) + "×" + spread : NoMeasurement(metric)) +
+         (usable ? "" : " (status " + candidate.status + "/" + other.status + ")") + " at " +
+         candidate.workload().Label();
+}
+
+// speedup and the ratio kinds: every matching pair of `variant` and `over` cases on one
+// workload holds the bound.
+ExpectationOutcome EvaluateRatio(const Expectation& e, const std::vector<CaseRecord>& cases,
+                                 const std::string& where) {
+  const RatioKind* kind = &kRatioKinds[0];
+  for (const RatioKind& candidate : kRatioKinds) {
+    if (e.what == candidate.what) kind = &candidate;
+  }
+  ExpectationOutcome outcome;
+  outcome.expectation = (e.what == "speedup" ? e.variant + " speedup over " + e.over
+                                             : e.variant + kind->quantity + e.over) +
+                        " " + DescribeBound(e) + where;
+  bool any = false, all_hold = true;
+  for (const CaseRecord& candidate : cases) {
+    if (candidate.name() != e.variant || !Matches(candidate, e.where)) continue;
+    const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
+      return c.name() == e.over && c.workload() == candidate.workload();
+    });
+    if (other == cases.end()) continue;
+    any = true;
+    bool holds = false;
+    const std::string measured = MeasurePair(e, *kind, candidate, *other, holds);
+    all_hold = all_hold && holds;
+    outcome.measured += std::string(outcome.measured.empty() ? "" : "; ") + measured;
+  }
+  if (!any)
+    outcome.measured = "no pair of " + e.variant + " and " + e.over + " cases on one workload";
+  outcome.held = any && all_hold;
+  return outcome;
+}
+
+}  // namespace
+
 std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,
                                                      const std::vector<CaseRecord>& cases) {
   std::vector<ExpectationOutcome> outcomes;
   for (const Expectation& e : expectations) {
-    ExpectationOutcome outcome;
     std::string where;
     for (const auto& [key, value] : e.where)
       where += (where.empty() ? " where " : ", ") + key + "=" + value;
     if (e.what == "all_correct") {
-      outcome.expectation = "every case correct" + where;
-      int64_t bad = 0, skipped = 0, unchecked = 0, total = 0;
-      std::string first_bad;
-      for (const CaseRecord& c : cases) {
-        if (!Matches(c, e.where)) continue;
-        ++total;
-        if (c.status == "skipped") ++skipped;
-        // Timed under --check sample/none without a comparison: neither correct nor not.
-        if (c.status == "ok" && c.unchecked()) ++unchecked;
-        if (c.status == "ok" || c.status == "skipped") continue;
-        ++bad;
-        if (first_bad.empty())
-          first_bad = c.name() + " " + c.workload().Label() + " (" + c.status + ")";
-      }
-      outcome.held = bad == 0 && total > skipped + unchecked;
-      outcome.measured = std::to_string(total - bad - skipped - unchecked) + " ok, " +
-                         std::to_string(bad) + " not" +
-                         (skipped ? ", " + std::to_string(skipped) + " skipped" : "") +
-                         (unchecked ? ", " + std::to_string(unchecked) + " not checked" : "") +
-                         (first_bad.empty() ? "" : "; first: " + first_bad);
-      outcomes.push_back(outcome);
-      continue;
-    }
-    if (e.what == "time_per_doubling") {
+      outcomes.push_back(EvaluateAllCorrect(e, cases, where));
+    } else if (e.what == "time_per_doubling") {
       outcomes.push_back(EvaluateDoublings(e, cases, where));
-      continue;
+    } else {
+      outcomes.push_back(EvaluateRatio(e, cases, where));
     }
-    const bool speedup = e.what == "speedup";
-    // The other kinds are one metric of `variant` over the same metric of `over`.
-    struct RatioKind {
-      const char *what, *metric, *quantity;
-    };
-    static const RatioKind kRatioKinds[] = {
-        {"memory_ratio", "activation_bytes", " activation memory / "},
-        {"recompute_ratio", "recompute_factor", " recomputation / "},
-        {"instructions_ratio", "instructions_per_step", " instructions per step / "},
-    };
-    const RatioKind* kind = &kRatioKinds[0];
-    for (const RatioKind& candidate : kRatioKinds) {
-      if (e.what == candidate.what) kind = &candidate;
-    }
-    const std::string metric = kind->metric;
-    const std::string quantity = kind->quantity;
-    outcome.expectation =
-        (speedup ? e.variant + " speedup over " + e.over : e.variant + quantity + e.over) + " " +
-        DescribeBound(e) + where;
-    bool any = false, all_hold = true;
-    for (const CaseRecord& candidate : cases) {
-      if (candidate.name() != e.variant || !Matches(candidate, e.where)) continue;
-      const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
-        return c.name() == e.over && c.workload() == candidate.workload();
-      });
-      if (other == cases.end()) continue;
-      any = true;
-      std::optional<double> ratio;
-      std::optional<stats::Interval> interval;
-      if (speedup) {
-        ratio = Speedup(candidate, *other);
-        if (ratio) interval = SpeedupInterval(candidate, *other);
-      } else {
-        const auto mine = candidate.MetricValue(metric);
-        const auto theirs = other->MetricValue(metric);
-        if (mine && theirs && *theirs > 0) ratio = *mine / *theirs;
-        // Neither recomputes: equal, where 0/0 would say nothing.
-        if (mine && theirs && *mine == 0 && *theirs == 0) ratio = 1;
-      }
-      const bool usable = ratio && candidate.status == "ok" && other->status == "ok";
-      // A timing bound falls short only when the whole interval misses it: a point estimate
-      // just past the bound, within the noise, is not a failure (nor proof of success).
-      const double reach_up = interval ? interval->high : ratio.value_or(0);
-      const double reach_down = interval ? interval->low : ratio.value_or(0);
-      const bool holds = usable && WithinBounds(e, reach_down, reach_up);
-      const bool point_holds = usable && WithinBounds(e, *ratio, *ratio);
-      all_hold = all_hold && holds;
-      std::string spread;
-      if (interval) {
-        spread = " (" + IntervalText(*interval) +
-                 (holds && !point_holds ? ", within noise of the bound" : "") + ")";
-      }
-      outcome.measured +=
-          std::string(outcome.measured.empty() ? "" : "; ") +
-          (ratio ? FormatSignificant(*ratio) + "×" + spread : NoMeasurement(metric)) +
-          (usable ? "" : " (status " + candidate.status + "/" + other->status + ")") + " at " +
-          candidate.workload().Label();
-    }
-    if (!any)
-      outcome.measured = "no pair of " + e.variant + " and " + e.over + " cases on one workload";
-    outcome.held = any && all_hold;
-    outcomes.push_back(outcome);
   }
   return outcomes;
 }
