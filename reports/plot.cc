@@ -69,7 +69,9 @@ std::string SeriesSuffix(const CaseRecord& c, const std::set<std::string>& varyi
 
 }  // namespace
 
-std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
+namespace {
+
+void CheckPlotRequest(const PlotRequest& request) {
   if (request.x != "seq_len" && request.x != "batch" && request.x != "layers" &&
       request.x != "memory") {
     throw std::invalid_argument("--x must be seq_len, batch, layers or memory, got '" + request.x +
@@ -80,25 +82,33 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     throw std::invalid_argument(
         "--y must be runtime, memory, tokens_per_s, speedup or recompute, got '" + request.y + "'");
   }
-  // Against a measurement rather than a workload field, a line is a registered variant
-  // across its option settings (a schedule across budgets), not one named case.
-  const bool trade_off = request.x == "memory";
   if (request.y == "speedup" && request.over.empty()) {
     throw std::invalid_argument("--y speedup needs --over VARIANT, the variant it is relative to");
   }
+}
+
+// The plot's lines, in the order first met, and the ranges of their points.
+struct PlotSeries {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::pair<double, double>>> points;
+  double x_min = 0, x_max = 0, y_min = 0, y_max = 0;
+};
+
+PlotSeries CollectSeries(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
+  // The workload fields other than x that vary name the lines apart.
   std::map<std::string, std::set<std::string>> values;
   for (const CaseRecord& c : cases) {
-    for (const WorkloadField& field : WorkloadFields()) {
+    for (const WorkloadField& field : WorkloadFields())
       values[std::string(field.name)].insert(field.Get(c.workload()));
-    }
   }
   std::set<std::string> varying;
   for (const auto& [field, distinct] : values) {
     if (field != request.x && distinct.size() > 1) varying.insert(field);
   }
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<std::pair<double, double>>> series;
-  double y_min = 0, y_max = 0, x_min = 0, x_max = 0;
+  // Against a measurement rather than a workload field, a line is a registered variant
+  // across its option settings (a schedule across budgets), not one named case.
+  const bool trade_off = request.x == "memory";
+  PlotSeries series;
   bool first = true;
   for (const CaseRecord& c : cases) {
     const auto x = XValue(c, request.x);
@@ -107,55 +117,69 @@ std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotR
     if (request.y == "speedup" && c.name() == request.over) continue;
     const std::string name =
         (trade_off ? c.identity.variant_key : c.name()) + SeriesSuffix(c, varying);
-    if (!series.count(name)) order.push_back(name);
-    series[name].emplace_back(*x, *y);
-    y_min = first ? *y : std::min(y_min, *y);
-    y_max = first ? *y : std::max(y_max, *y);
-    x_min = first ? *x : std::min(x_min, *x);
-    x_max = first ? *x : std::max(x_max, *x);
+    if (!series.points.count(name)) series.order.push_back(name);
+    series.points[name].emplace_back(*x, *y);
+    series.y_min = first ? *y : std::min(series.y_min, *y);
+    series.y_max = first ? *y : std::max(series.y_max, *y);
+    series.x_min = first ? *x : std::min(series.x_min, *x);
+    series.x_max = first ? *x : std::max(series.x_max, *x);
     first = false;
   }
-  if (series.empty())
+  if (series.points.empty())
     throw std::invalid_argument("no case of this run has " + request.y + " to plot");
+  return series;
+}
 
-  // Units that keep the axis numbers readable.
-  Axis y_axis{"tokens/s", 1};
+// Units that keep the axis numbers readable.
+Axis YAxis(const PlotRequest& request, double y_max) {
   if (request.y == "runtime") {
-    y_axis = y_max < 1e-3 ? Axis{"median step time (µs)", 1e6}
-             : y_max < 1  ? Axis{"median step time (ms)", 1e3}
-                          : Axis{"median step time (s)", 1};
-  } else if (request.y == "speedup") {
-    y_axis = Axis{"speedup over " + request.over + " (×)", 1};
-  } else if (request.y == "memory") {
-    y_axis = y_max < (1 << 30) ? Axis{"activation memory (MiB)", 1.0 / (1 << 20)}
-                               : Axis{"activation memory (GiB)", 1.0 / (1 << 30)};
-  } else if (request.y == "recompute") {
-    y_axis = Axis{"recurrence steps run again per step", 1};
+    return y_max < 1e-3 ? Axis{"median step time (µs)", 1e6}
+           : y_max < 1  ? Axis{"median step time (ms)", 1e3}
+                        : Axis{"median step time (s)", 1};
   }
-  const Axis x_axis = request.x == "seq_len" ? Axis{"sequence length T (tokens)", 1}
-                      : request.x == "batch" ? Axis{"batch size B", 1}
-                      : request.x == "layers"
-                          ? Axis{"layers L", 1}
-                          : Axis{"activation memory of a train step (MiB)", 1.0 / (1 << 20)};
-  const std::string& x_label = x_axis.label;
-  if (request.y == "speedup" && request.x == "layers") {
-    // The wavefront's ideal: L*T cells on a critical path of T+L-1.
-    int64_t steps = 0;
-    for (const CaseRecord& c : cases) steps = std::max(steps, c.workload().seq_len);
-    const std::string name = "ideal L·T/(T+L-1), T=" + std::to_string(steps);
-    order.push_back(name);
-    for (double layers = x_min; layers <= x_max; layers *= 2) {
-      const double ideal = layers * steps / (steps + layers - 1);
-      series[name].emplace_back(layers, ideal);
-      y_max = std::max(y_max, ideal);
-    }
+  if (request.y == "speedup") return Axis{"speedup over " + request.over + " (×)", 1};
+  if (request.y == "memory") {
+    return y_max < (1 << 30) ? Axis{"activation memory (MiB)", 1.0 / (1 << 20)}
+                             : Axis{"activation memory (GiB)", 1.0 / (1 << 30)};
   }
+  if (request.y == "recompute") return Axis{"recurrence steps run again per step", 1};
+  return Axis{"tokens/s", 1};
+}
 
-  std::string script = GnuplotPreamble(request.title, x_label, y_axis.label);
-  if (x_max / x_min >= 10) script += "set logscale x 2\n";
-  if (y_max / y_min >= 10) script += "set logscale y 10\n";
+Axis XAxis(const PlotRequest& request) {
+  return request.x == "seq_len"  ? Axis{"sequence length T (tokens)", 1}
+         : request.x == "batch"  ? Axis{"batch size B", 1}
+         : request.x == "layers" ? Axis{"layers L", 1}
+                                 : Axis{"activation memory of a train step (MiB)", 1.0 / (1 << 20)};
+}
+
+// The wavefront's ideal speedup over layers: L*T cells on a critical path of T+L-1.
+void AddWavefrontIdeal(const std::vector<CaseRecord>& cases, PlotSeries& series) {
+  int64_t steps = 0;
+  for (const CaseRecord& c : cases) steps = std::max(steps, c.workload().seq_len);
+  const std::string name = "ideal L·T/(T+L-1), T=" + std::to_string(steps);
+  series.order.push_back(name);
+  for (double layers = series.x_min; layers <= series.x_max; layers *= 2) {
+    const double ideal = layers * steps / (steps + layers - 1);
+    series.points[name].emplace_back(layers, ideal);
+    series.y_max = std::max(series.y_max, ideal);
+  }
+}
+
+}  // namespace
+
+std::string BuildGnuplotScript(const std::vector<CaseRecord>& cases, const PlotRequest& request) {
+  CheckPlotRequest(request);
+  PlotSeries series = CollectSeries(cases, request);
+  const Axis y_axis = YAxis(request, series.y_max);
+  const Axis x_axis = XAxis(request);
+  if (request.y == "speedup" && request.x == "layers") AddWavefrontIdeal(cases, series);
+  std::string script = GnuplotPreamble(request.title, x_axis.label, y_axis.label);
+  if (series.x_max / series.x_min >= 10) script += "set logscale x 2\n";
+  if (series.y_max / series.y_min >= 10) script += "set logscale y 10\n";
+  const std::vector<std::string>& order = series.order;
   for (size_t i = 0; i < order.size(); ++i) {
-    auto& points = series[order[i]];
+    auto& points = series.points[order[i]];
     std::sort(points.begin(), points.end());
     script += "$series" + std::to_string(i) + " << EOD\n";
     for (const auto& [x, y] : points) {
