@@ -182,6 +182,19 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace seqbench::cli
 
+namespace {
+
+// Prints why the command stopped, shown and never sent to the terminal as control
+// sequences, and returns the exit status: 2 for what the user can fix, 1 otherwise.
+int Refuse(const std::exception& error, int status, const char* suffix = "",
+           const char* prefix = "") {
+  std::cerr << "seqbench: " << prefix << seqbench::escape::TerminalText(error.what()) << suffix
+            << "\n";
+  return status;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   seqbench::cli::SetCommandLine(argc, argv);
   try {
@@ -195,29 +208,20 @@ int main(int argc, char** argv) {
     }
     return status;
   } catch (const seqbench::cli::UsageError& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 2;
+    return Refuse(error, 2);
   } catch (const boost::program_options::error& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what())
-              << " (see seqbench --help)\n";
-    return 2;
+    return Refuse(error, 2, " (see seqbench --help)");
   } catch (const seqbench::UnusableDatabase& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 2;
+    return Refuse(error, 2);
   } catch (const seqbench::StoreError& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 1;
+    return Refuse(error, 1);
   } catch (const seqbench::PluginError& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 2;
+    return Refuse(error, 2);
   } catch (const seqbench::OutputRefused& error) {
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 2;
+    return Refuse(error, 2);
   } catch (const seqbench::MemoryLimitExceeded& error) {  // sizes the user asked for
-    std::cerr << "seqbench: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 2;
+    return Refuse(error, 2);
   } catch (const std::exception& error) {
-    std::cerr << "seqbench: error: " << seqbench::escape::TerminalText(error.what()) << "\n";
-    return 1;
+    return Refuse(error, 1, "", "error: ");
   }
 }

@@ -76,6 +76,8 @@ int64_t MachineMemoryBytes() {
 }
 
 bool ResetPeakRss() {
+  // A kernel control file, not an output: nothing is stored in it, so the atomic writer
+  // (temporary, rename) does not apply; procfs has no symlink to plant at this path.
   std::ofstream clear_refs("/proc/self/clear_refs");
   clear_refs << "5";
   clear_refs.flush();

@@ -515,61 +515,68 @@ std::map<std::string, std::string> Schema(const json& document, const std::strin
 // fields and types; per entry the identity fields, the repetition or aggregate fields,
 // times with a known unit, error and skip flags each with its message, and every other
 // field a number (a user counter). Empty: the document is in the format.
-std::vector<std::string> GbenchFormatProblems(const json& document) {
+// Collects a document's departures from google/benchmark's format (GbenchFormatProblems).
+struct GbenchChecker {
   std::vector<std::string> problems;
-  const auto need = [&](const json& object, const std::string& where, const std::string& key,
-                        bool (json::*is)() const) {
+
+  // `key` is in `object` with the type `is` checks.
+  void need(const json& object, const std::string& where, const std::string& key,
+            bool (json::*is)() const) {
     if (!object.contains(key)) {
       problems.push_back(where + ": no " + key);
     } else if (!(object.at(key).*is)()) {
       problems.push_back(where + ": " + key + " has the wrong type");
     }
-  };
-  const json& context = document.at("context");
-  for (const char* key :
-       {"date", "host_name", "executable", "library_build_type", "library_version"})
-    need(context, "context", key, &json::is_string);
-  for (const char* key : {"num_cpus", "mhz_per_cpu", "json_schema_version"})
-    need(context, "context", key, &json::is_number_integer);
-  need(context, "context", "caches", &json::is_array);
-  need(context, "context", "load_avg", &json::is_array);
-  if (context.value("json_schema_version", 0) != 1) problems.push_back("json_schema_version != 1");
-  if (context.contains("cpu_scaling_enabled") && !context.at("cpu_scaling_enabled").is_boolean())
-    problems.push_back("cpu_scaling_enabled is not a boolean");
-  for (const auto& cache : context.value("caches", json::array())) {
-    need(cache, "cache", "type", &json::is_string);
-    for (const char* key : {"level", "size", "num_sharing"})
-      need(cache, "cache", key, &json::is_number_integer);
   }
-  for (const auto& load : context.value("load_avg", json::array()))
-    if (!load.is_number()) problems.push_back("load_avg holds a non-number");
-  const std::set<std::string> context_keys = {
-      "date",        "host_name",           "executable",         "num_cpus",
-      "mhz_per_cpu", "cpu_scaling_enabled", "aslr_enabled",       "caches",
-      "load_avg",    "library_version",     "library_build_type", "json_schema_version"};
-  for (const auto& [key, value] : context.items()) {
-    if (!context_keys.count(key) && !value.is_string())
-      problems.push_back("custom context " + key + " is not a string");
+
+  void CheckContext(const json& context) {
+    for (const char* key :
+         {"date", "host_name", "executable", "library_build_type", "library_version"})
+      need(context, "context", key, &json::is_string);
+    for (const char* key : {"num_cpus", "mhz_per_cpu", "json_schema_version"})
+      need(context, "context", key, &json::is_number_integer);
+    need(context, "context", "caches", &json::is_array);
+    need(context, "context", "load_avg", &json::is_array);
+    if (context.value("json_schema_version", 0) != 1)
+      problems.push_back("json_schema_version != 1");
+    if (context.contains("cpu_scaling_enabled") && !context.at("cpu_scaling_enabled").is_boolean())
+      problems.push_back("cpu_scaling_enabled is not a boolean");
+    for (const auto& cache : context.value("caches", json::array())) {
+      need(cache, "cache", "type", &json::is_string);
+      for (const char* key : {"level", "size", "num_sharing"})
+        need(cache, "cache", key, &json::is_number_integer);
+    }
+    for (const auto& load : context.value("load_avg", json::array()))
+      if (!load.is_number()) problems.push_back("load_avg holds a non-number");
+    const std::set<std::string> context_keys = {
+        "date",        "host_name",           "executable",         "num_cpus",
+        "mhz_per_cpu", "cpu_scaling_enabled", "aslr_enabled",       "caches",
+        "load_avg",    "library_version",     "library_build_type", "json_schema_version"};
+    for (const auto& [key, value] : context.items()) {
+      if (!context_keys.count(key) && !value.is_string())
+        problems.push_back("custom context " + key + " is not a string");
+    }
   }
-  const std::set<std::string> known = {"name",
-                                       "family_index",
-                                       "per_family_instance_index",
-                                       "run_name",
-                                       "run_type",
-                                       "repetitions",
-                                       "repetition_index",
-                                       "threads",
-                                       "aggregate_name",
-                                       "aggregate_unit",
-                                       "iterations",
-                                       "real_time",
-                                       "cpu_time",
-                                       "time_unit",
-                                       "error_occurred",
-                                       "error_message",
-                                       "skipped",
-                                       "skip_message"};
-  for (const auto& entry : document.at("benchmarks")) {
+
+  void CheckEntry(const json& entry) {
+    static const std::set<std::string> known = {"name",
+                                                "family_index",
+                                                "per_family_instance_index",
+                                                "run_name",
+                                                "run_type",
+                                                "repetitions",
+                                                "repetition_index",
+                                                "threads",
+                                                "aggregate_name",
+                                                "aggregate_unit",
+                                                "iterations",
+                                                "real_time",
+                                                "cpu_time",
+                                                "time_unit",
+                                                "error_occurred",
+                                                "error_message",
+                                                "skipped",
+                                                "skip_message"};
     const std::string where = entry.value("name", "(unnamed)");
     for (const char* key : {"name", "run_name", "run_type", "time_unit"})
       need(entry, where, key, &json::is_string);
@@ -605,7 +612,13 @@ std::vector<std::string> GbenchFormatProblems(const json& document) {
         problems.push_back(where + ": counter " + key + " is not a number");
     }
   }
-  return problems;
+};
+
+std::vector<std::string> GbenchFormatProblems(const json& document) {
+  GbenchChecker checker;
+  checker.CheckContext(document.at("context"));
+  for (const auto& entry : document.at("benchmarks")) checker.CheckEntry(entry);
+  return checker.problems;
 }
 
 // A run as a benchmark run records it (harness/environment.cc), for the export's context.

@@ -112,139 +112,166 @@ void ReadRecallOptions(const TomlReader& reader, const toml::table& data, DataOp
   }
 }
 
-// Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`.
+// A key of the model, the steps, the batches and the loader; false if `key` is none.
+bool ApplyStepKey(const TomlReader& reader, const std::string& key, const toml::node& value,
+                  PipelineSpec& spec) {
+  TrainingConfig& c = spec.config;
+  if (key == "variant") {
+    c.variant = reader.String(value, key);
+    if (!GlobalVariants().Contains(c.variant)) {
+      reader.Fail(value.source(), "unknown variant '" + c.variant +
+                                      "'; known variants: " + GlobalVariants().JoinedKeys());
+    }
+    const Capabilities& caps = GlobalVariants().Get(c.variant).capabilities;
+    if (!caps.Supports(Mode::kTrain)) {
+      reader.Fail(value.source(), "variant '" + c.variant + "' does not support train mode");
+    }
+    c.model.family = caps.family;
+  } else if (key == "variant_options") {
+    if (!value.is_table()) reader.Fail(value.source(), "'variant_options' must be a table");
+    c.variant_options.clear();
+    for (auto&& [option, option_value] : *value.as_table()) {
+      c.variant_options[std::string(option.str())] =
+          reader.Integer(option_value, std::string(option.str()), 1, kMaxCount);
+    }
+  } else if (key == "steps") {
+    spec.steps = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "eval_every") {
+    spec.eval_every = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "timing_warmup") {
+    spec.timing_warmup = reader.Integer(value, key, 0, kMaxCount);
+  } else if (key == "batching") {
+    c.batching.policy =
+        *ParseBatchingPolicy(reader.Choice(value, key, {"fixed", "bucketed", "token_budget"}));
+  } else if (key == "batch_size") {
+    c.batching.batch_size = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "pool_batches") {
+    c.batching.pool_batches = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "token_budget") {
+    c.batching.token_budget = reader.Integer(value, key, 2, kMaxCount);
+  } else if (key == "workers") {
+    c.loader.workers = reader.Integer(value, key, 0, 64);
+  } else if (key == "prefetch") {
+    c.loader.prefetch = reader.Integer(value, key, 1, 1024);
+  } else if (key == "pin_memory") {
+    c.loader.pin_memory = Boolean(reader, value, key);
+  } else if (key == "accumulation") {
+    c.accumulation = reader.Integer(value, key, 1, 4096);
+  } else if (key == "amp") {
+    c.precision = *ParsePrecision(reader.Choice(value, key, {"fp32", "bf16", "fp16"}));
+  } else if (key == "eval_batch_size") {
+    c.eval_batch_size = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "seed") {
+    c.seed = static_cast<uint64_t>(reader.Integer(value, key, 0, INT64_MAX));
+  } else if (key == "device") {
+    c.device = reader.Choice(value, key, {"cpu", "cuda"});
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A key of the optimizer, its precision and its learning-rate schedule; false if none.
+bool ApplyOptimizerKey(const TomlReader& reader, const std::string& key, const toml::node& value,
+                       PipelineSpec& spec, bool& cycle_set) {
+  TrainingConfig& c = spec.config;
+  if (key == "optimizer") {
+    c.optimizer = *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit"}));
+  } else if (key == "offload") {
+    c.offload_optimizer = reader.Choice(value, key, {"none", "cpu"}) == "cpu";
+  } else if (key == "loss_scaling") {
+    c.loss_scaling = Boolean(reader, value, key);
+  } else if (key == "initial_loss_scale") {
+    c.scaler.initial_scale = reader.Number(value, key, 1, 3.4e38);  // float32's range
+  } else if (key == "growth_interval") {
+    c.scaler.growth_interval = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "learning_rate") {
+    c.schedule.peak = reader.Number(value, key, 0);
+    if (c.schedule.peak <= 0) reader.Fail(value.source(), "'learning_rate' must be above 0");
+  } else if (key == "warmup_steps") {
+    c.schedule.warmup_steps = reader.Integer(value, key, 0, kMaxCount);
+  } else if (key == "cycle_steps") {
+    c.schedule.cycle_steps = reader.Integer(value, key, 1, kMaxCount);
+    cycle_set = true;
+  } else if (key == "min_lr_ratio") {
+    c.schedule.min_ratio = reader.Number(value, key, 0);
+    if (c.schedule.min_ratio > 1) reader.Fail(value.source(), "'min_lr_ratio' must be <= 1");
+  } else if (key == "restarts") {
+    c.schedule.restarts = Boolean(reader, value, key);
+  } else if (key == "cycle_multiplier") {
+    c.schedule.cycle_multiplier = reader.Number(value, key, 1, 1000);
+  } else if (key == "weight_decay") {
+    c.weight_decay = reader.Number(value, key, 0);
+  } else if (key == "beta1" || key == "beta2") {
+    const double beta = reader.Number(value, key, 0);
+    if (beta >= 1) reader.Fail(value.source(), "'" + key + "' must be below 1");
+    (key == "beta1" ? c.beta1 : c.beta2) = beta;
+  } else if (key == "clip_norm") {
+    c.clip_norm = reader.Number(value, key, 0);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A key of data parallelism: the ranks, the members, the gradient buckets; false if none.
+bool ApplyDataParallelKey(const TomlReader& reader, const std::string& key, const toml::node& value,
+                          PipelineSpec& spec) {
+  TrainingConfig& c = spec.config;
+  if (key == "ranks") {
+    c.data_parallel.ranks = reader.Integer(value, key, 1, 1024);
+    spec.ranks_from_world = false;
+    if (!c.data_parallel.members.empty() &&
+        static_cast<int64_t>(c.data_parallel.members.size()) != c.data_parallel.ranks) {
+      reader.Fail(value.source(),
+                  "'ranks' is " + std::to_string(c.data_parallel.ranks) + " but 'members' names " +
+                      std::to_string(c.data_parallel.members.size()) + " ranks: give one of them");
+    }
+  } else if (key == "members") {
+    // The world ranks that train the pipeline: rank 0 (which writes the results) and
+    // others in ascending order, e.g. [0, 2] for the peer behind the network study's
+    // second link.
+    const toml::array* array = value.as_array();
+    if (array == nullptr || array->empty()) {
+      reader.Fail(value.source(),
+                  std::string("'members' must be an array of world ranks such as [0, 2], got ") +
+                      TypeName(value));
+    }
+    std::vector<int64_t> members;
+    for (const toml::node& element : *array) {
+      const int64_t member = reader.Integer(element, key, 0, 1023);
+      if (members.empty() ? member != 0 : member <= members.back()) {
+        reader.Fail(element.source(),
+                    "'members' must start at rank 0 (which writes the results) and ascend, "
+                    "e.g. [0, 2]");
+      }
+      members.push_back(member);
+    }
+    c.data_parallel.members = members;
+    c.data_parallel.ranks = static_cast<int64_t>(members.size());
+    spec.ranks_from_world = false;
+  } else if (key == "bucket_mb") {
+    // Up to 1 TiB: the Reducer's cap is bytes in an int64_t.
+    c.data_parallel.bucket_mb = reader.Number(value, key, 0, 1 << 20);
+    if (c.data_parallel.bucket_mb <= 0) reader.Fail(value.source(), "'bucket_mb' must be above 0");
+  } else if (key == "compression") {
+    const std::string choice = reader.Choice(value, key, {"none", "fp16"});
+    c.data_parallel.compression = choice == "none" ? "" : choice;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`. The caller
+// has checked that every key is known; name, reference, model and evaluate_with are its own.
 void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, PipelineSpec& spec,
                     bool& cycle_set) {
-  TrainingConfig& c = spec.config;
   for (auto&& [key_node, value] : table) {
     const std::string key(key_node.str());
-    if (key == "name" || key == "reference" || key == "model" || key == "evaluate_with") {
-      continue;  // the caller's
-    }
-    if (key == "variant") {
-      c.variant = reader.String(value, key);
-      if (!GlobalVariants().Contains(c.variant)) {
-        reader.Fail(value.source(), "unknown variant '" + c.variant +
-                                        "'; known variants: " + GlobalVariants().JoinedKeys());
-      }
-      const Capabilities& caps = GlobalVariants().Get(c.variant).capabilities;
-      if (!caps.Supports(Mode::kTrain)) {
-        reader.Fail(value.source(), "variant '" + c.variant + "' does not support train mode");
-      }
-      c.model.family = caps.family;
-    } else if (key == "variant_options") {
-      if (!value.is_table()) reader.Fail(value.source(), "'variant_options' must be a table");
-      c.variant_options.clear();
-      for (auto&& [option, option_value] : *value.as_table()) {
-        c.variant_options[std::string(option.str())] =
-            reader.Integer(option_value, std::string(option.str()), 1, kMaxCount);
-      }
-    } else if (key == "steps") {
-      spec.steps = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "eval_every") {
-      spec.eval_every = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "timing_warmup") {
-      spec.timing_warmup = reader.Integer(value, key, 0, kMaxCount);
-    } else if (key == "batching") {
-      c.batching.policy =
-          *ParseBatchingPolicy(reader.Choice(value, key, {"fixed", "bucketed", "token_budget"}));
-    } else if (key == "batch_size") {
-      c.batching.batch_size = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "pool_batches") {
-      c.batching.pool_batches = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "token_budget") {
-      c.batching.token_budget = reader.Integer(value, key, 2, kMaxCount);
-    } else if (key == "workers") {
-      c.loader.workers = reader.Integer(value, key, 0, 64);
-    } else if (key == "prefetch") {
-      c.loader.prefetch = reader.Integer(value, key, 1, 1024);
-    } else if (key == "pin_memory") {
-      c.loader.pin_memory = Boolean(reader, value, key);
-    } else if (key == "accumulation") {
-      c.accumulation = reader.Integer(value, key, 1, 4096);
-    } else if (key == "amp") {
-      c.precision = *ParsePrecision(reader.Choice(value, key, {"fp32", "bf16", "fp16"}));
-    } else if (key == "optimizer") {
-      c.optimizer = *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit"}));
-    } else if (key == "offload") {
-      c.offload_optimizer = reader.Choice(value, key, {"none", "cpu"}) == "cpu";
-    } else if (key == "loss_scaling") {
-      c.loss_scaling = Boolean(reader, value, key);
-    } else if (key == "initial_loss_scale") {
-      c.scaler.initial_scale = reader.Number(value, key, 1, 3.4e38);  // float32's range
-    } else if (key == "growth_interval") {
-      c.scaler.growth_interval = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "learning_rate") {
-      c.schedule.peak = reader.Number(value, key, 0);
-      if (c.schedule.peak <= 0) reader.Fail(value.source(), "'learning_rate' must be above 0");
-    } else if (key == "warmup_steps") {
-      c.schedule.warmup_steps = reader.Integer(value, key, 0, kMaxCount);
-    } else if (key == "cycle_steps") {
-      c.schedule.cycle_steps = reader.Integer(value, key, 1, kMaxCount);
-      cycle_set = true;
-    } else if (key == "min_lr_ratio") {
-      c.schedule.min_ratio = reader.Number(value, key, 0);
-      if (c.schedule.min_ratio > 1) reader.Fail(value.source(), "'min_lr_ratio' must be <= 1");
-    } else if (key == "restarts") {
-      c.schedule.restarts = Boolean(reader, value, key);
-    } else if (key == "cycle_multiplier") {
-      c.schedule.cycle_multiplier = reader.Number(value, key, 1, 1000);
-    } else if (key == "weight_decay") {
-      c.weight_decay = reader.Number(value, key, 0);
-    } else if (key == "beta1" || key == "beta2") {
-      const double beta = reader.Number(value, key, 0);
-      if (beta >= 1) reader.Fail(value.source(), "'" + key + "' must be below 1");
-      (key == "beta1" ? c.beta1 : c.beta2) = beta;
-    } else if (key == "clip_norm") {
-      c.clip_norm = reader.Number(value, key, 0);
-    } else if (key == "ranks") {
-      c.data_parallel.ranks = reader.Integer(value, key, 1, 1024);
-      spec.ranks_from_world = false;
-      if (!c.data_parallel.members.empty() &&
-          static_cast<int64_t>(c.data_parallel.members.size()) != c.data_parallel.ranks) {
-        reader.Fail(value.source(), "'ranks' is " + std::to_string(c.data_parallel.ranks) +
-                                        " but 'members' names " +
-                                        std::to_string(c.data_parallel.members.size()) +
-                                        " ranks: give one of them");
-      }
-    } else if (key == "members") {
-      // The world ranks that train the pipeline: rank 0 (which writes the results) and
-      // others in ascending order, e.g. [0, 2] for the peer behind the network study's
-      // second link.
-      const toml::array* array = value.as_array();
-      if (array == nullptr || array->empty()) {
-        reader.Fail(value.source(),
-                    std::string("'members' must be an array of world ranks such as [0, 2], got ") +
-                        TypeName(value));
-      }
-      std::vector<int64_t> members;
-      for (const toml::node& element : *array) {
-        const int64_t member = reader.Integer(element, key, 0, 1023);
-        if (members.empty() ? member != 0 : member <= members.back()) {
-          reader.Fail(element.source(),
-                      "'members' must start at rank 0 (which writes the results) and ascend, "
-                      "e.g. [0, 2]");
-        }
-        members.push_back(member);
-      }
-      c.data_parallel.members = members;
-      c.data_parallel.ranks = static_cast<int64_t>(members.size());
-      spec.ranks_from_world = false;
-    } else if (key == "bucket_mb") {
-      // Up to 1 TiB: the Reducer's cap is bytes in an int64_t.
-      c.data_parallel.bucket_mb = reader.Number(value, key, 0, 1 << 20);
-      if (c.data_parallel.bucket_mb <= 0)
-        reader.Fail(value.source(), "'bucket_mb' must be above 0");
-    } else if (key == "compression") {
-      const std::string choice = reader.Choice(value, key, {"none", "fp16"});
-      c.data_parallel.compression = choice == "none" ? "" : choice;
-    } else if (key == "eval_batch_size") {
-      c.eval_batch_size = reader.Integer(value, key, 1, kMaxCount);
-    } else if (key == "seed") {
-      c.seed = static_cast<uint64_t>(reader.Integer(value, key, 0, INT64_MAX));
-    } else if (key == "device") {
-      c.device = reader.Choice(value, key, {"cpu", "cuda"});
-    }
+    if (ApplyStepKey(reader, key, value, spec)) continue;
+    if (ApplyOptimizerKey(reader, key, value, spec, cycle_set)) continue;
+    ApplyDataParallelKey(reader, key, value, spec);
   }
 }
 
