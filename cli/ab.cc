@@ -1,12 +1,16 @@
 // `seqbench ab --base-binary PATH SUITE.toml`: every case of a suite timed by two builds
 // in alternating processes, stored as a linked pair of runs that `compare` judges round
 // by round (harness/ab_run.h).
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "cli/command.h"
 #include "harness/ab_run.h"
@@ -31,6 +35,20 @@ std::string ExistingExecutable(const std::string& path, const std::string& flag)
   return fs::absolute(path).string();
 }
 
+// Whether `binary`'s run takes --lockstep (builds older than lockstep sampling do not):
+// its `run --help` lists the flag.
+bool KnowsLockstep(const std::string& binary) {
+  std::string log = (std::filesystem::temp_directory_path() / "seqbench-ab-probe-XXXXXX").string();
+  const int fd = mkstemp(log.data());
+  if (fd < 0) throw std::runtime_error("ab: cannot create a file in the temp folder");
+  close(fd);
+  RunChild({binary, "run", "--help"}, 60, nullptr, {}, log);
+  std::ifstream help(log);
+  const std::string text((std::istreambuf_iterator<char>(help)), std::istreambuf_iterator<char>());
+  std::remove(log.c_str());
+  return text.find("--lockstep") != std::string::npos;
+}
+
 // `ab`'s flags: the request, and where its results and scratch files go.
 struct AbFlags {
   AbRequest request;
@@ -44,13 +62,16 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
   po::options_description options(
       "Usage: seqbench ab --base-binary PATH SUITE.toml [OPTIONS]\n\n"
       "Times every case of the suite with two seqbench builds, the base (--base-binary) and\n"
-      "the new one (--new-binary, default: this seqbench), in alternating processes: each\n"
-      "round runs each side once, one repetition a case, in a seeded order (base or new\n"
-      "first, a coin per round), so that what the machine does during a round reaches both\n"
-      "of its sides. The rounds are stored as two linked runs (labels '<label> base' and\n"
-      "'<label> new'); `seqbench compare BASE NEW` then judges each case on the median of\n"
-      "its per-round ratios with a distribution-free interval (6 rounds or more). Exits 0\n"
-      "when both sides ran every round, 1 when a side's process failed, 2 on bad input.\n\n"
+      "the new one (--new-binary, default: this seqbench), in pairs of samples: one worker\n"
+      "process a side, both alive at once, each case's samples taken in turns (lockstep),\n"
+      "the pairs in a seeded interleaved order, the side that goes first a seeded coin per\n"
+      "pair, so that the two samples of a pair are milliseconds apart and what the machine\n"
+      "does reaches both. A base binary without `run --lockstep` (older than this mode), or\n"
+      "--process-rounds: each round runs each side's process once instead. Stored as two\n"
+      "linked runs (labels '<label> base' and '<label> new'); `seqbench compare BASE NEW`\n"
+      "then judges each case on the median of its per-pair ratios with a distribution-free\n"
+      "interval (6 rounds or more). Exits 0 when both sides ran to the end, 1 when a side's\n"
+      "process failed, 2 on bad input.\n\n"
       "Options");
   options.add_options()("help,h", "show this help")("base-binary", po::value(&request.base_binary),
                                                     "the base seqbench executable (required)")(
@@ -61,7 +82,8 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
       "filter", po::value(&f.filter), "only cases whose key matches this regex (both sides)")(
       "threads", po::value(&f.threads), "run every case with N threads (both sides)")(
       "label", po::value(&request.label)->default_value("ab"), "the pair's label prefix")(
-      "keep", po::value(&f.scratch), "keep each side's rounds and output in this new folder");
+      "keep", po::value(&f.scratch), "keep each side's rounds and output in this new folder")(
+      "process-rounds", "one process a side each round, instead of lockstep workers");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&request.suite_path))(
       // Test-only: the new side slowed by whole extra steps (run --test-slowdown).
@@ -97,6 +119,8 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
   request.new_binary = request.new_binary.empty()
                            ? std::filesystem::read_symlink(SelfExecutable()).string()
                            : ExistingExecutable(request.new_binary, "--new-binary");
+  request.lockstep = !values->count("process-rounds") && KnowsLockstep(request.base_binary) &&
+                     KnowsLockstep(request.new_binary);
   return true;
 }
 
@@ -120,13 +144,21 @@ int RunAbCommand(const std::vector<std::string>& args) {
   if (!ParseAbFlags(args, f)) return 0;
   const std::string folder = ScratchFolder(f.scratch);
   Store store(f.db_path);
+  std::printf("ab: %s, %lld rounds\n",
+              f.request.lockstep ? "lockstep workers (both sides set up first)"
+                                 : "one process a side each round",
+              (long long)f.request.rounds);
   std::signal(SIGINT, RequestAbStop);
   std::signal(SIGTERM, RequestAbStop);
   const AbResult result = RunAb(
       f.request, store, folder,
       [](const AbProgress& progress) {
-        std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
-                    (long long)progress.rounds, progress.side.c_str());
+        if (progress.pairs > 0)
+          std::printf("ab: %lld of %lld sample pairs\n", (long long)progress.pairs_done,
+                      (long long)progress.pairs);
+        else
+          std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
+                      (long long)progress.rounds, progress.side.c_str());
         std::fflush(stdout);
       },
       [] { return ab_stop_requested != 0; });

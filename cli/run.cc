@@ -20,6 +20,7 @@
 #include "harness/cuda_probe.h"
 #include "harness/instruction_count.h"
 #include "harness/key_pattern.h"
+#include "harness/lockstep.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
 #include "harness/runner.h"
@@ -144,6 +145,7 @@ struct RunFlags {
   std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
   int64_t warmup = 0, count_steps = 0, test_extra_head_passes = 0;
   std::string count_kind, count_out;
+  std::string lockstep;  // run --lockstep PREFIX: a worker of seqbench ab
   // Test-only (run --test-slowdown): each timed step of the cases whose key matches
   // `test_slowdown_filter` does test_slowdown times its work, by running whole extra
   // steps (never a sleep), so that the gate's power can be measured against a known
@@ -217,7 +219,10 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
       "hw-instructions (the CPU's own counter, natively, where the kernel offers it); "
       "comma-separated; or none to skip the suite's counting")(
       "count-steps", po::value(&f.count_steps),
-      "with --count: steps counted a case, after its warmup ([measure] count_steps; default 3)");
+      "with --count: steps counted a case, after its warmup ([measure] count_steps; default 3)")(
+      "lockstep", po::value(&f.lockstep),
+      "seqbench ab's worker (harness/lockstep.h): set every case up, then take one sample "
+      "when told, over the pipes PREFIX.in and PREFIX.out");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&f.suite_path))(
       "stop-after", po::value(&f.stop_after), "stop after K cases, as if interrupted (tests)")(
@@ -268,6 +273,14 @@ void CheckModeFlags(const RunFlags& f) {
   }
   if (f.Given("device") && f.device != "cpu" && f.device != "cuda") {
     throw UsageError("run: --device must be cpu or cuda, got '" + f.device + "'");
+  }
+  if (f.Given("lockstep")) {
+    for (const char* other : {"isolate", "case-timeout", "interleave", "max-noise", "resume",
+                              "count-out", "run-case"}) {
+      if (f.Given(other))
+        throw UsageError(std::string("run: --lockstep (seqbench ab's worker) contradicts --") +
+                         other);
+    }
   }
   if (f.Given("interleave")) {
     if (f.Given("isolate") || f.Given("case-timeout"))
@@ -649,6 +662,28 @@ int FinishRun(Store& store, int64_t run_id, const RunSummary& summary) {
   return count(kStatusMismatch) + count(kStatusError) + count(kStatusTimeout) > 0 ? 1 : 0;
 }
 
+// The pending cases run as the flags say: as seqbench ab's lockstep worker, interleaved,
+// or case after case (isolated or not).
+RunSummary RunPending(const RunFlags& f, const Suite& suite, const std::vector<CaseSpec>& cases,
+                      CheckPolicy check, Store& store, const OpenedRun& run,
+                      const std::function<bool(int64_t)>& should_stop,
+                      const std::optional<Isolation>& isolation,
+                      const std::optional<Counting>& counting) {
+  if (f.Given("lockstep")) {
+    LineChannel channel = LineChannel::Worker(f.lockstep);
+    return RunLockstep(suite, cases, check, store, run.id, channel, PrintProgress);
+  }
+  if (f.Given("interleave")) {
+    std::printf("interleaving the repetitions of the pending cases (seed %llu)...\n",
+                (unsigned long long)suite.seed);
+    std::fflush(stdout);
+    return RunInterleaved(suite, cases, run.finished, check, store, run.id, suite.seed, should_stop,
+                          PrintProgress, counting);
+  }
+  return RunCases(suite, cases, run.finished, check, store, run.id, should_stop, PrintProgress,
+                  isolation, counting);
+}
+
 }  // namespace
 
 int RunRun(const std::vector<std::string>& args) {
@@ -676,7 +711,7 @@ int RunRun(const std::vector<std::string>& args) {
     return RunIsolatedCase(suite, cases, f.run_case, f.into_run, f.run_uuid, f.position,
                            checked.check, f.db_path);
 
-  const bool isolate = !f.Given("in-process") && !f.Given("interleave") &&
+  const bool isolate = !f.Given("in-process") && !f.Given("interleave") && !f.Given("lockstep") &&
                        (f.Given("isolate") || f.Given("case-timeout") ||
                         !LoadedPluginPaths().empty() || std::getenv("CI") != nullptr);
   if (isolate && checked.check == CheckPolicy::kSample) {
@@ -707,17 +742,8 @@ int RunRun(const std::vector<std::string>& args) {
   const auto should_stop = [&](int64_t cases_run) {
     return stop_requested || (f.stop_after > 0 && cases_run >= f.stop_after);
   };
-  if (f.Given("interleave")) {
-    std::printf("interleaving the repetitions of the pending cases (seed %llu)...\n",
-                (unsigned long long)suite.seed);
-    std::fflush(stdout);
-  }
   const RunSummary summary =
-      f.Given("interleave")
-          ? RunInterleaved(suite, cases, run.finished, checked.check, store, run.id, suite.seed,
-                           should_stop, PrintProgress, counting)
-          : RunCases(suite, cases, run.finished, checked.check, store, run.id, should_stop,
-                     PrintProgress, isolation, counting);
+      RunPending(f, suite, cases, checked.check, store, run, should_stop, isolation, counting);
   return FinishRun(store, run.id, summary);
 }
 

@@ -1,13 +1,21 @@
 #include "harness/ab_run.h"
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
+#include <thread>
 
+#include "harness/benchmark_run.h"
 #include "harness/case_record.h"
 #include "harness/child_process.h"
+#include "harness/lockstep.h"
 #include "harness/run_header.h"
 
 namespace seqbench {
@@ -24,29 +32,110 @@ std::string LastLine(const std::string& path) {
   return last;
 }
 
-// One side's process for one round: `run` into that side's scratch database.
-void RunSide(const AbRequest& request, const std::string& side, int64_t round,
-             const std::string& scratch_dir, const std::function<bool()>& should_stop) {
+// One side's `run` into its scratch database: `repetitions` samples a case, checked or not.
+std::vector<std::string> SideCommand(const AbRequest& request, const std::string& side,
+                                     const std::string& scratch_dir, bool check,
+                                     int64_t repetitions) {
   const std::string binary = side == "base" ? request.base_binary : request.new_binary;
-  std::vector<std::string> argv = {
-      binary,          "run", request.suite_path, "--db",    scratch_dir + "/" + side + ".db",
-      "--repetitions", "1",   "--in-process",     "--check", round == 1 ? "full" : "none"};
+  std::vector<std::string> argv = {binary,
+                                   "run",
+                                   request.suite_path,
+                                   "--db",
+                                   scratch_dir + "/" + side + ".db",
+                                   "--repetitions",
+                                   std::to_string(repetitions),
+                                   "--in-process",
+                                   "--check",
+                                   check ? "full" : "none"};
   // Time only: counts are the other gate, and compare would judge a pair by them.
   if (request.suite_counts) argv.insert(argv.end(), {"--count", "none"});
   argv.insert(argv.end(), request.run_flags.begin(), request.run_flags.end());
   if (side == "new" && request.test_slowdown > 0)
     argv.insert(argv.end(), {"--test-slowdown", std::to_string(request.test_slowdown)});
-  const std::string output = scratch_dir + "/" + side + "." + std::to_string(round) + ".log";
-  const ChildOutcome outcome = RunChild(argv, request.process_timeout_s, should_stop, {}, output);
+  return argv;
+}
+
+// Throws unless a side's process ran to its end: exit 0, or 1 (a case that mismatched or
+// failed: stored, and judged by compare).
+void RequireRan(const ChildOutcome& outcome, const std::string& what, const std::string& output) {
   if (outcome.end == ChildOutcome::End::kInterrupted) throw std::runtime_error("ab: interrupted");
-  // Exit 1 is a case that mismatched or failed: stored, and judged by compare.
   const bool ran = outcome.end == ChildOutcome::End::kExited &&
                    (outcome.exit_code == 0 || outcome.exit_code == 1);
   if (!ran)
-    throw std::runtime_error("ab: the " + side + " side's run of round " + std::to_string(round) +
-                             " failed: " + outcome.Describe() + ": " + LastLine(output) +
-                             " (its output: " + output + ")");
+    throw std::runtime_error("ab: " + what + " failed: " + outcome.Describe() + ": " +
+                             LastLine(output) + " (its output: " + output + ")");
 }
+
+// One side's process for one round (process rounds).
+void RunSide(const AbRequest& request, const std::string& side, int64_t round,
+             const std::string& scratch_dir, const std::function<bool()>& should_stop) {
+  const std::string output = scratch_dir + "/" + side + "." + std::to_string(round) + ".log";
+  const ChildOutcome outcome = RunChild(SideCommand(request, side, scratch_dir, round == 1, 1),
+                                        request.process_timeout_s, should_stop, {}, output);
+  RequireRan(outcome, "the " + side + " side's run of round " + std::to_string(round), output);
+}
+
+// One side's lockstep worker (run --lockstep), supervised on a thread of its own while the
+// controller talks to it over its pipes; killed when the controller gives up.
+class LockstepWorker {
+ public:
+  LockstepWorker(const AbRequest& request, const std::string& side, const std::string& scratch_dir,
+                 const std::function<bool()>& should_stop)
+      : side_(side), prefix_(scratch_dir + "/" + side), output_(prefix_ + ".log") {
+    MakeLockstepPipes(prefix_);
+    channel_.emplace(LineChannel::Controller(prefix_));
+    std::vector<std::string> argv = SideCommand(request, side, scratch_dir, true, request.rounds);
+    argv.insert(argv.end(), {"--lockstep", prefix_});
+    const auto stop = [this, should_stop] { return abandon_ || (should_stop && should_stop()); };
+    // No limit on the whole process, which lives as long as the pair: each answer has one.
+    thread_ = std::thread([this, argv, stop] {
+      outcome_ = RunChild(argv, 0, stop, {}, output_);
+      ended_ = true;
+    });
+  }
+  ~LockstepWorker() {
+    abandon_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // The cases it set up and may time, once it says "prepared".
+  std::vector<std::string> ReadyCases(double timeout_s) {
+    std::vector<std::string> keys;
+    for (std::string line; (line = Receive(timeout_s)) != "prepared";) {
+      if (line.rfind("ready ", 0) != 0) throw std::runtime_error("ab: " + side_ + " said " + line);
+      keys.push_back(line.substr(6));
+    }
+    return keys;
+  }
+  void Sample(const std::string& key, double timeout_s) {
+    channel_->Send("time " + key);
+    if (const std::string line = Receive(timeout_s); line != "done")
+      throw std::runtime_error("ab: " + side_ + " said " + line);
+  }
+  // Ends the conversation and waits for the process to store its run.
+  void Finish() {
+    channel_->Send("end");
+    thread_.join();
+    RequireRan(outcome_, "the " + side_ + " side's worker", output_);
+  }
+
+ private:
+  std::string Receive(double timeout_s) {
+    try {
+      return channel_->Receive(
+          timeout_s, [this] { return ended_.load(); }, "the " + side_ + " side");
+    } catch (const std::runtime_error& error) {
+      abandon_ = true;
+      if (thread_.joinable()) thread_.join();
+      RequireRan(outcome_, "the " + side_ + " side's worker", output_);
+      throw;
+    }
+  }
+  std::string side_, prefix_, output_;
+  std::optional<LineChannel> channel_;
+  std::atomic<bool> abandon_{false}, ended_{false};
+  ChildOutcome outcome_;
+  std::thread thread_;
+};
 
 // The runs one side stored, oldest first, with their cases.
 std::vector<std::vector<CaseRecord>> SideRounds(const std::string& path,
@@ -126,28 +215,88 @@ std::vector<CaseRecord> GatherRounds(const std::vector<std::vector<CaseRecord>>&
   return gathered;
 }
 
-AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratch_dir,
-               const std::function<void(const AbProgress&)>& on_progress,
-               const std::function<bool()>& should_stop) {
-  AbResult result;
+namespace {
+
+// Each side's run as the A/B pair stores it: its record and its cases, sample r of a case
+// paired with the other side's sample r.
+struct SideRuns {
+  std::optional<RunRecord> base_run, new_run;
+  std::vector<CaseRecord> base_cases, new_cases;
+};
+
+// Process rounds: each round one process a side, in AbOrder's order.
+SideRuns RunProcessRounds(const AbRequest& request, const std::string& scratch_dir,
+                          const std::function<void(const AbProgress&)>& on_progress,
+                          const std::function<bool()>& should_stop, std::string& order) {
   const std::vector<bool> base_first = AbOrder(request.rounds, request.seed);
   for (int64_t round = 1; round <= request.rounds; ++round) {
     const bool base_leads = base_first[static_cast<size_t>(round - 1)];
-    result.order += std::string(result.order.empty() ? "" : " ") + (base_leads ? "BN" : "NB");
+    order += std::string(order.empty() ? "" : " ") + (base_leads ? "BN" : "NB");
     for (const char* side : base_leads ? std::vector<const char*>{"base", "new"}
                                        : std::vector<const char*>{"new", "base"}) {
       if (on_progress) on_progress(AbProgress{round, request.rounds, side});
       RunSide(request, side, round, scratch_dir, should_stop);
     }
   }
-  std::optional<RunRecord> base_run, new_run;
-  const auto base_rounds = SideRounds(scratch_dir + "/base.db", base_run);
-  const auto new_rounds = SideRounds(scratch_dir + "/new.db", new_run);
-  if (!base_run || !new_run) throw std::runtime_error("ab: a side stored no run");
+  SideRuns runs;
+  runs.base_cases = GatherRounds(SideRounds(scratch_dir + "/base.db", runs.base_run));
+  runs.new_cases = GatherRounds(SideRounds(scratch_dir + "/new.db", runs.new_run));
+  return runs;
+}
+
+// Lockstep: both sides' workers alive at once, each case's samples taken in turns, one
+// pair at a time in InterleavedOrder over the cases both sides have ready, the side that
+// goes first a coin per pair (AbOrder).
+SideRuns RunLockstepPairs(const AbRequest& request, const std::string& scratch_dir,
+                          const std::function<void(const AbProgress&)>& on_progress,
+                          const std::function<bool()>& should_stop, std::string& order) {
+  const double timeout_s = request.process_timeout_s;
+  {
+    LockstepWorker base(request, "base", scratch_dir, should_stop);
+    LockstepWorker next(request, "new", scratch_dir, should_stop);
+    const std::vector<std::string> base_keys = base.ReadyCases(timeout_s);
+    const std::vector<std::string> new_keys = next.ReadyCases(timeout_s);
+    const std::set<std::string> on_new(new_keys.begin(), new_keys.end());
+    std::vector<std::string> keys;
+    std::copy_if(base_keys.begin(), base_keys.end(), std::back_inserter(keys),
+                 [&](const std::string& key) { return on_new.count(key) > 0; });
+    const std::vector<size_t> pairs = InterleavedOrder(keys.size(), request.rounds, request.seed);
+    const std::vector<bool> base_first = AbOrder(static_cast<int64_t>(pairs.size()), request.seed);
+    const int64_t total = static_cast<int64_t>(pairs.size());
+    for (int64_t i = 0; i < total; ++i) {
+      if (should_stop && should_stop()) throw std::runtime_error("ab: interrupted");
+      const bool base_leads = base_first[static_cast<size_t>(i)];
+      const std::string& key = keys[pairs[static_cast<size_t>(i)]];
+      (base_leads ? base : next).Sample(key, timeout_s);
+      (base_leads ? next : base).Sample(key, timeout_s);
+      order += std::string(order.empty() ? "" : " ") + (base_leads ? "BN" : "NB");
+      if (on_progress && (i + 1) * 10 / total != i * 10 / total)
+        on_progress(AbProgress{0, 0, "", i + 1, total});
+    }
+    base.Finish();
+    next.Finish();
+  }
+  SideRuns runs;
+  runs.base_cases = SideRounds(scratch_dir + "/base.db", runs.base_run).at(0);
+  runs.new_cases = SideRounds(scratch_dir + "/new.db", runs.new_run).at(0);
+  return runs;
+}
+
+}  // namespace
+
+AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratch_dir,
+               const std::function<void(const AbProgress&)>& on_progress,
+               const std::function<bool()>& should_stop) {
+  AbResult result;
+  const SideRuns runs =
+      request.lockstep
+          ? RunLockstepPairs(request, scratch_dir, on_progress, should_stop, result.order)
+          : RunProcessRounds(request, scratch_dir, on_progress, should_stop, result.order);
+  if (!runs.base_run || !runs.new_run) throw std::runtime_error("ab: a side stored no run");
   const std::string base_uuid = NewUuid(), new_uuid = NewUuid();
-  result.base_run_id = StoreSide(store, *base_run, GatherRounds(base_rounds), request, "base",
-                                 base_uuid, new_uuid, result.order);
-  result.new_run_id = StoreSide(store, *new_run, GatherRounds(new_rounds), request, "new", new_uuid,
+  result.base_run_id = StoreSide(store, *runs.base_run, runs.base_cases, request, "base", base_uuid,
+                                 new_uuid, result.order);
+  result.new_run_id = StoreSide(store, *runs.new_run, runs.new_cases, request, "new", new_uuid,
                                 base_uuid, result.order);
   return result;
 }

@@ -1,17 +1,24 @@
 // Two builds in one job (seqbench ab): every case of a suite timed by a base binary and a
-// new binary in alternating processes, round by round, so that whatever the machine does
-// during a round reaches both sides of it; `compare` then judges each case on the ratios
-// of its rounds (stats::PairedRatioInterval), which cancel the drift that separates runs
-// started minutes apart. What asv's `continuous --interleave-processes` and Chromium's
-// Pinpoint do.
+// new binary, each sample of one paired with a sample of the other taken as close in time
+// as can be, so that whatever the machine does reaches both; `compare` then judges each
+// case on the ratios of its pairs (stats::PairedRatioInterval), which cancel the drift
+// that separates runs started minutes apart. What asv's `continuous
+// --interleave-processes` and Chromium's Pinpoint do, at a finer grain.
 //
-// Each round runs `BINARY run SUITE --repetitions 1 --in-process` once per side, into a
-// scratch database of that side, in the order AbOrder gives; the first round checks every
-// case against the baseline, the later ones only time. The rounds are then gathered into
-// two runs of the target database, linked to each other (environment entries ab_side,
-// ab_pair = the other run's uuid, ab_order), each case's samples in round order.
+// Lockstep (the default; harness/lockstep.h): one `BINARY run SUITE --lockstep PREFIX`
+// worker a side, both alive at once, each setting up, checking and warming up every case,
+// then timing one sample when told; the controller takes the pairs in a seeded interleaved
+// order over the cases, the side that goes first a seeded coin per pair, so that the two
+// samples of a pair are milliseconds apart. Process rounds (for a base binary without
+// --lockstep): each round runs `BINARY run SUITE --repetitions 1 --in-process` once per
+// side, in the order AbOrder gives; the first round checks every case, the later ones only
+// time; a pair is then seconds apart. Either way the sides' scratch databases are gathered
+// into two runs of the target database, linked to each other (environment entries
+// ab_side, ab_pair = the other run's uuid, ab_order), sample r of a case paired with the
+// other side's sample r.
 //
-// Thread-safety: RunAb blocks its thread until the last child is gone.
+// Thread-safety: RunAb blocks its thread until the last child is gone (in lockstep it
+// supervises each worker on a thread of its own).
 #pragma once
 
 #include <cstdint>
@@ -42,17 +49,23 @@ struct AbRequest {
   // --test-slowdown), to measure what the paired gate catches; 0: off.
   double test_slowdown = 0;
   std::string label;  // the pair's runs are labelled "<label> base|new"
+  // Seconds a side's process may take (process rounds), or a lockstep worker may take to
+  // answer.
   double process_timeout_s = 3600;
+  // Lockstep (harness/lockstep.h): one worker process a side, the two samples of a pair
+  // taken back to back; false: process rounds, for a base binary without run --lockstep.
+  bool lockstep = true;
 };
 
 struct AbProgress {
-  int64_t round = 0, rounds = 0;  // 1-based round being run
-  std::string side;               // "base" or "new"
+  int64_t round = 0, rounds = 0;      // process rounds: the 1-based round being run
+  std::string side;                   // process rounds: "base" or "new"
+  int64_t pairs_done = 0, pairs = 0;  // lockstep: sample pairs taken, of how many
 };
 
 struct AbResult {
   int64_t base_run_id = 0, new_run_id = 0;
-  std::string order;  // "BN NB ...": the side that ran first, round by round
+  std::string order;  // "BN NB ...": the side that ran first, round by round (pair by pair)
 };
 
 // Runs the rounds and stores the linked pair in `store`. Throws std::runtime_error naming

@@ -13,6 +13,7 @@
 #include "harness/environment.h"
 #include "harness/instruction_count.h"
 #include "harness/key_pattern.h"
+#include "harness/lockstep.h"
 #include "harness/runner.h"
 
 namespace seqbench {
@@ -343,6 +344,63 @@ std::vector<size_t> InterleavedOrder(size_t cases, int64_t repetitions, uint64_t
   return order;
 }
 
+namespace {
+
+// The pending cases of an interleaved or lockstep run, all prepared (set up, checked,
+// warmed up) and alive at once, with their positions in the run.
+struct PreparedCases {
+  std::vector<size_t> positions;
+  std::vector<std::unique_ptr<PreparedCase>> cases;
+};
+
+// Prepares every pending case; false when `should_stop` interrupted.
+bool PrepareAll(CaseRunner& runner, const std::vector<CaseSpec>& cases,
+                const std::set<std::string>& finished,
+                const std::function<bool(int64_t cases_run)>& should_stop, PreparedCases& out) {
+  for (size_t position = 0; position < cases.size(); ++position) {
+    if (finished.count(cases[position].Key())) continue;
+    if (should_stop && should_stop(0)) return false;
+    out.positions.push_back(position);
+    out.cases.push_back(runner.Prepare(cases[position]));
+  }
+  return true;
+}
+
+// Finishes and stores every prepared case, in the run's order; the counting's cases.
+std::vector<ToCount> FinishAll(CaseRunner& runner, PreparedCases& prepared,
+                               const std::vector<CaseSpec>& cases, Store& store, int64_t run_id,
+                               bool counting, RunSummary& summary,
+                               const std::function<void(const CaseProgress&)>& on_case) {
+  const int64_t total = static_cast<int64_t>(prepared.cases.size());
+  int64_t done = 0;
+  std::vector<ToCount> to_count;
+  for (size_t i = 0; i < prepared.cases.size(); ++i) {
+    const size_t position = prepared.positions[i];
+    CaseRecord record =
+        ToRecord(runner.Finish(std::move(prepared.cases[i])), static_cast<int64_t>(position));
+    store.AddCase(run_id, record);
+    ++summary.status_counts[record.status];
+    ++done;
+    if (counting && Countable(cases[position], record, store, run_id))
+      to_count.push_back({&cases[position], record});
+    if (on_case) on_case(CaseProgress{done, total, &record, 0});
+  }
+  return to_count;
+}
+
+// Tells `on_case` of every tenth of the samples, with the time left at this pace.
+void ReportSamples(const std::function<void(const CaseProgress&)>& on_case, int64_t cases,
+                   int64_t done, int64_t total, std::chrono::steady_clock::time_point began) {
+  if (!on_case || done * 10 / total == (done - 1) * 10 / total) return;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  CaseProgress progress{0, cases, nullptr, 0, done, total};
+  progress.eta_s = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+  on_case(progress);
+}
+
+}  // namespace
+
 RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases,
                           const std::set<std::string>& finished, CheckPolicy check, Store& store,
                           int64_t run_id, uint64_t seed,
@@ -351,19 +409,13 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
                           const std::optional<Counting>& counting) {
   RunSummary summary;
   CaseRunner runner(suite, check);
-  std::vector<size_t> positions;
-  std::vector<std::unique_ptr<PreparedCase>> prepared;
-  for (size_t position = 0; position < cases.size(); ++position) {
-    if (finished.count(cases[position].Key())) continue;
-    if (should_stop && should_stop(0)) {
-      summary.interrupted = true;
-      return summary;
-    }
-    positions.push_back(position);
-    prepared.push_back(runner.Prepare(cases[position]));
+  PreparedCases prepared;
+  if (!PrepareAll(runner, cases, finished, should_stop, prepared)) {
+    summary.interrupted = true;
+    return summary;
   }
   const std::vector<size_t> order =
-      InterleavedOrder(prepared.size(), suite.measurement.repetitions, seed);
+      InterleavedOrder(prepared.cases.size(), suite.measurement.repetitions, seed);
   const auto timing_began = std::chrono::steady_clock::now();
   const int64_t samples_total = static_cast<int64_t>(order.size());
   int64_t samples_done = 0;
@@ -372,36 +424,42 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
       summary.interrupted = true;
       return summary;
     }
-    runner.TimeSamples(*prepared[index], 1, 1);
-    ++samples_done;
-    if (on_case && samples_done * 10 / samples_total != (samples_done - 1) * 10 / samples_total) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - timing_began).count();
-      CaseProgress progress{
-          0, static_cast<int64_t>(prepared.size()), nullptr, 0, samples_done, samples_total};
-      progress.eta_s = elapsed / static_cast<double>(samples_done) *
-                       static_cast<double>(samples_total - samples_done);
-      on_case(progress);
-    }
+    runner.TimeSamples(*prepared.cases[index], 1, 1);
+    ReportSamples(on_case, static_cast<int64_t>(prepared.cases.size()), ++samples_done,
+                  samples_total, timing_began);
   }
-  const int64_t total = static_cast<int64_t>(prepared.size());
-  int64_t done = 0;
-  std::vector<ToCount> to_count;
-  for (size_t i = 0; i < prepared.size(); ++i) {
-    CaseRecord record =
-        ToRecord(runner.Finish(std::move(prepared[i])), static_cast<int64_t>(positions[i]));
-    store.AddCase(run_id, record);
-    ++summary.status_counts[record.status];
-    ++done;
-    if (counting && Countable(cases[positions[i]], record, store, run_id))
-      to_count.push_back({&cases[positions[i]], record});
-    if (on_case) on_case(CaseProgress{done, total, &record, 0});
-  }
+  std::vector<ToCount> to_count =
+      FinishAll(runner, prepared, cases, store, run_id, counting.has_value(), summary, on_case);
   if (counting) {
     const auto stop_now = [&] { return should_stop && should_stop(0); };
     CountTimedCases(*counting, to_count, on_case, stop_now, store, run_id);
     summary.interrupted = stop_now();
   }
+  return summary;
+}
+
+RunSummary RunLockstep(const Suite& suite, const std::vector<CaseSpec>& cases, CheckPolicy check,
+                       Store& store, int64_t run_id, LineChannel& channel,
+                       const std::function<void(const CaseProgress&)>& on_case) {
+  RunSummary summary;
+  CaseRunner runner(suite, check);
+  PreparedCases prepared;
+  PrepareAll(runner, cases, {}, nullptr, prepared);
+  std::map<std::string, PreparedCase*> by_key;
+  for (const auto& p : prepared.cases) {
+    if (!p->ready) continue;
+    by_key[p->result.spec.Key()] = p.get();
+    channel.Send("ready " + p->result.spec.Key());
+  }
+  channel.Send("prepared");
+  for (std::string line; (line = channel.Receive(0, nullptr, "the controller")) != "end";) {
+    const auto found = line.rfind("time ", 0) == 0 ? by_key.find(line.substr(5)) : by_key.end();
+    if (found == by_key.end())
+      throw std::runtime_error("lockstep: unexpected request '" + line + "'");
+    runner.TimeSamples(*found->second, 1, 1);
+    channel.Send("done");
+  }
+  FinishAll(runner, prepared, cases, store, run_id, false, summary, on_case);
   return summary;
 }
 

@@ -17,6 +17,7 @@
 
 #include "harness/case_record.h"
 #include "harness/instruction_count.h"
+#include "harness/lockstep.h"
 #include "harness/suite.h"
 #include "results/store.h"
 
@@ -147,5 +148,15 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
                           const std::function<bool(int64_t cases_run)>& should_stop,
                           const std::function<void(const CaseProgress&)>& on_case,
                           const std::optional<Counting>& counting = std::nullopt);
+
+// A worker of seqbench ab's lockstep sampling (harness/lockstep.h; run --lockstep): sets
+// every case of `cases` up, checks it and warms it up, says which are ready on `channel`,
+// then takes one sample (one untimed step, one timed) of the case each "time KEY" names,
+// until "end"; then finishes and stores every case in run `run_id`. Throws
+// std::runtime_error when the controller goes away or asks for a case that is not ready,
+// before anything is stored.
+RunSummary RunLockstep(const Suite& suite, const std::vector<CaseSpec>& cases, CheckPolicy check,
+                       Store& store, int64_t run_id, LineChannel& channel,
+                       const std::function<void(const CaseProgress&)>& on_case);
 
 }  // namespace seqbench

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
@@ -32,6 +33,21 @@ void Count(GateRow& row, const std::vector<CaseComparison>& comparisons, Gate ga
     row.uncounted += c.count_verdict.empty() || c.count_verdict == "not counted";
   }
   row.flagged += regression;
+}
+
+// Seconds since the epoch of a stored "YYYY-MM-DDTHH:MM:SSZ"; nullopt for anything else.
+std::optional<double> UtcSeconds(const std::string& iso) {
+  std::tm parts{};
+  const char* end = strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%SZ", &parts);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<double>(timegm(&parts));
+}
+
+// From `started` to `finished`; nullopt when either is not a stored time.
+std::optional<double> WallSeconds(const std::string& started, const std::string& finished) {
+  const auto begin = UtcSeconds(started), end = UtcSeconds(finished);
+  if (!begin || !end) return std::nullopt;
+  return *end - *begin;
 }
 
 // The label's factor: "x1.3" -> 1.3; "head+2" -> the extra head passes; nullopt else.
@@ -132,6 +148,9 @@ std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
       GateRow& row = by_factor[factor > 1 ? factor : 1];
       Count(row, CompareCases(store.Cases(base.run_id), store.Cases(next.run_id), settings),
             Gate::kTime);
+      const std::string& finished = std::max(base.finished_at, next.finished_at);
+      if (const auto wall = WallSeconds(base.started_at, finished))
+        row.pair_wall_s.push_back(*wall);
     }
   }
   if (by_factor.empty())
@@ -147,6 +166,16 @@ std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
   return rows;
 }
 
+std::vector<double> RunWallTimes(const Store& store, const std::string& suite,
+                                 const std::string& label) {
+  std::vector<double> walls;
+  for (const RunRecord& run : store.Runs()) {
+    if (run.status != "complete" || run.suite_name != suite || run.label != label) continue;
+    if (const auto wall = WallSeconds(run.started_at, run.finished_at)) walls.push_back(*wall);
+  }
+  return walls;
+}
+
 std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
                             Gate gate) {
   const bool time = gate != Gate::kCounts, counts = gate != Gate::kTime;
@@ -155,6 +184,9 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
   if (counts)
     columns.insert(columns.end(), {"more", "fewer", "same count", "ambiguous count", "uncounted",
                                    "nondeterministic"});
+  const bool walls = std::any_of(rows.begin(), rows.end(),
+                                 [](const GateRow& row) { return !row.pair_wall_s.empty(); });
+  if (walls) columns.push_back("median wall time of a pair");
   MarkdownTable table(columns);
   for (const GateRow& row : rows) {
     std::vector<std::string> cells = {
@@ -170,6 +202,10 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
                           row.nondeterministic})
         cells.push_back(std::to_string(n));
     }
+    if (walls)
+      cells.push_back(row.pair_wall_s.empty()
+                          ? "-"
+                          : FormatSignificant(stats::Median(row.pair_wall_s), 3) + " s");
     table.AddRow(cells);
   }
   std::string settings_text =

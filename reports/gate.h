@@ -27,6 +27,8 @@ struct GateRow {
   // Counted instructions' verdicts (runs with run --count).
   int more = 0, fewer = 0, same_count = 0, ambiguous_count = 0, uncounted = 0;
   int nondeterministic = 0;  // flagged, whatever their verdict
+  // A/B pairs: each pair's wall time, from its base run's start to the later finish.
+  std::vector<double> pair_wall_s;
 };
 
 // Each base run compared with the next base run of the same commit; each slowed run with
@@ -45,8 +47,15 @@ std::vector<GateRow> MeasureGate(const Store& store, const std::string& suite,
 std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
                                    const std::string& prefix, CompareSettings settings);
 
+// The wall time of each complete run of `suite` labelled `label`, from its start to its
+// finish as stored: what an A/B pair costs is set against it (ci/measure_gate ab stores
+// runs of the suite alone, as CI runs it, labelled "<prefix> solo").
+std::vector<double> RunWallTimes(const Store& store, const std::string& suite,
+                                 const std::string& label);
+
 // A Markdown table of the rows, with the threshold and confidence they were judged at: the
-// time verdicts under the time gate, the counts' under the counts gate, both under both.
+// time verdicts under the time gate, the counts' under the counts gate, both under both;
+// for A/B pairs, the median wall time of a pair.
 std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
                             Gate gate = Gate::kTime);
 

@@ -7,6 +7,7 @@
 
 #include "reports/escape/markdown.h"
 #include "reports/fit.h"
+#include "reports/format.h"
 #include "reports/gate.h"
 #include "reports/plot.h"
 #include "reports/report.h"
@@ -104,6 +105,18 @@ std::string ResolvePlotFile(const std::string& readme_dir, const std::string& fi
 
 namespace {
 
+// What an A/B pair is measured against: the suite run alone, as CI runs it (runs labelled
+// "<prefix> solo"); "" when there are none.
+std::string RenderSoloCost(const Store& store, const std::string& suite,
+                           const std::string& prefix) {
+  const std::vector<double> solo = RunWallTimes(store, suite, prefix + " solo");
+  if (solo.empty()) return "";
+  return "\nThe suite run alone, each case in its own process as `.ci/run` runs it (label `" +
+         escape::MarkdownText(prefix) + " solo`): median " +
+         FormatSignificant(stats::Median(solo), 3) + " s over " + std::to_string(solo.size()) +
+         " run(s), start to finish as stored.\n";
+}
+
 // gate=PREFIX suite=NAME [judge=time|counts|both|paired]: the gate's power over the runs
 // ci/measure_gate stored with that label prefix.
 std::string RenderGateSection(const Store& store, const ReadmeSection& section,
@@ -116,7 +129,8 @@ std::string RenderGateSection(const Store& store, const ReadmeSection& section,
     if (judge == "paired") {  // A/B pairs (seqbench ab), judged round by round
       CompareSettings paired = settings;
       paired.paired = true;
-      return RenderGateTable(MeasureAbGate(store, suite, prefix, paired), paired);
+      return RenderGateTable(MeasureAbGate(store, suite, prefix, paired), paired) +
+             RenderSoloCost(store, suite, prefix);
     }
     const std::optional<Gate> gate = judge.empty() ? Gate::kTime : ParseGate(judge);
     if (!gate) throw ReadmeError("judge= takes time, counts, both or paired, got '" + judge + "'");

@@ -1,13 +1,20 @@
 // Two builds in one job: the A/B runner's order is seeded and alternates, its rounds gather
-// into one run per side with the runtime metrics over every round, and the paired
-// analysis covers the true ratio under drift that moves whole rounds 1.5x.
+// into one run per side with the runtime metrics over every round, the paired analysis
+// covers the true ratio under drift that moves whole rounds 1.5x, and a lockstep
+// conversation loses no line.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <random>
+#include <thread>
 
 #include "harness/ab_run.h"
+#include "harness/lockstep.h"
 #include "reports/compare.h"
 #include "reports/gate.h"
+#include "results/output_file.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
@@ -179,7 +186,70 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
   CHECK_THAT(rows[1].what, Catch::StartsWith("new side 1.3x"));
   CHECK(rows[1].compares == 1);
   CHECK(rows[1].flagged == 1);
+  // Each pair from its base run's start to the later finish, as stored: 1 s.
+  CHECK(rows[0].pair_wall_s == std::vector<double>{1, 1});
   CHECK_THROWS_AS(MeasureAbGate(store, "demo", "nosuch", CompareSettings{}), std::invalid_argument);
+  // The suite run alone, what a pair's cost is set against: a complete run's start to
+  // finish across a minute's boundary (59 s -> 1:10 is 11 s); a running one is left out.
+  for (const char* status : {"complete", "running"}) {
+    RunRecord solo;
+    solo.uuid = std::string("solo-") + status;
+    solo.suite_name = "demo";
+    solo.label = "ab solo";
+    solo.status = "running";
+    solo.started_at = "2026-11-26T00:00:59Z";
+    const int64_t id = store.CreateRun(solo);
+    if (std::string(status) == "complete") store.SetRunStatus(id, status, "2026-11-26T00:01:10Z");
+  }
+  CHECK(RunWallTimes(store, "demo", "ab solo") == std::vector<double>{11});
+  CHECK(RunWallTimes(store, "demo", "ab new").size() == 3);
+}
+
+// A private folder for a test's pipes, removed with it.
+struct PipeFolder {
+  std::string path;
+  PipeFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ab-test-XXXXXX").string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~PipeFolder() { RemoveTree(path); }
+};
+
+TEST_CASE("a lockstep conversation carries lines both ways and loses none", "[ab]") {
+  PipeFolder folder;
+  const std::string prefix = folder.path + "/base";
+  MakeLockstepPipes(prefix);
+  CHECK_THROWS_AS(MakeLockstepPipes(prefix), std::runtime_error);  // they exist already
+  std::optional<LineChannel> controller;
+  controller.emplace(LineChannel::Controller(prefix));
+  std::thread worker([&] {
+    LineChannel channel = LineChannel::Worker(prefix);
+    channel.Send("ready a b");
+    channel.Send("prepared");
+    const std::string line = channel.Receive(5, nullptr, "the controller");
+    channel.Send("got " + line);
+    channel.Receive(5, nullptr, "the controller");  // "bye": the last line comes apart
+    channel.Send("done");
+  });  // the worker's end closes when it returns
+  CHECK(controller->Receive(5, nullptr, "the worker") == "ready a b");
+  CHECK(controller->Receive(5, nullptr, "the worker") == "prepared");
+  controller->Send("time x");
+  CHECK(controller->Receive(5, nullptr, "the worker") == "got time x");
+  controller->Send("bye");
+  worker.join();
+  // The worker has ended and the controller is told so: a line it sent first still arrives.
+  CHECK(controller->Receive(
+            5, [] { return true; }, "the worker") == "done");
+  CHECK_THROWS_WITH(controller->Receive(
+                        5, [] { return true; }, "the base side"),
+                    Catch::Contains("the base side stopped"));
+  CHECK_THROWS_WITH(controller->Receive(0.2, nullptr, "the base side"),
+                    Catch::Contains("no answer from the base side"));
+  // A worker whose controller is gone reads the end of the conversation, not silence.
+  LineChannel orphan = LineChannel::Worker(prefix);
+  controller.reset();
+  CHECK_THROWS_WITH(orphan.Receive(5, nullptr, "the controller"), Catch::Contains("closed"));
 }
 
 }  // namespace

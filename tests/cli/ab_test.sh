@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# seqbench ab end to end: two binaries (here one binary and its copy, an A/A run) in
-# alternating processes; the rounds are stored as two linked runs whose cases carry one
-# sample a round; compare recognises the pair and judges it round by round; the order is
-# recorded and seeded; bad input exits 2 before anything runs.
+# seqbench ab end to end: two binaries (here one binary and its copy, an A/A run), in
+# lockstep workers by default and in one process a side each round for a base binary that
+# lacks run --lockstep; either way two linked runs whose cases carry one sample a round;
+# compare recognises the pair and judges it round by round; the order is recorded and
+# seeded; bad input exits 2 before anything runs.
 # Usage: ab_test.sh SEQBENCH_BINARY SUITE (tests/data/tiny_counted.toml)
 set -euo pipefail
 seqbench=$1
@@ -23,28 +24,55 @@ set -e
 grep -q "is not an executable file" "$work/err" || fail "$(cat "$work/err")"
 [[ ! -e "$db" ]] || fail "bad input created the database"
 
-# 2. Six rounds, kept for a look.
+# Two linked runs of 6 samples a case from $db's runs $1 (base) and $2 (new), no counts.
+check_pair() {
+  pair=$(sqlite3 "$db" "SELECT e.value = r2.uuid FROM environment e JOIN runs r2 ON r2.run_id = $2
+    WHERE e.run_id = $1 AND e.key = 'ab_pair'")
+  [[ $pair -eq 1 ]] || fail "run $1 is not linked to run $2"
+  [[ $(sqlite3 "$db" "SELECT value FROM environment WHERE run_id = $2 AND key = 'ab_side'") == new ]] ||
+    fail "run $2 is not the new side"
+  for run in "$1" "$2"; do
+    samples=$(sqlite3 "$db" "SELECT min(n) || ' ' || max(n) FROM (SELECT count(*) AS n FROM samples
+      JOIN cases USING (case_id) WHERE run_id = $run GROUP BY case_id)")
+    [[ $samples == "6 6" ]] || fail "run $run: samples per case $samples, expected 6"
+  done
+  # No side counted (the suite asks for it; ab times only).
+  [[ $(sqlite3 "$db" "SELECT count(*) FROM metrics m JOIN cases c USING (case_id)
+    WHERE c.run_id IN ($1, $2) AND m.name = 'instructions_per_step'") -eq 0 ]] ||
+    fail "the A/B sides counted instructions"
+}
+
+# 2. Lockstep (the default): six rounds, kept for a look; a pair a case and round, both
+# orders taken.
 "$seqbench" ab "$work/tiny.toml" --db "$db" --base-binary "$work/base-seqbench" --rounds 6 \
   --seed 5 --keep "$work/rounds" --filter 'mode=train' >"$work/ab.out" || fail "ab: $(cat "$work/ab.out")"
+grep -q "lockstep workers" "$work/ab.out" || fail "not in lockstep: $(cat "$work/ab.out")"
 [[ $(sqlite3 "$db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "expected 2 runs"
-pair=$(sqlite3 "$db" "SELECT e.value = r2.uuid FROM environment e JOIN runs r2 ON r2.run_id = 2
-  WHERE e.run_id = 1 AND e.key = 'ab_pair'")
-[[ $pair -eq 1 ]] || fail "run 1 is not linked to run 2"
-[[ $(sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 2 AND key = 'ab_side'") == new ]] ||
-  fail "run 2 is not the new side"
-for run in 1 2; do
-  samples=$(sqlite3 "$db" "SELECT min(n) || ' ' || max(n) FROM (SELECT count(*) AS n FROM samples
-    JOIN cases USING (case_id) WHERE run_id = $run GROUP BY case_id)")
-  [[ $samples == "6 6" ]] || fail "run $run: samples per case $samples, expected 6"
-done
-# No side counted (the suite asks for it; ab times only).
-[[ $(sqlite3 "$db" "SELECT count(*) FROM metrics WHERE name = 'instructions_per_step'") -eq 0 ]] ||
-  fail "the A/B sides counted instructions"
+check_pair 1 2
+cases=$(sqlite3 "$db" "SELECT count(*) FROM cases WHERE run_id = 1")
 order=$(sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'ab_order'")
-[[ $(wc -w <<<"$order") -eq 6 ]] || fail "order '$order' is not 6 rounds"
-[[ -f "$work/rounds/base.1.log" && -f "$work/rounds/new.6.log" ]] || fail "--keep kept no logs"
+[[ $(wc -w <<<"$order") -eq $((6 * cases)) ]] || fail "order '$order' is not 6 x $cases pairs"
+grep -qw BN <<<"$order" && grep -qw NB <<<"$order" || fail "order '$order' never alternates"
+[[ -f "$work/rounds/base.log" && -f "$work/rounds/new.log" ]] || fail "--keep kept no logs"
 
-# 3. compare judges the pair on its rounds.
+# 3. A base binary whose run lacks --lockstep (an older build): one process a side each
+# round instead, one order entry a round.
+cat >"$work/old-seqbench" <<EOF
+#!/usr/bin/env bash
+if [[ "\$1 \$2" == "run --help" ]]; then "$seqbench" run --help | grep -v -- --lockstep; exit 0; fi
+exec "$seqbench" "\$@"
+EOF
+chmod +x "$work/old-seqbench"
+"$seqbench" ab "$work/tiny.toml" --db "$db" --base-binary "$work/old-seqbench" --rounds 6 \
+  --seed 5 --keep "$work/old-rounds" --filter 'mode=train' >"$work/old.out" ||
+  fail "ab: $(cat "$work/old.out")"
+grep -q "one process a side each round" "$work/old.out" || fail "$(cat "$work/old.out")"
+check_pair 3 4
+order=$(sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 3 AND key = 'ab_order'")
+[[ $(wc -w <<<"$order") -eq 6 ]] || fail "order '$order' is not 6 rounds"
+[[ -f "$work/old-rounds/base.1.log" && -f "$work/old-rounds/new.6.log" ]] || fail "no round logs"
+
+# 4. compare judges the pair on its rounds.
 set +e
 "$seqbench" compare 1 2 --db "$db" >"$work/compare.out" 2>&1
 rc=$?
