@@ -41,64 +41,63 @@ std::string ChildOutcome::Describe() const {
 // or "... (deleted)".
 std::string SelfExecutable() { return "/proc/self/exe"; }
 
-ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
-                      const std::function<bool()>& should_stop,
-                      const std::vector<std::string>& extra_environment,
-                      const std::string& output_path, bool inherit_environment,
-                      const std::string& working_dir) {
-  ChildOutcome outcome;
-  if (argv.empty()) {
-    outcome.message = "no command";
-    return outcome;
-  }
-  // Everything the child needs is built before fork(): after it, in a process with other
-  // threads (LibTorch's pools), only async-signal-safe calls are allowed.
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
+namespace {
+
+// The child's environment: `extra` ("NAME=value"), then the inherited entries it does not
+// override. Pointers into `extra` and environ: built before fork(), since after it, in a
+// process with other threads (LibTorch's pools), only async-signal-safe calls are allowed.
+std::vector<char*> ChildEnvironment(const std::vector<std::string>& extra, bool inherit) {
   std::vector<char*> environment;
-  for (const std::string& entry : extra_environment) {
-    environment.push_back(const_cast<char*>(entry.c_str()));
-  }
-  for (char** entry = environ; inherit_environment && *entry != nullptr; ++entry) {
+  for (const std::string& entry : extra) environment.push_back(const_cast<char*>(entry.c_str()));
+  for (char** entry = environ; inherit && *entry != nullptr; ++entry) {
     const std::string_view text(*entry);
     const auto name = text.substr(0, text.find('=') + 1);  // "NAME="
-    const bool overridden = std::any_of(
-        extra_environment.begin(), extra_environment.end(), [&](const std::string& extra) {
-          return std::string_view(extra).substr(0, name.size()) == name;
-        });
+    const bool overridden = std::any_of(extra.begin(), extra.end(), [&](const std::string& e) {
+      return std::string_view(e).substr(0, name.size()) == name;
+    });
     if (!overridden) environment.push_back(*entry);
   }
   environment.push_back(nullptr);
-  int output = -1;
-  if (!output_path.empty()) {
-    output = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (output < 0) {
-      outcome.message = "cannot write " + output_path + ": " + std::strerror(errno);
-      return outcome;
-    }
-  }
-  const pid_t parent = getpid();
-  const auto started = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    outcome.message = std::string("fork: ") + std::strerror(errno);
-    if (output >= 0) close(output);
-    return outcome;
-  }
-  if (pid == 0) {
-    // Its own process group: a terminal's Ctrl-C reaches the supervisor only, which then
-    // kills the child and records an interruption rather than a crash.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the supervisor died before prctl
-    if (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0))
-      _exit(127);
-    if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) _exit(127);
-    execve(args[0], args.data(), environment.data());
+  return environment;
+}
+
+// In the forked child: its own process group (a terminal's Ctrl-C reaches the supervisor
+// only, which then kills the child and records an interruption rather than a crash), death
+// with the supervisor, its output, its folder, then exec. Async-signal-safe calls only.
+[[noreturn]] void BecomeChild(pid_t parent, int output, const std::string& working_dir,
+                              std::vector<char*>& args, std::vector<char*>& environment) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the supervisor died before prctl
+  if (output >= 0 && (dup2(output, STDOUT_FILENO) < 0 || dup2(output, STDERR_FILENO) < 0))
     _exit(127);
+  if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) _exit(127);
+  execve(args[0], args.data(), environment.data());
+  _exit(127);
+}
+
+// How the child ended, from waitpid's status; `should_stop` true: an interruption (a
+// signal sent to the whole group, kill -- -PGID, reaches the child as well).
+void RecordEnd(int status, const std::string& program, const std::function<bool()>& should_stop,
+               ChildOutcome& outcome) {
+  if (should_stop && should_stop()) {
+    outcome.end = ChildOutcome::End::kInterrupted;
+  } else if (WIFEXITED(status)) {
+    outcome.end = ChildOutcome::End::kExited;
+    outcome.exit_code = WEXITSTATUS(status);
+    if (outcome.exit_code == 127) outcome.message = "exec " + program + " failed";
+  } else {
+    outcome.end = ChildOutcome::End::kSignaled;
+    outcome.signal = WTERMSIG(status);
   }
-  if (output >= 0) close(output);
+}
+
+// Waits for child `pid`, polling every 20 ms; kills it past `timeout_s` or when
+// `should_stop` says so.
+ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
+                       const std::function<bool()>& should_stop) {
+  ChildOutcome outcome;
+  const auto started = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
@@ -116,19 +115,7 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
       outcome.wall_s = elapsed();
-      // A signal sent to the whole group (kill -- -PGID) reaches the child as well.
-      if (should_stop && should_stop()) {
-        outcome.end = ChildOutcome::End::kInterrupted;
-        return outcome;
-      }
-      if (WIFEXITED(status)) {
-        outcome.end = ChildOutcome::End::kExited;
-        outcome.exit_code = WEXITSTATUS(status);
-        if (outcome.exit_code == 127) outcome.message = "exec " + argv[0] + " failed";
-      } else {
-        outcome.end = ChildOutcome::End::kSignaled;
-        outcome.signal = WTERMSIG(status);
-      }
+      RecordEnd(status, program, should_stop, outcome);
       return outcome;
     }
     if (done < 0 && errno != EINTR) {
@@ -139,6 +126,41 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
     if (timeout_s > 0 && elapsed() > timeout_s) return kill_child(ChildOutcome::End::kTimedOut);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+}  // namespace
+
+ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
+                      const std::function<bool()>& should_stop,
+                      const std::vector<std::string>& extra_environment,
+                      const std::string& output_path, bool inherit_environment,
+                      const std::string& working_dir) {
+  ChildOutcome outcome;
+  if (argv.empty()) {
+    outcome.message = "no command";
+    return outcome;
+  }
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> environment = ChildEnvironment(extra_environment, inherit_environment);
+  int output = -1;
+  if (!output_path.empty()) {
+    output = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (output < 0) {
+      outcome.message = "cannot write " + output_path + ": " + std::strerror(errno);
+      return outcome;
+    }
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) BecomeChild(parent, output, working_dir, args, environment);
+  if (output >= 0) close(output);
+  if (pid < 0) {
+    outcome.message = std::string("fork: ") + std::strerror(errno);
+    return outcome;
+  }
+  return Supervise(pid, argv[0], timeout_s, should_stop);
 }
 
 }  // namespace seqbench
