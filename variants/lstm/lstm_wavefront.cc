@@ -164,6 +164,132 @@ class SingleThreadedOpenBlas {
   int previous_ = 0;
 };
 
+// One forward's wavefront: what the stages share, and a stage's work. The weights, layer
+// 0's projection and the mask are read-only while the stages run; outputs[l][t] is written
+// once by layer l's stage, then published through done[l].
+// Thread-safety: RunStage runs on each stage's thread, on its own layers only; the rest
+// on the caller's thread.
+class Wavefront {
+ public:
+  // inputs: [B,T,D]; mask: [B,T] or undefined (no padding); not written.
+  Wavefront(const torch::Tensor& inputs, const torch::Tensor& mask, const Weights& w,
+            int64_t stages, int64_t block, StageStreamSet& stream_set)
+      : inputs_(inputs),
+        mask_(mask),
+        layers_(static_cast<int64_t>(w.layers.size())),
+        steps_(inputs.size(1)),
+        stages_(stages),
+        block_(block),
+        outputs_(layers_, std::vector<torch::Tensor>(steps_)),
+        done_(layers_),
+        h_n_(layers_),
+        c_n_(layers_),
+        errors_(stages),
+        grad_enabled_(torch::GradMode::is_enabled()),
+        streams_(inputs, stages, layers_, (steps_ + block - 1) / block, stream_set) {
+    for (const LayerWeights& lw : w.layers) {
+      input_weights_.push_back(lw.weight_ih.t());
+      recurrent_weights_.push_back(lw.weight_hh.t());
+      biases_.push_back(lw.bias_ih + lw.bias_hh);
+    }
+    for (auto& counter : done_) counter.store(0);
+    // Layer 0's inputs are all known: its input projection is one GEMM over T, [B,T,4H].
+    // Cut once, before the stages start: a narrow per block or a select per step would
+    // make the backward scatter into [B,T,4H] zero buffers over and over (O(T^2)).
+    first_blocks_ = (torch::matmul(inputs, input_weights_[0]) + biases_[0]).split(block, 1);
+    if (mask.defined()) mask_steps_ = mask.unbind(1);
+  }
+
+  // Runs stages 1.. on threads of their own and stage 0 on the caller's, then gathers:
+  // outputs [B,T,H], h_n and c_n [L,B,H]. Rethrows a stage's error.
+  LstmOutputs Run() {
+    std::vector<std::thread> workers;
+    for (int64_t stage = 1; stage < stages_; ++stage)
+      workers.emplace_back([this, stage] { RunStage(stage); });
+    RunStage(0);
+    for (auto& worker : workers) worker.join();
+    for (const auto& error : errors_) {
+      if (error) std::rethrow_exception(error);  // a stage's own error, before any of Join's
+    }
+    streams_.Join();
+    return {torch::stack(outputs_[layers_ - 1], 1), torch::stack(h_n_, 0), torch::stack(c_n_, 0)};
+  }
+
+ private:
+  // Stage `stage`: its contiguous layers, block after block; an error stops every stage.
+  void RunStage(int64_t stage) {
+    try {
+      torch::AutoGradMode grad_mode(grad_enabled_);  // grad mode is thread-local
+      StreamScope on_stage_stream;
+      streams_.Enter(stage, on_stage_stream);
+      const int64_t first = stage * layers_ / stages_, last = (stage + 1) * layers_ / stages_;
+      std::vector<torch::Tensor> h, c;  // [B,H] a layer of this stage
+      for (int64_t l = first; l < last; ++l) {
+        h.push_back(torch::zeros({inputs_.size(0), inputs_.size(2)}, inputs_.options()));
+        c.push_back(h.back());
+      }
+      for (int64_t start = 0; start < steps_; start += block_) {
+        for (int64_t l = first; l < last; ++l) {
+          if (!RunBlock(l, first, start, h[l - first], c[l - first])) return;
+          if (l == last - 1 && l + 1 < layers_) streams_.Published(l, start / block_);
+          done_[l].store(std::min(start + block_, steps_), std::memory_order_release);
+        }
+      }
+      for (int64_t l = first; l < last; ++l) {
+        h_n_[l] = h[l - first];
+        c_n_[l] = c[l - first];
+      }
+    } catch (...) {
+      errors_[stage] = std::current_exception();
+      failed_.store(true);
+    }
+  }
+
+  // Layer l's block from step `start`, on its state h, c: [B,H] (replaced step by step).
+  // False when another stage failed while this one waited for the layer below.
+  bool RunBlock(int64_t l, int64_t first, int64_t start, torch::Tensor& h, torch::Tensor& c) {
+    const int64_t size = std::min(block_, steps_ - start);
+    torch::Tensor projected;  // [B,size,4H]: this block's input part of the gates
+    if (l == 0) {
+      projected = first_blocks_[start / block_];
+    } else {
+      if (l == first) {  // the layer below belongs to another stage
+        while (done_[l - 1].load(std::memory_order_acquire) < start + size) {
+          if (failed_.load(std::memory_order_relaxed)) return false;
+          std::this_thread::yield();
+        }
+        streams_.Consume(l - 1, start / block_);
+      }
+      const std::vector<torch::Tensor> below(outputs_[l - 1].begin() + start,
+                                             outputs_[l - 1].begin() + start + size);
+      projected = torch::matmul(torch::stack(below, 1), input_weights_[l]) + biases_[l];
+    }
+    const std::vector<torch::Tensor> projected_steps = projected.unbind(1);
+    for (int64_t t = start; t < start + size; ++t) {
+      const auto gates = torch::addmm(projected_steps[t - start], h, recurrent_weights_[l]);
+      auto [h_next, c_next] = FusedCellUpdate(gates, c);
+      const auto keep = mask_.defined() ? mask_steps_[t].unsqueeze(1) : torch::Tensor();
+      c = KeepWhere(keep, c_next, c);
+      h = KeepWhere(keep, h_next, h);
+      outputs_[l][t] = h;
+    }
+    return true;
+  }
+
+  const torch::Tensor& inputs_;
+  const torch::Tensor& mask_;
+  const int64_t layers_, steps_, stages_, block_;
+  std::vector<torch::Tensor> input_weights_, recurrent_weights_, biases_;
+  std::vector<torch::Tensor> first_blocks_, mask_steps_;
+  std::vector<std::vector<torch::Tensor>> outputs_;
+  std::vector<std::atomic<int64_t>> done_;
+  std::vector<torch::Tensor> h_n_, c_n_;
+  std::atomic<bool> failed_{false};
+  std::vector<std::exception_ptr> errors_;
+  const bool grad_enabled_;
+  StageStreams streams_;
+};
+
 class LstmWavefront final : public LstmVariant {
  public:
   Capabilities capabilities() const override {
@@ -177,101 +303,11 @@ class LstmWavefront final : public LstmVariant {
   LstmOutputs Run(const torch::Tensor& inputs, const torch::Tensor& mask) override {
     const Weights w = weights();
     const int64_t layers = static_cast<int64_t>(w.layers.size());
-    const int64_t steps = inputs.size(1);
     const int64_t stages = std::min(OptionOr("threads", layers), layers);
     const int64_t block = OptionOr("block", 16);
     TORCH_CHECK(stages >= 1, "lstm_wavefront: threads must be at least 1, got ", stages);
     TORCH_CHECK(block >= 1, "lstm_wavefront: block must be at least 1, got ", block);
-
-    // Shared, read-only during the wavefront.
-    std::vector<torch::Tensor> input_weights, recurrent_weights, biases;
-    for (const LayerWeights& lw : w.layers) {
-      input_weights.push_back(lw.weight_ih.t());
-      recurrent_weights.push_back(lw.weight_hh.t());
-      biases.push_back(lw.bias_ih + lw.bias_hh);
-    }
-    // Layer 0's inputs are all known: its input projection is one GEMM over T.
-    const auto first_projection = torch::matmul(inputs, input_weights[0]) + biases[0];  // [B,T,4H]
-    // Cut once, before the stages start: a narrow per block or a select per step would make
-    // the backward scatter into [B,T,4H] zero buffers over and over (O(T^2)).
-    const std::vector<torch::Tensor> first_blocks = first_projection.split(block, 1);
-    const std::vector<torch::Tensor> mask_steps =
-        mask.defined() ? mask.unbind(1) : std::vector<torch::Tensor>();
-
-    // outputs[l][t] is written once by layer l's stage, then published through done[l].
-    std::vector<std::vector<torch::Tensor>> outputs(layers, std::vector<torch::Tensor>(steps));
-    std::vector<std::atomic<int64_t>> done(layers);
-    for (auto& counter : done) counter.store(0);
-    std::vector<torch::Tensor> h_n(layers), c_n(layers);
-    std::atomic<bool> failed{false};
-    std::vector<std::exception_ptr> errors(stages);
-    const bool grad_enabled = torch::GradMode::is_enabled();
-    const int64_t blocks = (steps + block - 1) / block;
-    StageStreams streams(inputs, stages, layers, blocks, stream_set_);
-
-    const auto run_stage = [&](int64_t stage) {
-      try {
-        torch::AutoGradMode grad_mode(grad_enabled);  // grad mode is thread-local
-        StreamScope on_stage_stream;
-        streams.Enter(stage, on_stage_stream);
-        const int64_t first = stage * layers / stages, last = (stage + 1) * layers / stages;
-        std::vector<torch::Tensor> h, c;
-        for (int64_t l = first; l < last; ++l) {
-          h.push_back(torch::zeros({inputs.size(0), inputs.size(2)}, inputs.options()));
-          c.push_back(h.back());
-        }
-        for (int64_t start = 0; start < steps; start += block) {
-          const int64_t size = std::min(block, steps - start);
-          for (int64_t l = first; l < last; ++l) {
-            torch::Tensor projected;  // [B,size,4H]: this block's input part of the gates
-            if (l == 0) {
-              projected = first_blocks[start / block];
-            } else {
-              if (l == first) {  // the layer below belongs to another stage
-                while (done[l - 1].load(std::memory_order_acquire) < start + size) {
-                  if (failed.load(std::memory_order_relaxed)) return;
-                  std::this_thread::yield();
-                }
-                streams.Consume(l - 1, start / block);
-              }
-              const std::vector<torch::Tensor> below(outputs[l - 1].begin() + start,
-                                                     outputs[l - 1].begin() + start + size);
-              projected = torch::matmul(torch::stack(below, 1), input_weights[l]) + biases[l];
-            }
-            const int64_t k = l - first;
-            const std::vector<torch::Tensor> projected_steps = projected.unbind(1);
-            for (int64_t t = start; t < start + size; ++t) {
-              const auto gates =
-                  torch::addmm(projected_steps[t - start], h[k], recurrent_weights[l]);
-              auto [h_next, c_next] = FusedCellUpdate(gates, c[k]);
-              const auto keep = mask.defined() ? mask_steps[t].unsqueeze(1) : torch::Tensor();
-              c[k] = KeepWhere(keep, c_next, c[k]);
-              h[k] = KeepWhere(keep, h_next, h[k]);
-              outputs[l][t] = h[k];
-            }
-            if (l == last - 1 && l + 1 < layers) streams.Published(l, start / block);
-            done[l].store(start + size, std::memory_order_release);
-          }
-        }
-        for (int64_t l = first; l < last; ++l) {
-          h_n[l] = h[l - first];
-          c_n[l] = c[l - first];
-        }
-      } catch (...) {
-        errors[stage] = std::current_exception();
-        failed.store(true);
-      }
-    };
-
-    std::vector<std::thread> workers;
-    for (int64_t stage = 1; stage < stages; ++stage) workers.emplace_back(run_stage, stage);
-    run_stage(0);
-    for (auto& worker : workers) worker.join();
-    for (const auto& error : errors) {
-      if (error) std::rethrow_exception(error);  // a stage's own error, before any of Join's
-    }
-    streams.Join();
-    return {torch::stack(outputs[layers - 1], 1), torch::stack(h_n, 0), torch::stack(c_n, 0)};
+    return Wavefront(inputs, mask, w, stages, block, stream_set_).Run();
   }
 
  protected:
