@@ -23,9 +23,6 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 namespace {
 
-volatile std::sig_atomic_t ab_stop_requested = 0;
-void RequestAbStop(int) { ab_stop_requested = 1; }
-
 std::string ExistingExecutable(const std::string& path, const std::string& flag) {
   namespace fs = std::filesystem;
   std::error_code error;
@@ -148,8 +145,7 @@ int RunAbCommand(const std::vector<std::string>& args) {
               f.request.lockstep ? "lockstep workers (both sides set up first)"
                                  : "one process a side each round",
               (long long)f.request.rounds);
-  std::signal(SIGINT, RequestAbStop);
-  std::signal(SIGTERM, RequestAbStop);
+  InstallStopHandlers();
   const AbResult result = RunAb(
       f.request, store, folder,
       [](const AbProgress& progress) {
@@ -161,7 +157,7 @@ int RunAbCommand(const std::vector<std::string>& args) {
                       (long long)progress.rounds, progress.side.c_str());
         std::fflush(stdout);
       },
-      [] { return ab_stop_requested != 0; });
+      StopRequested);
   if (f.scratch.empty()) RemoveTree(folder);
   std::printf(
       "ab: runs %lld (base) and %lld (new), order %s -> %s\n"

@@ -121,6 +121,13 @@ void CheckThreadsFlag(const std::string& command, int64_t threads);
 // `--filter` of `command` compiled once, so a bad pattern is exit 2 before anything runs.
 void CheckFilterFlag(const std::string& command, const std::string& filter);
 
+// Ctrl-C and SIGTERM for the long-running commands (run, train, ab): after
+// InstallStopHandlers() either sets the flag StopRequested() reads, and the command
+// stores what it finished and stops between steps instead of dying in the middle of a
+// write. The flag is process-wide and never cleared.
+void InstallStopHandlers();
+bool StopRequested();
+
 // Where results go when no --db is given.
 inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";
 

@@ -35,9 +35,6 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 namespace {
 
-volatile std::sig_atomic_t stop_requested = 0;
-void RequestStop(int) { stop_requested = 1; }
-
 std::string ProgressLine(const CaseRecord& record) {
   std::string line = record.name() + " " + record.workload().Label() + "  ";
   const auto median = record.MetricValue("runtime_median_s");
@@ -359,6 +356,18 @@ void CheckThreadsFlag(const std::string& command, int64_t threads) {
                      " and " + std::to_string(field.max) + ", got " + std::to_string(threads));
   }
 }
+
+namespace {
+volatile std::sig_atomic_t stop_requested = 0;
+void RequestStop(int) { stop_requested = 1; }
+}  // namespace
+
+void InstallStopHandlers() {
+  std::signal(SIGINT, RequestStop);
+  std::signal(SIGTERM, RequestStop);
+}
+
+bool StopRequested() { return stop_requested != 0; }
 
 void CheckFilterFlag(const std::string& command, const std::string& filter) {
   try {
@@ -730,8 +739,7 @@ int RunRun(const std::vector<std::string>& args) {
   std::optional<Counting> counting;
   if (!suite.measurement.count.empty()) counting = CountingFor(f, suite.measurement);
 
-  std::signal(SIGINT, RequestStop);
-  std::signal(SIGTERM, RequestStop);
+  InstallStopHandlers();
   std::printf("run %lld: suite %s, %zu cases%s -> %s\n", (long long)run.id, suite.name.c_str(),
               cases.size(),
               run.finished.empty()
@@ -740,7 +748,7 @@ int RunRun(const std::vector<std::string>& args) {
               f.db_path.c_str());
   std::fflush(stdout);
   const auto should_stop = [&](int64_t cases_run) {
-    return stop_requested || (f.stop_after > 0 && cases_run >= f.stop_after);
+    return StopRequested() || (f.stop_after > 0 && cases_run >= f.stop_after);
   };
   const RunSummary summary =
       RunPending(f, suite, cases, checked.check, store, run, should_stop, isolation, counting);

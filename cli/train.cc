@@ -40,9 +40,7 @@ using training::StepResult;
 using training::Trainer;
 using training::TrainingSuite;
 
-volatile std::sig_atomic_t stop_requested = 0;
 int64_t stop_after_steps = 0;  // tests: stop after this many steps, as if interrupted
-void RequestStop(int) { stop_requested = 1; }
 
 // A one-pipeline suite from the command line's flags, as TOML text: parsed like any suite
 // file (one validation path), and stored with the run as its provenance. `flags` names the
@@ -220,7 +218,7 @@ int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grac
     environment.insert(environment.end(), threads.begin(), threads.end());
     supervisors.emplace_back([&, rank, environment] {
       const auto should_stop = [&] {
-        return stop_requested ||
+        return StopRequested() ||
                (failed && now_ms() - failed_at_ms > static_cast<int64_t>(grace_s * 1000));
       };
       outcomes[rank] = RunChild(argv, 0, should_stop, environment);
@@ -643,7 +641,7 @@ struct Voice {
 training::PipelineHooks HooksFor(ProgressPrinter& progress, const Voice& voice) {
   training::PipelineHooks hooks;
   hooks.should_stop = [](int64_t steps_taken) {
-    return stop_requested || (stop_after_steps > 0 && steps_taken >= stop_after_steps);
+    return StopRequested() || (stop_after_steps > 0 && steps_taken >= stop_after_steps);
   };
   hooks.on_step = [&progress, speaks = voice.speaks](
                       const StepResult& step, double elapsed_s, double tokens_per_s,
@@ -739,8 +737,7 @@ int RunTrain(const std::vector<std::string>& args) {
   FitPipelinesToWorld(f, plan.size, pipelines);
   CheckCheckpointFlags(f, pipelines);
   if (f.nproc > 1) {
-    std::signal(SIGINT, RequestStop);
-    std::signal(SIGTERM, RequestStop);
+    InstallStopHandlers();
     return LaunchRanks(args, f.nproc, /*grace_s=*/f.timeout_s + 10.0);
   }
   std::unique_ptr<training::World> world;
@@ -781,8 +778,7 @@ int RunTrain(const std::vector<std::string>& args) {
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)opened.id,
               suite.name.c_str(), pipelines.size(), data.description.c_str(), f.db_path.c_str());
   std::fflush(stdout);
-  std::signal(SIGINT, RequestStop);
-  std::signal(SIGTERM, RequestStop);
+  InstallStopHandlers();
   const TrainingOutcome outcome =
       TrainPipelines(f, suite, pipelines, data, store, opened, world.get(), voice);
   return FinishTraining(store, opened.id, outcome);
