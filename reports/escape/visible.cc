@@ -78,7 +78,7 @@ std::string VisibleText(const std::string& text, bool keep_line_breaks) {
   const std::string valid = ValidUtf8(text);
   std::string visible;
   visible.reserve(valid.size());
-  char escaped[8];
+  char escaped[16];  // "\\u" and up to 8 hex digits, as GCC cannot bound `code`
   for (size_t i = 0; i < valid.size();) {
     const size_t length = SequenceLength(valid, i);  // >= 1: the text is valid now
     const uint32_t code = CodePoint(valid, i, length);
