@@ -387,6 +387,7 @@ void CheckSelectionFlags(const RunFlags& f, CheckedFlags& checked) {
   }
   checked.check = *check;
   CaseSelection& selection = checked.selection;
+  if (f.Given("filter")) CheckFilterFlag("run", f.filter);
   selection.filter = f.filter;
   if (f.Given("device")) selection.device = f.device;
   if (f.Given("threads")) {
@@ -706,12 +707,7 @@ int RunRun(const std::vector<std::string>& args) {
   // Everything the user gave is checked before the database is touched.
   const Suite suite = SuiteFor(f, checked);
   if (f.test_extra_head_passes > 0) SetTestExtraHeadPasses(f.test_extra_head_passes);
-  std::vector<CaseSpec> cases;
-  try {
-    cases = SelectCases(suite, checked.selection);
-  } catch (const std::invalid_argument& error) {
-    throw UsageError(std::string("run: --filter ") + error.what());
-  }
+  const std::vector<CaseSpec> cases = SelectCases(suite, checked.selection);  // filter checked
   if (cases.empty())
     throw UsageError("run: no case of " + f.suite_path + " matches --filter/--shard");
   if (f.Given("count-out"))

@@ -36,21 +36,6 @@ std::string FormatDuration(double seconds) {
   return Printf("%.*f %s", value, decimals, unit.name);
 }
 
-std::string FormatMeanStd(double mean_s, double std_s) {
-  if (!std::isfinite(mean_s) || !std::isfinite(std_s)) return FormatDuration(mean_s);
-  const Unit unit = DurationUnit(mean_s);
-  const double mean = mean_s / unit.scale;
-  if (std_s < 0) return FormatDuration(mean_s);
-  const double spread = std_s / unit.scale;
-  // Two significant digits of the std decide the decimals of both numbers.
-  int decimals = 0;
-  if (spread > 0) decimals = std::clamp(1 - static_cast<int>(std::floor(std::log10(spread))), 0, 6);
-  char buffer[96];
-  std::snprintf(buffer, sizeof(buffer), "%.*f %s ± %.*f", decimals, mean, unit.name, decimals,
-                spread);
-  return buffer;
-}
-
 std::string FormatSignificant(double value, int digits) {
   char buffer[40];
   std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);

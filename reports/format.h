@@ -11,9 +11,6 @@ namespace seqbench {
 
 // 0.00321 -> "3.21 ms"; picks ns, µs, ms or s so that the number is in [1, 1000).
 std::string FormatDuration(double seconds);
-// mean ± std in one unit (the mean's), with as many decimals as the std supports:
-// (0.003214, 0.000041) -> "3.214 ms ± 0.041". A negative std prints the mean alone.
-std::string FormatMeanStd(double mean_s, double std_s);
 // 1536 -> "1.5 KiB"; negative (unknown) -> "n/a".
 std::string FormatBytes(int64_t bytes);
 // `digits` significant figures, %g style: (2.0914, 3) -> "2.09".

@@ -82,14 +82,6 @@ const WorkloadField* FindWorkloadField(std::string_view name) {
   return nullptr;
 }
 
-std::string WorkloadFieldNames() {
-  std::string names;
-  for (const WorkloadField& field : WorkloadFields()) {
-    names += (names.empty() ? "" : ", ") + std::string(field.name);
-  }
-  return names;
-}
-
 std::string WorkloadField::Get(const Workload& workload) const {
   return integer != nullptr ? std::to_string(workload.*integer) : workload.*text;
 }

@@ -75,8 +75,6 @@ struct WorkloadField {
 const std::vector<WorkloadField>& WorkloadFields();
 // The field called `name`, or nullptr.
 const WorkloadField* FindWorkloadField(std::string_view name);
-// "mode, batch, seq_len, ...": for messages that list the valid names.
-std::string WorkloadFieldNames();
 
 struct CaseIdentity {
   std::string variant_name;  // unique within a suite
