@@ -18,6 +18,7 @@
 #include "harness/case_record.h"
 #include "harness/child_process.h"
 #include "harness/cuda_probe.h"
+#include "harness/environment.h"
 #include "harness/instruction_count.h"
 #include "harness/key_pattern.h"
 #include "harness/lockstep.h"
@@ -25,6 +26,7 @@
 #include "harness/run_header.h"
 #include "harness/runner.h"
 #include "harness/suite.h"
+#include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "results/store.h"
 #include "variants/core/test_hooks.h"
@@ -161,6 +163,26 @@ struct CheckedFlags {
   CaseSelection selection;
 };
 
+// The flags `run --help` does not list: the suite's path, and those of the children run
+// starts itself (--isolate's, --count's) and of the tests.
+void DeclareHiddenRunFlags(po::options_description& hidden, RunFlags& f) {
+  hidden.add_options()("suite", po::value(&f.suite_path))(
+      "stop-after", po::value(&f.stop_after), "stop after K cases, as if interrupted (tests)")(
+      // The child of --isolate: run the case with this key, store it into run --into-run
+      // at --position, print nothing, exit 0 (a failing case is a stored status).
+      "run-case", po::value(&f.run_case))("into-run", po::value(&f.into_run))(
+      "run-uuid", po::value(&f.run_uuid))("position", po::value(&f.position))(
+      // Test-only: inflate the matching cases' step times by a known factor with whole
+      // extra steps, to measure what the gate catches (reports/README.md). Recorded with
+      // the run, and a warning wherever it is shown.
+      "test-slowdown", po::value(&f.test_slowdown))("test-slowdown-filter",
+                                                    po::value(&f.test_slowdown_filter))(
+      // Test-only: the head every variant shares computes its logits N extra times.
+      "test-extra-head-passes", po::value(&f.test_extra_head_passes))(
+      // The child of --count, under valgrind: count the cases OUT_DIR/cases lists.
+      "count-out", po::value(&f.count_out));
+}
+
 // Parses `args` into `f`; false when --help was answered.
 bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
   po::options_description options(
@@ -197,6 +219,9 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
                                "complete run RUN_ID: skip its finished cases")(
       "shard", po::value(&f.shard_text), "run shard i of n (i/n, 1-based): a deterministic subset")(
       "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
+      "measure-limits",
+      "measure this machine's GEMM rate and memory bandwidth (the roofline's peaks) again, "
+      "instead of taking them from an earlier run in the database on the same machine")(
       "check", po::value(&f.check_text)->default_value("full"),
       "full: check every case against the baseline; sample: one case per variant, mode, "
       "device and shape; none: timing only (recorded with the run)")(
@@ -221,21 +246,7 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
       "seqbench ab's worker (harness/lockstep.h): set every case up, then take one sample "
       "when told, over the pipes PREFIX.in and PREFIX.out");
   po::options_description hidden;
-  hidden.add_options()("suite", po::value(&f.suite_path))(
-      "stop-after", po::value(&f.stop_after), "stop after K cases, as if interrupted (tests)")(
-      // The child of --isolate: run the case with this key, store it into run --into-run
-      // at --position, print nothing, exit 0 (a failing case is a stored status).
-      "run-case", po::value(&f.run_case))("into-run", po::value(&f.into_run))(
-      "run-uuid", po::value(&f.run_uuid))("position", po::value(&f.position))(
-      // Test-only: inflate the matching cases' step times by a known factor with whole
-      // extra steps, to measure what the gate catches (reports/README.md). Recorded with
-      // the run, and a warning wherever it is shown.
-      "test-slowdown", po::value(&f.test_slowdown))("test-slowdown-filter",
-                                                    po::value(&f.test_slowdown_filter))(
-      // Test-only: the head every variant shares computes its logits N extra times.
-      "test-extra-head-passes", po::value(&f.test_extra_head_passes))(
-      // The child of --count, under valgrind: count the cases OUT_DIR/cases lists.
-      "count-out", po::value(&f.count_out));
+  DeclareHiddenRunFlags(hidden, f);
   po::positional_options_description positional;
   positional.add("suite", 1);
   auto values = ParseArguments(args, options, hidden, positional, "run");
@@ -442,6 +453,25 @@ Suite SuiteFor(const RunFlags& f, const CheckedFlags& checked) {
   return suite;
 }
 
+// The roofline's peaks at the conditions of this run's cases: from the newest of the
+// database's last 20 runs measured on the same machine fingerprint, else measured now
+// (about a second; --measure-limits: always).
+std::vector<std::pair<std::string, std::string>> MachineLimitsFor(
+    const RunFlags& f, const std::vector<CaseSpec>& cases) {
+  std::vector<RunRecord> earlier;
+  if (!f.Given("measure-limits") && std::filesystem::exists(f.db_path)) {
+    const Store store(f.db_path, StoreAccess::kReadOnly);
+    const std::vector<RunRecord> listed = store.Runs();
+    for (auto run = listed.rbegin(); run != listed.rend() && earlier.size() < 20; ++run)
+      earlier.push_back(*store.FindRun(run->run_id));
+  }
+  const auto entries = LimitsFor(cases, CaptureEnvironment(), earlier, f.Given("measure-limits"));
+  std::printf("this machine's GEMM rate and memory bandwidth: %s\n",
+              escape::TerminalText(entries.back().second).c_str());
+  std::fflush(stdout);
+  return entries;
+}
+
 // The run's settings as stored with it: the measurement, the test-only inflation, counting,
 // the timer and tracing, the machine's peaks (a new run's only), the isolation.
 std::vector<std::pair<std::string, std::string>> RunSettings(const RunFlags& f, const Suite& suite,
@@ -470,12 +500,9 @@ std::vector<std::pair<std::string, std::string>> RunSettings(const RunFlags& f, 
   entries.emplace_back("nvtx", !TracingCompiledIn() ? "not compiled in"
                                : TracingEnabled()   ? "on"
                                                     : "off");
+  // A resumed run keeps the limits it started with.
   if (f.resume == 0) {
-    // The roofline's peaks, at the conditions of this run's cases; a resumed run keeps
-    // the ones it started with.
-    std::printf("measuring this machine's GEMM rate and memory bandwidth...\n");
-    std::fflush(stdout);
-    for (auto& entry : MeasureLimitsFor(cases)) entries.push_back(entry);
+    for (auto& entry : MachineLimitsFor(f, cases)) entries.push_back(entry);
   }
   entries.emplace_back(
       "isolation",

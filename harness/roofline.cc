@@ -84,7 +84,10 @@ MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype
   return limits;
 }
 
-std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
+namespace {
+
+// Each (device, dtype, threads) among `cases` that this process can run.
+std::set<std::tuple<std::string, std::string, int64_t>> LimitConditions(
     const std::vector<CaseSpec>& cases) {
   std::set<std::tuple<std::string, std::string, int64_t>> conditions;
   for (const CaseSpec& spec : cases) {
@@ -92,6 +95,61 @@ std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
     if (w.device == "cuda" && !torch::cuda::is_available()) continue;
     conditions.emplace(w.device, w.dtype, w.threads);
   }
+  return conditions;
+}
+
+// The entries MeasureLimitsFor gives for `cases`, as `run` holds them; empty when `run`
+// lacks one.
+std::vector<std::pair<std::string, std::string>> StoredLimits(const std::vector<CaseSpec>& cases,
+                                                              const RunRecord& run) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::set<std::string> keys;
+  for (const auto& [device, dtype, threads] : LimitConditions(cases)) {
+    keys.insert(PeakGemmKey(device, dtype, threads));
+    keys.insert(PeakStreamKey(device, threads));
+  }
+  for (const std::string& key : keys) {
+    const std::string value = run.Environment(key);
+    if (value.empty()) return {};
+    entries.emplace_back(key, value);
+  }
+  return entries;
+}
+
+}  // namespace
+
+const std::vector<std::string>& LimitFingerprintKeys() {
+  static const std::vector<std::string> keys = {
+      "cpu_model", "cpu_logical_cores",   "gpu_name",
+      "hostname",  "torch_version",       "blas_library",
+      "blas_core", "aten_cpu_capability", "env_openblas_coretype"};
+  return keys;
+}
+
+std::vector<std::pair<std::string, std::string>> LimitsFor(const std::vector<CaseSpec>& cases,
+                                                           const Environment& now,
+                                                           const std::vector<RunRecord>& earlier,
+                                                           bool remeasure) {
+  for (const RunRecord& run : remeasure ? std::vector<RunRecord>() : earlier) {
+    const auto& keys = LimitFingerprintKeys();
+    const bool same = std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
+      return run.Environment(key) == now.Get(key);
+    });
+    if (!same) continue;
+    auto entries = StoredLimits(cases, run);
+    if (entries.empty()) continue;
+    entries.emplace_back("machine_limits",
+                         "from run " + std::to_string(run.run_id) + " (same machine fingerprint)");
+    return entries;
+  }
+  auto entries = MeasureLimitsFor(cases);
+  entries.emplace_back("machine_limits", "measured");
+  return entries;
+}
+
+std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
+    const std::vector<CaseSpec>& cases) {
+  const auto conditions = LimitConditions(cases);
   std::vector<std::pair<std::string, std::string>> entries;
   std::set<std::pair<std::string, int64_t>> streams;
   for (const auto& [device_name, dtype_name, threads] : conditions) {

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "harness/environment.h"
 #include "harness/suite.h"
+#include "results/store.h"
 
 namespace seqbench {
 
@@ -40,5 +42,21 @@ MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype
 // without a GPU) are left out: their cases are skipped anyway.
 std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
     const std::vector<CaseSpec>& cases);
+
+// The environment entries that decide what the limits measure: the machine (CPU model and
+// logical cores, GPU, host), and the code the GEMM and copy run (LibTorch, the BLAS library
+// and its core, ATen's CPU capability, OPENBLAS_CORETYPE). Runs that agree on all of them
+// measured the same limits.
+const std::vector<std::string>& LimitFingerprintKeys();
+
+// The limits `cases` need, measured once per machine (issue 48): taken from the newest of
+// `earlier` (stored runs, newest first, with their environments) whose LimitFingerprintKeys
+// entries equal `now`'s and which holds every entry MeasureLimitsFor would give, else
+// measured (always with `remeasure`). Adds entry "machine_limits": "measured", or "from run
+// N (same machine fingerprint)".
+std::vector<std::pair<std::string, std::string>> LimitsFor(const std::vector<CaseSpec>& cases,
+                                                           const Environment& now,
+                                                           const std::vector<RunRecord>& earlier,
+                                                           bool remeasure);
 
 }  // namespace seqbench

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "harness/environment.h"
 #include "harness/threads.h"
 #include "tests/test_support.h"
 #include "variants/attention/model.h"
@@ -172,6 +173,48 @@ TEST_CASE("machine limits are measured per device, dtype and thread count", "[ro
     INFO(key);
     REQUIRE(entries.count(key));
     CHECK(entries[key] > 0);
+  }
+  SetThreads(threads_before);
+}
+
+TEST_CASE("the machine limits are measured once per machine fingerprint", "[roofline]") {
+  const int64_t threads_before = CurrentThreads().intra_op;
+  CaseSpec spec;
+  spec.workload.device = "cpu";
+  spec.workload.dtype = "float32";
+  spec.workload.threads = 1;
+  const Environment now = CaptureEnvironment();
+  // An earlier run on this machine, with planted limits no measurement gives.
+  RunRecord earlier;
+  earlier.run_id = 7;
+  for (const std::string& key : LimitFingerprintKeys())
+    earlier.environment.emplace_back(key, now.Get(key));
+  earlier.environment.emplace_back(PeakGemmKey("cpu", "float32", 1), "123.25");
+  earlier.environment.emplace_back(PeakStreamKey("cpu", 1), "4.5");
+  const auto value = [](const std::vector<std::pair<std::string, std::string>>& entries,
+                        const std::string& key) {
+    for (const auto& [k, v] : entries)
+      if (k == key) return v;
+    return std::string();
+  };
+  const auto reused = LimitsFor({spec}, now, {earlier}, false);
+  CHECK(value(reused, PeakGemmKey("cpu", "float32", 1)) == "123.25");
+  CHECK(value(reused, PeakStreamKey("cpu", 1)) == "4.5");
+  CHECK(value(reused, "machine_limits") == "from run 7 (same machine fingerprint)");
+  // Asked to measure again; a run that lacks a limit this one needs; and each entry of the
+  // fingerprint changed in turn (another BLAS core runs other GEMM kernels): measured.
+  CHECK(value(LimitsFor({spec}, now, {earlier}, true), "machine_limits") == "measured");
+  CaseSpec two_threads = spec;
+  two_threads.workload.threads = 2;
+  CHECK(value(LimitsFor({two_threads}, now, {earlier}, false), "machine_limits") == "measured");
+  for (const std::string& key : LimitFingerprintKeys()) {
+    RunRecord elsewhere = earlier;
+    for (auto& [k, v] : elsewhere.environment)
+      if (k == key) v += " (another)";
+    INFO(key);
+    const auto measured = LimitsFor({spec}, now, {elsewhere}, false);
+    CHECK(value(measured, "machine_limits") == "measured");
+    CHECK(value(measured, PeakGemmKey("cpu", "float32", 1)) != "123.25");
   }
   SetThreads(threads_before);
 }
