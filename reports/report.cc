@@ -15,6 +15,7 @@
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
+#include "results/metrics.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
@@ -22,38 +23,15 @@ namespace {
 
 using nlohmann::json;
 
-// The CSV's first metric columns, in this order; every other metric a case of the run
-// carries follows, sorted by name (CsvMetricColumns), so that no stored metric is missed.
-const std::vector<std::string> kMetricColumns = {"runtime_mean_s",
-                                                 "runtime_median_s",
-                                                 "runtime_stddev_s",
-                                                 "runtime_cv",
-                                                 "runtime_min_s",
-                                                 "runtime_max_s",
-                                                 "runtime_q1_s",
-                                                 "runtime_q3_s",
-                                                 "runtime_iqr_s",
-                                                 "runtime_relative_iqr",
-                                                 "runtime_outliers",
-                                                 "tokens_per_s",
-                                                 "peak_bytes",
-                                                 "activation_bytes",
-                                                 "max_rss_bytes",
-                                                 "logits_max_abs",
-                                                 "logits_max_rel",
-                                                 "loss_max_abs",
-                                                 "grad_max_abs",
-                                                 "grad_max_rel",
-                                                 "mismatched_tokens",
-                                                 "correct",
-                                                 "step_flops",
-                                                 "step_bytes",
-                                                 "gflops_per_s",
-                                                 "gbytes_per_s",
-                                                 "instructions_per_step",
-                                                 "instructions_spread",
-                                                 "cycles_estimate_per_step",
-                                                 "hw_instructions_per_step"};
+// The CSV's first metric columns: the metric table's (results/metrics.h) in its order;
+// every other metric a case of the run carries follows, sorted by name (CsvMetricColumns),
+// so that no stored metric is missed.
+std::vector<std::string> LeadingMetricColumns() {
+  std::vector<std::string> columns;
+  for (const MetricSpec& spec : CaseMetrics())
+    if (spec.csv_column) columns.push_back(spec.name);
+  return columns;
+}
 
 // 3 significant figures without exponents: 1899.4 -> "1899", 8.233 -> "8.23".
 std::string Throughput(double value) {
@@ -317,9 +295,9 @@ std::string RenderWarnings(const std::vector<std::string>& warnings) {
   return text + "\n";
 }
 
-// kMetricColumns, then the run's other metrics by name.
+// LeadingMetricColumns, then the run's other metrics by name.
 std::vector<std::string> CsvMetricColumns(const std::vector<CaseRecord>& cases) {
-  std::vector<std::string> columns = kMetricColumns;
+  std::vector<std::string> columns = LeadingMetricColumns();
   std::set<std::string> others;
   for (const CaseRecord& c : cases)
     for (const Metric& metric : c.metrics)
