@@ -52,6 +52,54 @@ std::string ReadFile(const std::string& path, const std::string& command) {
   return text.str();
 }
 
+// The whole run as Markdown: the benchmark tables and warnings, or a training run's table
+// and the sections its pipelines call for.
+std::string RenderMarkdownReport(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  if (run.kind != kRunKindTraining)
+    return RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
+  std::string text = "# Training run " + std::to_string(run.run_id) + " (suite " +
+                     escape::MarkdownText(run.suite_name + ", " + run.started_at) + ")\n\n" +
+                     RenderTrainingTable(cases);
+  // A recall run's point is accuracy against distance, which the training table lacks.
+  if (HasRecallScores(cases))
+    text += "\n## Recall accuracy against distance\n\n" + RenderRecallTable(cases);
+  // The trained weights through the pipelines' evaluate_with variants (int8 inference).
+  if (HasInferenceComparisons(cases))
+    text += "\n## Trained weights through inference variants\n\n" + RenderInferenceTable(cases);
+  // Data-parallel pipelines: where their time went, and the model beyond them.
+  if (const auto rows = ScalingRows(cases); !rows.empty())
+    text += "\n## Data-parallel scaling\n\n" + RenderScalingTable(rows) + "\n" +
+            RenderScalingModel(rows);
+  return text;
+}
+
+// report --format: one row a format. A new format is a row here and its renderer in
+// reports/report.h.
+struct ReportFormat {
+  const char* name;
+  std::string (*render)(const RunRecord& run, const std::vector<CaseRecord>& cases);
+};
+const std::vector<ReportFormat>& ReportFormats() {
+  static const std::vector<ReportFormat> formats = {{"md", RenderMarkdownReport},
+                                                    {"csv", RenderCsv},
+                                                    {"json", RenderJson},
+                                                    {"gbench-json", RenderGbenchJson}};
+  return formats;
+}
+const ReportFormat* FindReportFormat(const std::string& name) {
+  for (const ReportFormat& format : ReportFormats())
+    if (name == format.name) return &format;
+  return nullptr;
+}
+// "md, csv, json or gbench-json".
+std::string ReportFormatNames() {
+  std::string names;
+  const auto& formats = ReportFormats();
+  for (size_t i = 0; i < formats.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == formats.size() ? " or " : ", ") + std::string(formats[i].name);
+  return names;
+}
+
 }  // namespace
 
 int RunReport(const std::vector<std::string>& args) {
@@ -85,13 +133,13 @@ int RunReport(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   RefuseDatabaseOutput(out, selection.db_path);
-  if (format != "md" && format != "csv" && format != "json" && format != "gbench-json") {
-    throw UsageError("report: --format must be md, csv, json or gbench-json, got '" + format + "'");
+  const ReportFormat* renderer = FindReportFormat(format);
+  if (renderer == nullptr) {
+    throw UsageError("report: --format must be " + ReportFormatNames() + ", got '" + format + "'");
   }
   std::unique_ptr<Store> store;
   const RunRecord run = selection.Resolve(*values, store, "report");
   const auto cases = store->Cases(run.run_id);
-  std::string text;
   if (values->count("phases")) {
     if (format != "md") throw UsageError("report: --phases renders Markdown only; drop --format");
     if (run.kind == kRunKindTraining) throw UsageError("report: --phases needs a benchmark run");
@@ -108,30 +156,7 @@ int RunReport(const std::vector<std::string>& args) {
     }
     return 0;
   }
-  if (format == "md") {
-    text = run.kind == kRunKindTraining
-               ? "# Training run " + std::to_string(run.run_id) + " (suite " +
-                     escape::MarkdownText(run.suite_name + ", " + run.started_at) + ")\n\n" +
-                     RenderTrainingTable(cases)
-               : RenderMarkdown(run, cases) + RenderWarnings(RunWarnings(run, cases));
-    // A recall run's point is accuracy against distance, which the training table lacks.
-    if (run.kind == kRunKindTraining && HasRecallScores(cases)) {
-      text += "\n## Recall accuracy against distance\n\n" + RenderRecallTable(cases);
-    }
-    // The trained weights through the pipelines' evaluate_with variants (int8 inference).
-    if (run.kind == kRunKindTraining && HasInferenceComparisons(cases)) {
-      text += "\n## Trained weights through inference variants\n\n" + RenderInferenceTable(cases);
-    }
-    // Data-parallel pipelines: where their time went, and the model beyond them.
-    if (const auto rows = ScalingRows(cases); run.kind == kRunKindTraining && !rows.empty()) {
-      text += "\n## Data-parallel scaling\n\n" + RenderScalingTable(rows) + "\n" +
-              RenderScalingModel(rows);
-    }
-  }
-  if (format == "csv") text = RenderCsv(run, cases);
-  if (format == "json") text = RenderJson(run, cases);
-  if (format == "gbench-json") text = RenderGbenchJson(run, cases);
-  WriteOutput(text, out);
+  WriteOutput(renderer->render(run, cases), out);
   return 0;
 }
 
