@@ -1,12 +1,15 @@
-// `seqbench ab --base-binary PATH SUITE.toml`: every case of a suite timed by two builds
-// in alternating processes, stored as a linked pair of runs that `compare` judges round
-// by round (harness/ab_run.h).
+// `seqbench ab --base-binary PATH SUITE.toml`: every case of a suite timed by two builds,
+// in lockstep workers (or, for a base binary without run --lockstep, one process a side
+// each round), stored as a linked pair of runs that `compare` judges round by round
+// (harness/ab_run.h).
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -37,12 +40,16 @@ std::string ExistingExecutable(const std::string& path, const std::string& flag)
 bool KnowsLockstep(const std::string& binary) {
   std::string log = (std::filesystem::temp_directory_path() / "seqbench-ab-probe-XXXXXX").string();
   const int fd = mkstemp(log.data());
-  if (fd < 0) throw std::runtime_error("ab: cannot create a file in the temp folder");
+  if (fd < 0) throw std::runtime_error("ab: cannot create " + log + ": " + std::strerror(errno));
   close(fd);
-  RunChild({binary, "run", "--help"}, 60, nullptr, {}, log);
+  const ChildOutcome outcome = RunChild({binary, "run", "--help"}, 60, nullptr, {}, log);
   std::ifstream help(log);
   const std::string text((std::istreambuf_iterator<char>(help)), std::istreambuf_iterator<char>());
   std::remove(log.c_str());
+  // A binary that cannot even print its help would fail the pair later, less clearly.
+  if (outcome.end != ChildOutcome::End::kExited || outcome.exit_code != 0)
+    throw UsageError("ab: '" + binary + " run --help' failed (" + outcome.Describe() +
+                     "); is it a seqbench executable?");
   return text.find("--lockstep") != std::string::npos;
 }
 

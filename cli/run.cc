@@ -284,11 +284,14 @@ void CheckModeFlags(const RunFlags& f) {
   }
   if (f.Given("lockstep")) {
     for (const char* other : {"isolate", "case-timeout", "interleave", "max-noise", "resume",
-                              "count-out", "run-case"}) {
+                              "count-out", "run-case", "count-steps", "stop-after"}) {
       if (f.Given(other))
         throw UsageError(std::string("run: --lockstep (seqbench ab's worker) contradicts --") +
                          other);
     }
+    // ab times only: a suite that counts is run with --count none.
+    if (f.Given("count") && f.count_kind != "none")
+      throw UsageError("run: --lockstep (seqbench ab's worker) times only; drop --count");
   }
   if (f.Given("interleave")) {
     if (f.Given("isolate") || f.Given("case-timeout"))

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -111,9 +112,17 @@ class LockstepWorker {
     if (const std::string line = Receive(timeout_s); line != "done")
       throw std::runtime_error("ab: " + side_ + " said " + line);
   }
-  // Ends the conversation and waits for the process to store its run.
-  void Finish() {
+  // Ends the conversation and waits, up to `timeout_s`, for the process to store its run.
+  void Finish(double timeout_s) {
     channel_->Send("end");
+    const auto began = std::chrono::steady_clock::now();
+    while (!ended_) {
+      const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - began;
+      if (timeout_s > 0 && waited.count() > timeout_s)
+        Fail("did not store its run within " + std::to_string(static_cast<int64_t>(timeout_s)) +
+             " s of the end");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     thread_.join();
     RequireRan(outcome_, "the " + side_ + " side's worker", output_);
   }
@@ -124,11 +133,18 @@ class LockstepWorker {
       return channel_->Receive(
           timeout_s, [this] { return ended_.load(); }, "the " + side_ + " side");
     } catch (const std::runtime_error& error) {
-      abandon_ = true;
-      if (thread_.joinable()) thread_.join();
-      RequireRan(outcome_, "the " + side_ + " side's worker", output_);
-      throw;
+      Fail(error.what());
     }
+  }
+  // Gives up on the worker: kills it if it still runs, waits for it, and throws `why` with
+  // how it ended and its output's last line, so that a timeout is not reported as the kill
+  // that followed it.
+  [[noreturn]] void Fail(const std::string& why) {
+    abandon_ = true;
+    if (thread_.joinable()) thread_.join();
+    throw std::runtime_error("ab: the " + side_ + " side's worker: " + why + " (then " +
+                             outcome_.Describe() + "; its output, " + output_ +
+                             ", ends: " + LastLine(output_) + ")");
   }
   std::string side_, prefix_, output_;
   std::optional<LineChannel> channel_;
@@ -152,7 +168,8 @@ std::vector<std::vector<CaseRecord>> SideRounds(const std::string& path,
 // Stores one side's gathered run, linked to its partner by uuid.
 int64_t StoreSide(Store& store, RunRecord run, const std::vector<CaseRecord>& cases,
                   const AbRequest& request, const std::string& side, const std::string& own_uuid,
-                  const std::string& partner_uuid, const std::string& order) {
+                  const std::string& partner_uuid, const std::string& order,
+                  const std::string& started_at) {
   run.uuid = own_uuid;
   run.label = request.label + " " + side;
   run.repetitions = request.rounds;
@@ -160,6 +177,7 @@ int64_t StoreSide(Store& store, RunRecord run, const std::vector<CaseRecord>& ca
   run.environment.emplace_back("ab_side", side);
   run.environment.emplace_back("ab_pair", partner_uuid);
   run.environment.emplace_back("ab_order", order);
+  run.environment.emplace_back("ab_started_at", started_at);
   run.environment.emplace_back("ab_binary",
                                side == "base" ? request.base_binary : request.new_binary);
   const int64_t run_id = store.CreateRun(run);
@@ -261,7 +279,9 @@ SideRuns RunLockstepPairs(const AbRequest& request, const std::string& scratch_d
     std::copy_if(base_keys.begin(), base_keys.end(), std::back_inserter(keys),
                  [&](const std::string& key) { return on_new.count(key) > 0; });
     const std::vector<size_t> pairs = InterleavedOrder(keys.size(), request.rounds, request.seed);
-    const std::vector<bool> base_first = AbOrder(static_cast<int64_t>(pairs.size()), request.seed);
+    // The coins from a seed of their own, apart from the shuffle's stream.
+    const std::vector<bool> base_first =
+        AbOrder(static_cast<int64_t>(pairs.size()), request.seed ^ 0x9E3779B97F4A7C15ULL);
     const int64_t total = static_cast<int64_t>(pairs.size());
     for (int64_t i = 0; i < total; ++i) {
       if (should_stop && should_stop()) throw std::runtime_error("ab: interrupted");
@@ -273,12 +293,19 @@ SideRuns RunLockstepPairs(const AbRequest& request, const std::string& scratch_d
       if (on_progress && (i + 1) * 10 / total != i * 10 / total)
         on_progress(AbProgress{0, 0, "", i + 1, total});
     }
-    base.Finish();
-    next.Finish();
+    base.Finish(timeout_s);
+    next.Finish(timeout_s);
   }
   SideRuns runs;
-  runs.base_cases = SideRounds(scratch_dir + "/base.db", runs.base_run).at(0);
-  runs.new_cases = SideRounds(scratch_dir + "/new.db", runs.new_run).at(0);
+  for (const char* side : {"base", "new"}) {
+    const bool base = std::string(side) == "base";
+    const auto rounds =
+        SideRounds(scratch_dir + "/" + side + ".db", base ? runs.base_run : runs.new_run);
+    if (rounds.size() != 1)
+      throw std::runtime_error(std::string("ab: the ") + side + " side's worker stored " +
+                               std::to_string(rounds.size()) + " runs, not 1, in " + scratch_dir);
+    (base ? runs.base_cases : runs.new_cases) = rounds[0];
+  }
   return runs;
 }
 
@@ -288,6 +315,7 @@ AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratc
                const std::function<void(const AbProgress&)>& on_progress,
                const std::function<bool()>& should_stop) {
   AbResult result;
+  const std::string started_at = UtcNow();
   const SideRuns runs =
       request.lockstep
           ? RunLockstepPairs(request, scratch_dir, on_progress, should_stop, result.order)
@@ -295,9 +323,9 @@ AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratc
   if (!runs.base_run || !runs.new_run) throw std::runtime_error("ab: a side stored no run");
   const std::string base_uuid = NewUuid(), new_uuid = NewUuid();
   result.base_run_id = StoreSide(store, *runs.base_run, runs.base_cases, request, "base", base_uuid,
-                                 new_uuid, result.order);
+                                 new_uuid, result.order, started_at);
   result.new_run_id = StoreSide(store, *runs.new_run, runs.new_cases, request, "new", new_uuid,
-                                base_uuid, result.order);
+                                base_uuid, result.order, started_at);
   return result;
 }
 

@@ -68,9 +68,11 @@ struct AbResult {
   std::string order;  // "BN NB ...": the side that ran first, round by round (pair by pair)
 };
 
-// Runs the rounds and stores the linked pair in `store`. Throws std::runtime_error naming
-// the side, round and its output file's last line when a side's process fails (the
-// scratch databases are kept in `scratch_dir` for a look), or when should_stop() asks.
+// Runs the rounds (or the lockstep pairs) and stores the linked pair in `store`, each side
+// with ab_started_at, when RunAb began (a pair's whole cost runs from there). Throws
+// std::runtime_error naming the side, the round or what the worker failed at, and its
+// output file's last line when a side's process fails (the scratch databases are kept in
+// `scratch_dir` for a look), or when should_stop() asks.
 AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratch_dir,
                const std::function<void(const AbProgress&)>& on_progress,
                const std::function<bool()>& should_stop);

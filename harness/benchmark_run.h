@@ -154,7 +154,8 @@ RunSummary RunInterleaved(const Suite& suite, const std::vector<CaseSpec>& cases
 // then takes one sample (one untimed step, one timed) of the case each "time KEY" names,
 // until "end"; then finishes and stores every case in run `run_id`. Throws
 // std::runtime_error when the controller goes away or asks for a case that is not ready,
-// before anything is stored.
+// before any case is stored (the run's own record exists already). Counts nothing: the
+// controller passes --count none.
 RunSummary RunLockstep(const Suite& suite, const std::vector<CaseSpec>& cases, CheckPolicy check,
                        Store& store, int64_t run_id, LineChannel& channel,
                        const std::function<void(const CaseProgress&)>& on_case);

@@ -31,14 +31,24 @@ void MakeLockstepPipes(const std::string& prefix) {
   }
 }
 
+// Both ends, the first closed again when the second cannot be opened.
+LineChannel LineChannel::Open(const std::string& in_path, int in_flags, const std::string& out_path,
+                              int out_flags) {
+  const int in = OpenPipe(in_path, in_flags);
+  try {
+    return LineChannel(in, OpenPipe(out_path, out_flags));
+  } catch (...) {
+    ::close(in);
+    throw;
+  }
+}
+
 LineChannel LineChannel::Controller(const std::string& prefix) {
-  const int out = OpenPipe(prefix + ".in", O_RDWR);
-  return LineChannel(OpenPipe(prefix + ".out", O_RDWR), out);
+  return Open(prefix + ".out", O_RDWR, prefix + ".in", O_RDWR);
 }
 
 LineChannel LineChannel::Worker(const std::string& prefix) {
-  const int in = OpenPipe(prefix + ".in", O_RDONLY);
-  return LineChannel(in, OpenPipe(prefix + ".out", O_WRONLY));
+  return Open(prefix + ".in", O_RDONLY, prefix + ".out", O_WRONLY);
 }
 
 LineChannel::LineChannel(LineChannel&& other) noexcept

@@ -12,8 +12,10 @@
 //   controller: "time KEY": one sample of that case (one untimed step, then the timed one),
 //               answered "done";
 //   controller: "end": the worker finishes and stores every case, then exits.
-// The controller opens both pipes read-write, so that neither side's open blocks; a
-// worker reads end of file when its controller is gone, and stops.
+// The controller opens both pipes read-write (Linux: a FIFO opened O_RDWR never blocks),
+// so that neither side's open blocks; a worker reads end of file when its controller is
+// gone, and stops. The controller, holding both ends itself, never reads end of file: it
+// learns of a worker's end through Receive's `give_up`.
 //
 // Thread-safety: a LineChannel belongs to one thread.
 #pragma once
@@ -39,9 +41,11 @@ class LineChannel {
   LineChannel(const LineChannel&) = delete;
   ~LineChannel();
 
-  // Writes `line` and a newline. Throws std::runtime_error when the other end is gone.
+  // Writes `line` and a newline. A worker whose controller is gone dies of SIGPIPE here;
+  // throws std::runtime_error on another write error.
   void Send(const std::string& line);
-  // The next line, without its newline. Throws std::runtime_error at end of file, after
+  // The next line, without its newline. Throws std::runtime_error at end of file (a
+  // worker's controller is gone), after
   // `timeout_s` seconds without a line (<= 0: no limit), or when `give_up` (polled every
   // 100 ms; may be empty) says so, naming `who`.
   std::string Receive(double timeout_s, const std::function<bool()>& give_up,
@@ -49,6 +53,8 @@ class LineChannel {
 
  private:
   LineChannel(int in, int out) : in_(in), out_(out) {}
+  static LineChannel Open(const std::string& in_path, int in_flags, const std::string& out_path,
+                          int out_flags);
   int in_ = -1, out_ = -1;
   std::string buffer_;  // read past the last line returned
 };

@@ -135,11 +135,13 @@ std::vector<std::pair<std::string, std::string>> LimitsFor(const std::vector<Cas
     const bool same = std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
       return run.Environment(key) == now.Get(key);
     });
-    if (!same) continue;
+    // An A/B side's limits were measured while its partner worker measured too.
+    if (!same || !run.Environment("ab_side").empty()) continue;
     auto entries = StoredLimits(cases, run);
     if (entries.empty()) continue;
-    entries.emplace_back("machine_limits",
-                         "from run " + std::to_string(run.run_id) + " (same machine fingerprint)");
+    // The uuid too: merge renumbers runs.
+    entries.emplace_back("machine_limits", "from run " + std::to_string(run.run_id) + " (" +
+                                               run.uuid + ", same machine fingerprint)");
     return entries;
   }
   auto entries = MeasureLimitsFor(cases);

@@ -51,9 +51,10 @@ const std::vector<std::string>& LimitFingerprintKeys();
 
 // The limits `cases` need, measured once per machine (issue 48): taken from the newest of
 // `earlier` (stored runs, newest first, with their environments) whose LimitFingerprintKeys
-// entries equal `now`'s and which holds every entry MeasureLimitsFor would give, else
+// entries equal `now`'s and which holds every entry MeasureLimitsFor would give (never an
+// A/B side's: its two workers measured at once), else
 // measured (always with `remeasure`). Adds entry "machine_limits": "measured", or "from run
-// N (same machine fingerprint)".
+// N (UUID, same machine fingerprint)".
 std::vector<std::pair<std::string, std::string>> LimitsFor(const std::vector<CaseSpec>& cases,
                                                            const Environment& now,
                                                            const std::vector<RunRecord>& earlier,

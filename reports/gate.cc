@@ -148,9 +148,12 @@ std::vector<GateRow> MeasureAbGate(const Store& store, const std::string& suite,
       GateRow& row = by_factor[factor > 1 ? factor : 1];
       Count(row, CompareCases(store.Cases(base.run_id), store.Cases(next.run_id), settings),
             Gate::kTime);
+      // From ab's own start where the pair records it (ab_started_at), else from the base
+      // side's run, which began after the workers started and measured the machine limits.
       const std::string& finished = std::max(base.finished_at, next.finished_at);
-      if (const auto wall = WallSeconds(base.started_at, finished))
-        row.pair_wall_s.push_back(*wall);
+      const std::string ab_started = base.Environment("ab_started_at");
+      const auto wall = WallSeconds(ab_started.empty() ? base.started_at : ab_started, finished);
+      if (wall) row.pair_wall_s.push_back(*wall);
     }
   }
   if (by_factor.empty())

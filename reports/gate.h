@@ -27,7 +27,9 @@ struct GateRow {
   // Counted instructions' verdicts (runs with run --count).
   int more = 0, fewer = 0, same_count = 0, ambiguous_count = 0, uncounted = 0;
   int nondeterministic = 0;  // flagged, whatever their verdict
-  // A/B pairs: each pair's wall time, from its base run's start to the later finish.
+  // A/B pairs: each pair's wall time to the later finish, from ab's start (ab_started_at)
+  // where the pair records it, else from its base run's start (which leaves out ab's and
+  // its workers' start-up and the machine-limit measurement).
   std::vector<double> pair_wall_s;
 };
 

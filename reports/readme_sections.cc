@@ -111,10 +111,9 @@ std::string RenderSoloCost(const Store& store, const std::string& suite,
                            const std::string& prefix) {
   const std::vector<double> solo = RunWallTimes(store, suite, prefix + " solo");
   if (solo.empty()) return "";
-  return "\nThe suite run alone, each case in its own process as `.ci/run` runs it (label `" +
-         escape::MarkdownText(prefix) + " solo`): median " +
+  return "\nRuns of the suite alone (label `" + escape::MarkdownText(prefix) + " solo`): median " +
          FormatSignificant(stats::Median(solo), 3) + " s over " + std::to_string(solo.size()) +
-         " run(s), start to finish as stored.\n";
+         " run(s), from each run's start to its finish as stored.\n";
 }
 
 // gate=PREFIX suite=NAME [judge=time|counts|both|paired]: the gate's power over the runs

@@ -1,9 +1,9 @@
 // The vocabulary of a benchmark case's metrics: every name a case may carry, its unit and
 // a one-line meaning. One table, read by everything that names a metric: the recorder
 // (harness/case_record.cc) takes each unit from it, `report --format csv` its leading
-// columns, and results/README.md's "Metrics" table lists the same names (store_test.cc
-// checks both ways). A new metric is one row here, plus the code that measures it.
-// Training pipelines' metrics (harness/training/pipeline.cc) are another vocabulary.
+// columns, and results/README.md's "Metrics" table lists the same names
+// (tests/metrics_test.cc checks both ways). A new metric is one row here, plus the code that
+// measures it. Training pipelines' metrics (harness/training/pipeline.cc) are another vocabulary.
 //
 // Thread-safety: the table is built once, on first use, and never changes.
 #pragma once

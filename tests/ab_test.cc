@@ -223,21 +223,34 @@ TEST_CASE("a lockstep conversation carries lines both ways and loses none", "[ab
   CHECK_THROWS_AS(MakeLockstepPipes(prefix), std::runtime_error);  // they exist already
   std::optional<LineChannel> controller;
   controller.emplace(LineChannel::Controller(prefix));
+  std::string worker_error;  // an exception must not escape the thread (std::terminate)
   std::thread worker([&] {
-    LineChannel channel = LineChannel::Worker(prefix);
-    channel.Send("ready a b");
-    channel.Send("prepared");
-    const std::string line = channel.Receive(5, nullptr, "the controller");
-    channel.Send("got " + line);
-    channel.Receive(5, nullptr, "the controller");  // "bye": the last line comes apart
-    channel.Send("done");
+    try {
+      LineChannel channel = LineChannel::Worker(prefix);
+      channel.Send("ready a b");
+      channel.Send("prepared");
+      const std::string line = channel.Receive(5, nullptr, "the controller");
+      channel.Send("got " + line);
+      channel.Receive(5, nullptr, "the controller");  // "bye": the last line comes apart
+      channel.Send("done");
+    } catch (const std::exception& error) {
+      worker_error = error.what();
+    }
   });  // the worker's end closes when it returns
+  // Joined on every path, also when a CHECK below throws (REQUIRE) or Receive does.
+  struct Joiner {
+    std::thread& thread;
+    ~Joiner() {
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{worker};
   CHECK(controller->Receive(5, nullptr, "the worker") == "ready a b");
   CHECK(controller->Receive(5, nullptr, "the worker") == "prepared");
   controller->Send("time x");
   CHECK(controller->Receive(5, nullptr, "the worker") == "got time x");
   controller->Send("bye");
   worker.join();
+  CHECK(worker_error.empty());
   // The worker has ended and the controller is told so: a line it sent first still arrives.
   CHECK(controller->Receive(
             5, [] { return true; }, "the worker") == "done");

@@ -187,6 +187,7 @@ TEST_CASE("the machine limits are measured once per machine fingerprint", "[roof
   // An earlier run on this machine, with planted limits no measurement gives.
   RunRecord earlier;
   earlier.run_id = 7;
+  earlier.uuid = "u7";
   for (const std::string& key : LimitFingerprintKeys())
     earlier.environment.emplace_back(key, now.Get(key));
   earlier.environment.emplace_back(PeakGemmKey("cpu", "float32", 1), "123.25");
@@ -200,7 +201,11 @@ TEST_CASE("the machine limits are measured once per machine fingerprint", "[roof
   const auto reused = LimitsFor({spec}, now, {earlier}, false);
   CHECK(value(reused, PeakGemmKey("cpu", "float32", 1)) == "123.25");
   CHECK(value(reused, PeakStreamKey("cpu", 1)) == "4.5");
-  CHECK(value(reused, "machine_limits") == "from run 7 (same machine fingerprint)");
+  CHECK(value(reused, "machine_limits") == "from run 7 (u7, same machine fingerprint)");
+  // Never an A/B side's limits: its two workers measured them at once.
+  RunRecord ab_side = earlier;
+  ab_side.environment.emplace_back("ab_side", "base");
+  CHECK(value(LimitsFor({spec}, now, {ab_side}, false), "machine_limits") == "measured");
   // Asked to measure again; a run that lacks a limit this one needs; and each entry of the
   // fingerprint changed in turn (another BLAS core runs other GEMM kernels): measured.
   CHECK(value(LimitsFor({spec}, now, {earlier}, true), "machine_limits") == "measured");

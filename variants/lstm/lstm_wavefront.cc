@@ -185,8 +185,7 @@ class Wavefront {
         h_n_(layers_),
         c_n_(layers_),
         errors_(stages),
-        grad_enabled_(torch::GradMode::is_enabled()),
-        streams_(inputs, stages, layers_, (steps_ + block - 1) / block, stream_set) {
+        grad_enabled_(torch::GradMode::is_enabled()) {
     for (const LayerWeights& lw : w.layers) {
       input_weights_.push_back(lw.weight_ih.t());
       recurrent_weights_.push_back(lw.weight_hh.t());
@@ -198,6 +197,9 @@ class Wavefront {
     // make the backward scatter into [B,T,4H] zero buffers over and over (O(T^2)).
     first_blocks_ = (torch::matmul(inputs, input_weights_[0]) + biases_[0]).split(block, 1);
     if (mask.defined()) mask_steps_ = mask.unbind(1);
+    // Last: on CUDA it records the event every stage's stream waits for, which must come
+    // after the caller's stream issued the biases and layer 0's projection above.
+    streams_.emplace(inputs, stages, layers_, (steps_ + block - 1) / block, stream_set);
   }
 
   // Runs stages 1.. on threads of their own and stage 0 on the caller's, then gathers:
@@ -211,7 +213,7 @@ class Wavefront {
     for (const auto& error : errors_) {
       if (error) std::rethrow_exception(error);  // a stage's own error, before any of Join's
     }
-    streams_.Join();
+    streams_->Join();
     return {torch::stack(outputs_[layers_ - 1], 1), torch::stack(h_n_, 0), torch::stack(c_n_, 0)};
   }
 
@@ -221,7 +223,7 @@ class Wavefront {
     try {
       torch::AutoGradMode grad_mode(grad_enabled_);  // grad mode is thread-local
       StreamScope on_stage_stream;
-      streams_.Enter(stage, on_stage_stream);
+      streams_->Enter(stage, on_stage_stream);
       const int64_t first = stage * layers_ / stages_, last = (stage + 1) * layers_ / stages_;
       std::vector<torch::Tensor> h, c;  // [B,H] a layer of this stage
       for (int64_t l = first; l < last; ++l) {
@@ -231,7 +233,7 @@ class Wavefront {
       for (int64_t start = 0; start < steps_; start += block_) {
         for (int64_t l = first; l < last; ++l) {
           if (!RunBlock(l, first, start, h[l - first], c[l - first])) return;
-          if (l == last - 1 && l + 1 < layers_) streams_.Published(l, start / block_);
+          if (l == last - 1 && l + 1 < layers_) streams_->Published(l, start / block_);
           done_[l].store(std::min(start + block_, steps_), std::memory_order_release);
         }
       }
@@ -258,7 +260,7 @@ class Wavefront {
           if (failed_.load(std::memory_order_relaxed)) return false;
           std::this_thread::yield();
         }
-        streams_.Consume(l - 1, start / block_);
+        streams_->Consume(l - 1, start / block_);
       }
       const std::vector<torch::Tensor> below(outputs_[l - 1].begin() + start,
                                              outputs_[l - 1].begin() + start + size);
@@ -287,7 +289,7 @@ class Wavefront {
   std::atomic<bool> failed_{false};
   std::vector<std::exception_ptr> errors_;
   const bool grad_enabled_;
-  StageStreams streams_;
+  std::optional<StageStreams> streams_;  // set last in the constructor (see there)
 };
 
 class LstmWavefront final : public LstmVariant {
