@@ -520,9 +520,9 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   Suite suite;
   suite.path = path;
   suite.text = text;
-  suite.name = reader.Name(reader.Required(root, "name", "the suite"), "name");
-  suite.description =
-      reader.String(reader.Required(root, "description", "the suite"), "description");
+  auto [name, description] = reader.ReadSuiteHeader(root, "the suite");
+  suite.name = std::move(name);
+  suite.description = std::move(description);
   const std::set<std::string> other_families = ReadFamilies(reader, root, suite);
   if (const toml::node* seed = root.get("seed")) {
     suite.seed = static_cast<uint64_t>(reader.Integer(*seed, "seed", 0, INT64_MAX));

@@ -84,6 +84,17 @@ class TomlReader {
     return node.as_string()->get();
   }
 
+  // The header every suite file opens with, benchmark or training: its `name` (a Name) and
+  // `description`, both required in `what` ("the suite"). Read in that order (a braced
+  // list is evaluated left to right), so a missing name is reported first.
+  struct SuiteHeader {
+    std::string name, description;
+  };
+  SuiteHeader ReadSuiteHeader(const toml::table& root, const std::string& what) const {
+    return {Name(Required(root, "name", what), "name"),
+            String(Required(root, "description", what), "description")};
+  }
+
   // A name that tables, plots and file names show: a string without control characters
   // (a newline in a plot label would start a new gnuplot command).
   std::string Name(const toml::node& node, const std::string& key) const {

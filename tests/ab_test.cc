@@ -151,7 +151,7 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
   Store store(":memory:");
   std::mt19937_64 generator(3);
   std::uniform_real_distribution<double> drift(1.0, 1.5);
-  const auto add_pair = [&](double slowdown) {
+  const auto add_pair = [&](double slowdown, const std::string& ab_started_at = "") {
     const std::string base_uuid = "b" + std::to_string(store.Runs().size());
     const std::string new_uuid = "n" + std::to_string(store.Runs().size());
     std::vector<double> machine;
@@ -167,6 +167,7 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
                          {"ab_pair", is_base ? new_uuid : base_uuid}};
       if (!is_base && slowdown > 1)
         run.environment.push_back({"test_slowdown", "1.3x on cases matching .*"});
+      if (!ab_started_at.empty()) run.environment.push_back({"ab_started_at", ab_started_at});
       const int64_t run_id = store.CreateRun(run);
       CaseRecord c = RoundCase("fused", 0);
       c.samples_s.clear();
@@ -177,7 +178,7 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
   };
   add_pair(1.0);
   add_pair(1.3);
-  add_pair(1.0);
+  add_pair(1.0, "2026-11-25T23:59:56Z");  // ab began 4 s before its base side's run
   const std::vector<GateRow> rows = MeasureAbGate(store, "demo", "ab", CompareSettings{});
   REQUIRE(rows.size() == 2);
   CHECK_THAT(rows[0].what, Catch::StartsWith("no change"));
@@ -186,8 +187,9 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
   CHECK_THAT(rows[1].what, Catch::StartsWith("new side 1.3x"));
   CHECK(rows[1].compares == 1);
   CHECK(rows[1].flagged == 1);
-  // Each pair from its base run's start to the later finish, as stored: 1 s.
-  CHECK(rows[0].pair_wall_s == std::vector<double>{1, 1});
+  // Each pair from its base run's start to the later finish, as stored (1 s), or from ab's
+  // own start where the pair records it (5 s).
+  CHECK(rows[0].pair_wall_s == std::vector<double>{1, 5});
   CHECK_THROWS_AS(MeasureAbGate(store, "demo", "nosuch", CompareSettings{}), std::invalid_argument);
   // The suite run alone, what a pair's cost is set against: a complete run's start to
   // finish across a minute's boundary (59 s -> 1:10 is 11 s); a running one is left out.

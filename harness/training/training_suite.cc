@@ -540,9 +540,9 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   TrainingSuite suite;
   suite.path = path;
   suite.text = text;
-  suite.name = reader.Name(reader.Required(root, "name", "the training suite"), "name");
-  suite.description =
-      reader.String(reader.Required(root, "description", "the training suite"), "description");
+  auto [name, description] = reader.ReadSuiteHeader(root, "the training suite");
+  suite.name = std::move(name);
+  suite.description = std::move(description);
   const auto table_or_empty = [&](const char* key) -> const toml::table& {
     static const toml::table empty;
     const toml::node* node = root.get(key);
