@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -45,6 +46,21 @@ std::string CpuInfo(const std::string& key) {
     }
   }
   return "unknown";
+}
+
+// The vector extensions among /proc/cpuinfo's flags that decide a CPU's floating-point
+// peak and which kernels fit it, in a fixed order ("sse2 sse3 ssse3 sse4_1 sse4_2 avx fma
+// avx2 avx512f"; cpuinfo calls SSE3 "pni"), or "none" (another architecture).
+std::string SimdFlags() {
+  std::istringstream words(CpuInfo("flags"));
+  std::set<std::string> present;
+  for (std::string word; words >> word;) present.insert(word == "pni" ? "sse3" : word);
+  std::string flags;
+  for (const char* flag :
+       {"sse2", "sse3", "ssse3", "sse4_1", "sse4_2", "avx", "fma", "avx2", "avx512f"}) {
+    if (present.count(flag)) flags += (flags.empty() ? "" : " ") + std::string(flag);
+  }
+  return flags.empty() ? "none" : flags;
 }
 
 std::string OsName() {
@@ -252,6 +268,7 @@ Environment CaptureEnvironment() {
   add("cuda_device_count", std::to_string(torch::cuda::device_count()));
   add("cudnn_available", torch::cuda::cudnn_is_available() ? "true" : "false");
   add("cpu_model", CpuInfo("model name"));
+  add("cpu_simd", SimdFlags());
   add("cpu_logical_cores", std::to_string(std::thread::hardware_concurrency()));
   const std::string governor = FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
   add("cpu_governor", governor.empty() ? "unavailable" : governor);

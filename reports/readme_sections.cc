@@ -42,7 +42,7 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
-         name == "recall" || name == "inference" || name == "judge";
+         name == "recall" || name == "inference" || name == "judge" || name == "label";
 }
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
@@ -53,9 +53,13 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
   for (const auto& [key, value] : section.attributes) {
     if (!IsSectionAttribute(key)) filters[key] = value;
   }
+  // label= picks among runs of one suite measured apart on purpose (e.g. with two BLAS
+  // cores), as `report --label` does.
+  const std::string label = Attribute(section, "label");
   const auto runs = store.Runs();
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
     if (it->status != "complete" || it->suite_name != suite) continue;
+    if (!label.empty() && it->label != label) continue;
     SelectedRun selected;
     for (CaseRecord& c : store.Cases(it->run_id)) {
       if (MatchesFilters(c.workload(), filters)) selected.cases.push_back(std::move(c));
@@ -69,9 +73,10 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
   }
   const std::string device = Attribute(section, "device");
   throw NoMatchingRun("no complete run of suite '" + suite + "'" +
-                      (device.empty() ? "" : " on device '" + device + "'") + " in " +
-                      store.path() + "; run: seqbench run suites/" + suite + ".toml --db " +
-                      store.path());
+                      (device.empty() ? "" : " on device '" + device + "'") +
+                      (label.empty() ? "" : " labelled '" + label + "'") + " in " + store.path() +
+                      "; run: seqbench run suites/" + suite + ".toml --db " + store.path() +
+                      (label.empty() ? "" : " --label '" + label + "'"));
 }
 
 std::string ResolvePlotFile(const std::string& readme_dir, const std::string& file) {

@@ -14,6 +14,7 @@
 #include "reports/escape/json.h"
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
+#include "reports/hardware.h"
 #include "reports/markdown.h"
 #include "results/metrics.h"
 #include "stats/statistics.h"
@@ -91,6 +92,17 @@ const CaseRecord* SpeedupReference(const CaseRecord& c, const std::vector<const 
 
 std::string DateOf(const std::string& timestamp) { return timestamp.substr(0, 10); }
 
+// ", OpenBLAS Prescott kernels" (with "(OPENBLAS_CORETYPE=X)" where the variable chose
+// them): a CPU table's GEMM rates depend on them as much as on the CPU. "" for another
+// BLAS, or a run stored before seqbench recorded the core.
+std::string BlasKernelsNote(const RunRecord& run) {
+  const std::string core = run.Environment("blas_core");
+  if (core.empty() || core == "not OpenBLAS") return "";
+  const std::string chosen = run.Environment("env_openblas_coretype");
+  return ", OpenBLAS " + core + " kernels" +
+         (chosen.empty() || chosen == "unset" ? "" : " (OPENBLAS_CORETYPE=" + chosen + ")");
+}
+
 }  // namespace
 
 std::optional<double> MedianThroughput(const CaseRecord& c) {
@@ -105,6 +117,14 @@ std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& ref
   const auto reference_rate = MedianThroughput(reference);
   if (!candidate_rate || !reference_rate) return std::nullopt;
   return *candidate_rate / *reference_rate;
+}
+
+std::optional<double> HardwarePeakGflops(const RunRecord& run, const Workload& w) {
+  if (w.device != "cpu") return std::nullopt;  // no GPU table: its column stays empty
+  const int64_t physical = std::atoll(run.Environment("cpu_physical_cores").c_str());
+  const std::string flags = run.Environment("cpu_simd");
+  return CpuPeakGflops({flags, std::atof(run.Environment("cpu_mhz").c_str()),
+                        physical > 0 ? std::min(w.threads, physical) : w.threads, w.dtype});
 }
 
 std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c) {
@@ -125,6 +145,11 @@ std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c)
     const double memory_s = *bytes / (peak_gbs * 1e9);
     point.bound = compute_s >= memory_s ? "compute" : "memory";
     point.percent_of_peak = 100 * std::max(compute_s, memory_s) / median;
+  }
+  if (const auto hardware_gflops = HardwarePeakGflops(run, w)) {
+    const double compute_s = *flops / (*hardware_gflops * 1e9);
+    const double memory_s = peak_gbs > 0 ? *bytes / (peak_gbs * 1e9) : 0;
+    point.percent_of_hardware_peak = 100 * std::max(compute_s, memory_s) / median;
   }
   return point;
 }
@@ -148,6 +173,7 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
     std::string hardware =
         device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
     if (hardware.empty()) hardware = device;
+    if (device == "cpu") hardware += BlasKernelsNote(run);
     text +=
         "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
         escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
@@ -157,7 +183,8 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
         "\n\n";
     MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
                          "Runtime (median, IQR)", "Peak memory usage", "Activation memory",
-                         "Speedup", "Tokens/s", "GFLOP/s", "GB/s", "% of peak", "Correct"});
+                         "Speedup", "Tokens/s", "GFLOP/s", "GB/s", "% of BLAS peak", "% of HW peak",
+                         "Correct"});
     std::string reference_note;
     int serial = 1;
     for (const CaseRecord* c : group) {
@@ -185,12 +212,17 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
       if (roofline && roofline->percent_of_peak) {
         percent = FormatSignificant(*roofline->percent_of_peak, 2) + "% (" + roofline->bound + ")";
       }
+      std::string hardware_percent = "—";
+      if (roofline && roofline->percent_of_hardware_peak) {
+        hardware_percent = FormatSignificant(*roofline->percent_of_hardware_peak, 2) + "%";
+      }
       table.AddRow({std::to_string(serial++), ModificationsCell(*c), c->category, ShapeCell(*c),
                     runtime, peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
                     activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—", speedup,
                     tokens ? Throughput(*tokens) : "—",
                     roofline ? Throughput(roofline->gflops_per_s) : "—",
-                    roofline ? Throughput(roofline->gbytes_per_s) : "—", percent, StatusCell(*c)});
+                    roofline ? Throughput(roofline->gbytes_per_s) : "—", percent, hardware_percent,
+                    StatusCell(*c)});
     }
     text += table.Render();
     if (!reference_note.empty()) {
@@ -252,6 +284,10 @@ std::string RenderPhaseTable(const RunRecord& run, const std::vector<CaseRecord>
 
 std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
   std::vector<std::string> warnings = run.warnings;
+  const std::string blas =
+      BlasCoreWarning(run.Environment("blas_core"), run.Environment("cpu_simd"),
+                      run.Environment("env_openblas_coretype"));
+  if (!blas.empty()) warnings.push_back(blas);
   // A training pipeline's samples are steps of different batches, spread by design.
   if (run.kind == kRunKindTraining) return warnings;
   for (const CaseRecord& c : cases) {
@@ -313,7 +349,7 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
   for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
   text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
   for (const auto& metric : metric_columns) text += "," + escape::CsvField(metric);
-  text += ",percent_of_peak,bound\n";
+  text += ",percent_of_peak,bound,percent_of_hardware_peak\n";
   for (const CaseRecord& c : cases) {
     std::vector<std::string> fields = {
         std::to_string(run.run_id), run.suite_name, c.key(),           c.name(),
@@ -334,6 +370,9 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
     const bool has_peak = roofline && roofline->percent_of_peak;
     line += "," + (has_peak ? FormatSignificant(*roofline->percent_of_peak, 6) : std::string());
     line += "," + (has_peak ? roofline->bound : std::string());
+    const bool has_hardware = roofline && roofline->percent_of_hardware_peak;
+    line += "," + (has_hardware ? FormatSignificant(*roofline->percent_of_hardware_peak, 6)
+                                : std::string());
     text += line + "\n";
   }
   return text;
@@ -387,6 +426,9 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                            {"gbytes_per_s", roofline->gbytes_per_s},
                            {"percent_of_peak", *roofline->percent_of_peak},
                            {"bound", roofline->bound}};
+      if (roofline->percent_of_hardware_peak) {
+        entry["roofline"]["percent_of_hardware_peak"] = *roofline->percent_of_hardware_peak;
+      }
     }
     for (const WorkloadField& field : WorkloadFields()) {
       if (field.integer != nullptr) {

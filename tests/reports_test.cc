@@ -22,6 +22,7 @@
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/gate.h"
+#include "reports/hardware.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
 #include "reports/readme.h"
@@ -301,12 +302,12 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   // The same numbers reach every export.
   const std::vector<CaseRecord> cases = {compute, memory};
   const std::string markdown = RenderMarkdown(run, cases);
-  CHECK(markdown.find("| % of peak |") != std::string::npos);
+  CHECK(markdown.find("| % of BLAS peak | % of HW peak |") != std::string::npos);
   CHECK(markdown.find(" 25% (compute) ") != std::string::npos);
   CHECK(markdown.find(" 50% (memory) ") != std::string::npos);
   const std::string csv = RenderCsv(run, cases);
-  CHECK(csv.find(",percent_of_peak,bound\n") != std::string::npos);
-  CHECK(csv.find(",25,compute\n") != std::string::npos);
+  CHECK(csv.find(",percent_of_peak,bound,percent_of_hardware_peak\n") != std::string::npos);
+  CHECK(csv.find(",25,compute,\n") != std::string::npos);  // no CPU facts: no HW peak
   const json document = json::parse(RenderJson(run, cases));
   CHECK(document.at("cases")[1].at("roofline").at("percent_of_peak") == Approx(50));
   const json gbench = json::parse(RenderGbenchJson(run, cases));
@@ -314,6 +315,96 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   CHECK(first.at("run_type") == "iteration");
   CHECK(first.at("FLOPS") == Approx(1e9 / 0.04));
   CHECK(first.at("items_per_second") == Approx(8 * 64 / 0.04));
+}
+
+TEST_CASE("hardware peak: cores x clock x FLOPs a cycle, by hand for fixed CPUs",
+          "[reports][roofline][hardware]") {
+  const std::string avx512 = "sse2 sse3 ssse3 sse4_1 sse4_2 avx fma avx2 avx512f";
+  // 2 cores x 2.1 GHz x (2 FMA ports x 16 lanes x 2 FLOPs) = 268.8 GFLOP/s in float32.
+  CHECK(*CpuPeakGflops({avx512, 2100, 2, "float32"}) == Approx(268.8));
+  CHECK(*CpuPeakGflops({avx512, 2100, 2, "float64"}) == Approx(134.4));  // 8 lanes
+  // Flags in any order; AVX2 counts as FMA-capable only with fma: 1 x 3 GHz x 32 = 96.
+  CHECK(*CpuPeakGflops({"fma avx2 avx sse2", 3000, 1, "float32"}) == Approx(96));
+  // AVX2 without fma, and AVX: one add and one multiply of 8 lanes, 1 x 2.5 GHz x 16.
+  CHECK(*CpuPeakGflops({"sse2 avx avx2", 2500, 1, "float32"}) == Approx(40));
+  // SSE: 4 + 4 FLOPs a cycle; 4 cores x 2 GHz x 8 = 64.
+  CHECK(*CpuPeakGflops({"sse2 sse3", 2000, 4, "float32"}) == Approx(64));
+  // No peak without an x86 level, a clock, cores, or a float type it models.
+  CHECK_FALSE(CpuPeakGflops({"fp asimd", 2000, 1, "float32"}));
+  CHECK_FALSE(CpuPeakGflops({"none", 2000, 1, "float32"}));
+  CHECK_FALSE(CpuPeakGflops({avx512, 0, 1, "float32"}));
+  CHECK_FALSE(CpuPeakGflops({avx512, 2000, 0, "float32"}));
+  CHECK_FALSE(CpuPeakGflops({avx512, 2000, 1, "bfloat16"}));
+
+  // A case's % of HW peak: its threads, capped at the physical cores, at the recorded
+  // clock. 1e9 FLOPs in a 0.04 s median (mean 0.06 s) on 4 threads of a 2-core AVX2 CPU
+  // at 2 GHz: peak 2 x 2e9 x 32 = 128 GFLOP/s, 1e9 / 128e9 = 7.8125 ms, 19.53%.
+  RunRecord run = Run();
+  run.environment.push_back({"cpu_simd", "sse2 avx fma avx2"});
+  run.environment.push_back({"cpu_mhz", "2000"});
+  run.environment.push_back({"cpu_physical_cores", "2"});
+  run.environment.push_back({PeakStreamKey("cpu", 4), "1"});  // GB/s
+  CaseRecord c = Case("fused_recurrent", "train", 8, {0.04, 0.04, 0.1});
+  c.identity.workload.threads = 4;
+  for (Metric& metric : c.metrics) {
+    if (metric.name == "step_flops") metric.value = 1e9;
+    if (metric.name == "step_bytes") metric.value = 1e6;  // 1 ms at 1 GB/s: not binding
+  }
+  REQUIRE(HardwarePeakGflops(run, c.workload()));
+  CHECK(*HardwarePeakGflops(run, c.workload()) == Approx(128));
+  auto point = Roofline(run, c);
+  REQUIRE(point);
+  REQUIRE(point->percent_of_hardware_peak);
+  CHECK(*point->percent_of_hardware_peak == Approx(100 * 1e9 / 128e9 / 0.04));
+  CHECK(RenderMarkdown(run, {c}).find(" 20% |") != std::string::npos);
+  // Bandwidth binds when its bytes take longer: 1e8 B at 1 GB/s = 0.1 s of 0.04 s.
+  for (Metric& metric : c.metrics)
+    if (metric.name == "step_bytes") metric.value = 1e8;
+  CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(250));
+  // A GPU case has no CPU peak.
+  c.identity.workload.device = "cuda";
+  CHECK_FALSE(Roofline(run, c)->percent_of_hardware_peak);
+}
+
+TEST_CASE("BLAS core warning: an OpenBLAS core below the CPU's vector extension",
+          "[reports][hardware]") {
+  const std::string avx512 = "sse2 sse3 avx fma avx2 avx512f";
+  // This VM: Debian's OpenBLAS 0.3.21 picks Prescott on an AVX-512 Xeon.
+  const std::string warning = BlasCoreWarning("Prescott", avx512, "unset");
+  CHECK_THAT(warning, Catch::Contains("Prescott kernels (SSE)") &&
+                          Catch::Contains("a CPU with AVX-512") &&
+                          Catch::Contains("OPENBLAS_CORETYPE unset") &&
+                          Catch::Contains("OPENBLAS_CORETYPE=SkylakeX"));
+  // Chosen by the variable (the instruction counts pin Haswell): said so.
+  CHECK_THAT(BlasCoreWarning("Haswell", avx512, "Haswell"),
+             Catch::Contains("OPENBLAS_CORETYPE=Haswell chose them"));
+  CHECK_THAT(BlasCoreWarning("sandybridge", "sse2 avx fma avx2", ""),
+             Catch::Contains("OPENBLAS_CORETYPE=Haswell selects"));
+  // A core that matches, or one above the CPU: nothing to say.
+  CHECK(BlasCoreWarning("SkylakeX", avx512, "SkylakeX").empty());
+  CHECK(BlasCoreWarning("Cooperlake", avx512, "unset").empty());
+  CHECK(BlasCoreWarning("Zen", "sse2 avx fma avx2", "unset").empty());
+  CHECK(BlasCoreWarning("Haswell", "sse2 avx", "unset").empty());
+  // What the rule cannot judge: not OpenBLAS, an unknown core, no recorded flags.
+  CHECK(BlasCoreWarning("not OpenBLAS", avx512, "unset").empty());
+  CHECK(BlasCoreWarning("NeoverseN1", avx512, "unset").empty());
+  CHECK(BlasCoreWarning("Prescott", "", "unset").empty());
+  CHECK(BlasCoreWarning("Prescott", "fp asimd", "unset").empty());
+
+  // show, report and check list it with the run's warnings, training runs included.
+  RunRecord run = Run();
+  run.environment.push_back({"blas_core", "Prescott"});
+  run.environment.push_back({"cpu_simd", avx512});
+  run.environment.push_back({"env_openblas_coretype", "unset"});
+  CHECK(RunWarnings(run, {}) == std::vector<std::string>{warning});
+  // A CPU table's title names the kernels, and the variable where it chose them.
+  const std::vector<CaseRecord> cases = {Case("fused", "train", 1, {0.1, 0.2, 0.3})};
+  CHECK_THAT(RenderMarkdown(run, cases), Catch::Contains("Test CPU, OpenBLAS Prescott kernels, "));
+  run.environment.back().second = "SkylakeX";
+  CHECK_THAT(RenderMarkdown(run, cases),
+             Catch::Contains("OpenBLAS Prescott kernels (OPENBLAS_CORETYPE=SkylakeX), "));
+  run.kind = kRunKindTraining;
+  CHECK(RunWarnings(run, {}).size() == 1);
 }
 
 TEST_CASE("Markdown tables escape every cell as text (reports/escape/markdown.h)", "[reports]") {
@@ -1488,6 +1579,32 @@ TEST_CASE("the gate's power: false alarms between unchanged runs, a known slowdo
   }
   CHECK(widths.size() == 1);  // rectangular
   CHECK_THROWS_AS(MeasureGate(store, "demo", "nosuch", settings), std::invalid_argument);
+}
+
+TEST_CASE("a README section's label= picks the newest run with that label", "[reports][readme]") {
+  // Three complete runs of one suite: "blas-SkylakeX" (oldest), "blas-default", unlabelled
+  // (newest). Each has one case whose batch tells the runs apart.
+  Store store(":memory:");
+  int64_t batch = 1;
+  for (const char* label : {"blas-SkylakeX", "blas-default", ""}) {
+    RunRecord run = Run();
+    run.uuid = std::string("uuid ") + label;
+    run.label = label;
+    const int64_t run_id = store.CreateRun(run);
+    store.AddCase(run_id, Case("fused", "train", batch++, {0.1, 0.2, 0.3}));
+    store.SetRunStatus(run_id, "complete", "2026-11-27T00:00:00Z");
+  }
+  ReadmeSection section;
+  section.attributes = {{"suite", "demo"}, {"label", "blas-SkylakeX"}};
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 1);
+  section.attributes["label"] = "blas-default";
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 2);
+  section.attributes.erase("label");  // no label: the newest, whatever its label
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 3);
+  // label= is not a workload filter, and a label no run has is refused with the fix.
+  section.attributes["label"] = "nosuch";
+  CHECK_THROWS_WITH(SelectRunForSection(store, section),
+                    Catch::Contains("labelled 'nosuch'") && Catch::Contains("--label 'nosuch'"));
 }
 
 TEST_CASE("the gate's power pairs runs of one commit only", "[reports][gate]") {

@@ -1,0 +1,147 @@
+#include "reports/hardware.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <set>
+#include <sstream>
+#include <utility>
+
+namespace seqbench {
+namespace {
+
+std::string Lowercase(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower;
+}
+
+// OpenBLAS's x86 core names (driver/others/dynamic.c's corename table, lowercased) and
+// the widest extension each one's kernels use.
+const std::array<std::pair<std::string_view, SimdLevel>, 23>& CoreTable() {
+  static const std::array<std::pair<std::string_view, SimdLevel>, 23> table = {{
+      {"katmai", SimdLevel::kSse},
+      {"coppermine", SimdLevel::kSse},
+      {"northwood", SimdLevel::kSse},
+      {"prescott", SimdLevel::kSse},
+      {"banias", SimdLevel::kSse},
+      {"core2", SimdLevel::kSse},
+      {"penryn", SimdLevel::kSse},
+      {"dunnington", SimdLevel::kSse},
+      {"nehalem", SimdLevel::kSse},
+      {"atom", SimdLevel::kSse},
+      {"opteron", SimdLevel::kSse},
+      {"barcelona", SimdLevel::kSse},
+      {"bobcat", SimdLevel::kSse},
+      {"sandybridge", SimdLevel::kAvx},
+      {"bulldozer", SimdLevel::kAvx},
+      {"piledriver", SimdLevel::kAvx},
+      {"steamroller", SimdLevel::kAvx},
+      {"excavator", SimdLevel::kAvx},
+      {"haswell", SimdLevel::kAvx2Fma},
+      {"zen", SimdLevel::kAvx2Fma},
+      {"skylakex", SimdLevel::kAvx512},
+      {"cooperlake", SimdLevel::kAvx512},
+      {"sapphirerapids", SimdLevel::kAvx512},
+  }};
+  return table;
+}
+
+// The core whose kernels match `level`: what the warning suggests for OPENBLAS_CORETYPE.
+std::string_view MatchingCore(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return "SkylakeX";
+    case SimdLevel::kAvx2Fma:
+      return "Haswell";
+    case SimdLevel::kAvx:
+      return "Sandybridge";
+    case SimdLevel::kSse:
+      break;
+  }
+  return "Prescott";
+}
+
+}  // namespace
+
+std::string_view SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return "AVX-512";
+    case SimdLevel::kAvx2Fma:
+      return "AVX2+FMA";
+    case SimdLevel::kAvx:
+      return "AVX";
+    case SimdLevel::kSse:
+      break;
+  }
+  return "SSE";
+}
+
+std::optional<SimdLevel> CpuSimdLevel(std::string_view flags) {
+  std::istringstream words{std::string(flags)};
+  std::set<std::string> present;
+  for (std::string word; words >> word;) present.insert(Lowercase(word));
+  const auto has = [&](const char* flag) { return present.count(flag) > 0; };
+  if (has("avx512f")) return SimdLevel::kAvx512;
+  if (has("avx2") && has("fma")) return SimdLevel::kAvx2Fma;
+  if (has("avx")) return SimdLevel::kAvx;
+  for (const char* sse : {"sse", "sse2", "sse3", "pni", "ssse3", "sse4_1", "sse4_2"}) {
+    if (has(sse)) return SimdLevel::kSse;
+  }
+  return std::nullopt;
+}
+
+std::optional<SimdLevel> BlasCoreLevel(std::string_view core) {
+  const std::string name = Lowercase(core);
+  for (const auto& [known, level] : CoreTable()) {
+    if (name == known) return level;
+  }
+  return std::nullopt;
+}
+
+std::string BlasCoreWarning(std::string_view blas_core, std::string_view cpu_flags,
+                            std::string_view coretype_variable) {
+  const auto core = BlasCoreLevel(blas_core);
+  const auto cpu = CpuSimdLevel(cpu_flags);
+  if (!core || !cpu || *core >= *cpu) return "";
+  const bool chosen = !coretype_variable.empty() && coretype_variable != "unset";
+  return "OpenBLAS ran its " + std::string(blas_core) + " kernels (" +
+         std::string(SimdLevelName(*core)) + ") on a CPU with " + std::string(SimdLevelName(*cpu)) +
+         " (" +
+         (chosen ? "OPENBLAS_CORETYPE=" + std::string(coretype_variable) + " chose them"
+                 : std::string("OpenBLAS's own choice: OPENBLAS_CORETYPE unset")) +
+         "): GEMMs ran slower than this CPU allows, and % of BLAS peak is relative to those "
+         "kernels; OPENBLAS_CORETYPE=" +
+         std::string(MatchingCore(*cpu)) +
+         " selects kernels for its extension (seqbench never sets it; a run records it, and "
+         "checks every case either way)";
+}
+
+double FlopsPerCycle(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512:
+      return 2 * 16 * 2;
+    case SimdLevel::kAvx2Fma:
+      return 2 * 8 * 2;
+    case SimdLevel::kAvx:
+      return 8 + 8;
+    case SimdLevel::kSse:
+      break;
+  }
+  return 4 + 4;
+}
+
+std::optional<double> CpuPeakGflops(const CpuPeakInput& input) {
+  const auto level = CpuSimdLevel(input.simd_flags);
+  if (!level || !(input.mhz > 0) || input.cores <= 0) return std::nullopt;
+  double lanes_factor = 0;
+  if (input.dtype == "float32") lanes_factor = 1;
+  if (input.dtype == "float64") lanes_factor = 0.5;
+  if (lanes_factor == 0) return std::nullopt;
+  return static_cast<double>(input.cores) * input.mhz * 1e6 * FlopsPerCycle(*level) * lanes_factor /
+         1e9;
+}
+
+}  // namespace seqbench
