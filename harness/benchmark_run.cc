@@ -251,6 +251,10 @@ void CountCasesInThisProcess(const Suite& suite, const std::vector<CaseSpec>& sp
       if (!prepared->ready)
         throw std::runtime_error("the case did not set up (" + prepared->result.status +
                                  "): " + prepared->result.message);
+      if (prepared->peer)
+        throw std::runtime_error(
+            "a peer steps in its own Python process: this one's counts "
+            "would hold only the wait for it");
       const int64_t per_sample = StepsPerCountedSample(prepared->extra_per_mille);
       PreparedCase& p = *prepared;
       const auto sample = [&p, per_sample] {

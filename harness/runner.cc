@@ -183,8 +183,15 @@ EquivalenceResult CaseRunner::CheckCase(const CaseSpec& spec, const std::string&
 
 namespace {
 
-// One untimed step of `p` under a MemoryProbe.
+// One untimed step of `p` under a MemoryProbe. A peer's tensors live in its own process,
+// which reports only its resident-set peak.
 MemoryUsage MeasureMemory(PreparedCase& p) {
+  if (p.peer) {
+    p.step();
+    MemoryUsage usage;
+    usage.max_rss_bytes = p.peer->max_rss_bytes();
+    return usage;
+  }
   MemoryProbe probe(p.device);
   probe.Begin();
   p.step();
@@ -276,10 +283,21 @@ void BindSteps(PreparedCase& p, int64_t generate_tokens) {
   };
 }
 
+// A peer's steps: each one a train step its process times (torch.utils.benchmark), whose
+// seconds are the sample.
+void BindPeerSteps(PreparedCase& p) {
+  PeerProcess* peer = p.peer.get();
+  p.step = [peer] { peer->TimedStep(); };
+  p.measured_step = p.step;
+  p.timed_step = [peer] { return peer->TimedStep(); };
+}
+
 // Warmup (the check's whole-batch step was the first; the last is the memory pass), then
 // the steps a sample times for `min_time_s`.
 void WarmUp(PreparedCase& p, const Measurement& measure) {
-  const int64_t warmup = std::max<int64_t>(0, measure.warmup - (p.result.checked ? 1 : 0));
+  // A peer's check ran on other rows, in float64: not a warmup step of what it times.
+  const bool check_warmed = p.result.checked && !p.peer;
+  const int64_t warmup = std::max<int64_t>(0, measure.warmup - (check_warmed ? 1 : 0));
   for (int64_t i = 0; i < warmup; ++i) {
     if (i + 1 < warmup) {
       p.step();
@@ -334,8 +352,14 @@ void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const Chec
   const std::string& name = plan.baseline->name;
   if (reference != nullptr) {
     result.reference = name + " " + DtypeName(plan.reference_dtype);
-    result.correctness =
-        CheckCase(result.spec, family, *p.variant, *p.batch, *reference, p.tolerance);
+    if (p.peer) {  // its float64 step on the rows the reference ran
+      const Batch rows = SelectRows(*p.batch, CheckRows(*p.batch));
+      result.correctness =
+          CompareOutcomes(p.peer->Check(rows), *reference, p.mode, rows, p.tolerance);
+    } else {
+      result.correctness =
+          CheckCase(result.spec, family, *p.variant, *p.batch, *reference, p.tolerance);
+    }
     result.checked = true;
   } else if (!skipped.empty()) {
     result.reference = std::string(kNotCheckedReference) + " (" + skipped + ")";
@@ -346,6 +370,52 @@ void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const Chec
     result.reference =
         std::string(kNotCheckedReference) + " (--check " + CheckPolicyName(check_) + ")";
   }
+}
+
+void CaseRunner::PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::ScalarType dtype) {
+  std::optional<Phase> phase(std::in_place, p.result, "setup");
+  CaseResult& result = p.result;
+  const Workload& workload = result.spec.workload;
+  const std::string family(entry.family);
+  result.category = kPeerCategory;
+  result.description = std::string(entry.description);
+  std::string why = PeerUnavailableReason(entry);
+  if (why.empty() && p.mode != Mode::kTrain) why = "the peer times train steps only";
+  if (why.empty() && !p.device.is_cpu()) why = "the peer runs on the CPU only";
+  if (!why.empty()) {
+    result.status = kStatusSkipped;
+    result.message = why;
+    return;
+  }
+  p.batch.emplace(MakeBatch({workload.batch, workload.seq_len, workload.min_len},
+                            workload.vocab_size, suite_.seed + 1, p.device));
+  result.tokens_per_step = p.batch->NumTokens();
+  const ModelConfig model = suite_.ModelFor(workload, family);
+  p.peer = std::make_unique<PeerProcess>(entry, workload.threads);
+  const std::string libraries =
+      p.peer->Setup(model, WeightsFor(workload, family), *p.batch, workload.dtype);
+  result.description += " (" + libraries + ")";
+  // Every position of the padded batch through layers and head, as the default steps.
+  result.work.mode = p.mode;
+  result.work.positions = result.work.head_positions =
+      p.batch->batch_size() * p.batch->max_length();
+  result.work.element_bytes = static_cast<int64_t>(c10::elementSize(dtype));
+  if (const FamilyEntry& entry_family = GlobalFamilies().Get(family); entry_family.step_cost)
+    result.cost = entry_family.step_cost(model, result.work);
+  // 1. Correctness: the peer computes in float64, so it is held to float64's tolerance.
+  const CheckPlan plan = PlanCheck(result.spec, family, dtype);
+  p.tolerance = Capabilities{}.ToleranceFor(plan.reference_dtype);
+  if (plan.run) {
+    phase.reset();
+    phase.emplace(result, "check");
+  }
+  RunCheck(p, family, plan);
+  // 2. Warmup, and the steps the timer runs.
+  BindPeerSteps(p);
+  phase.reset();
+  phase.emplace(result, "warmup");
+  WarmUp(p, suite_.measurement);
+  p.ready = true;
 }
 
 std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
@@ -369,6 +439,11 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     const torch::ScalarType dtype = *ParseDtype(workload.dtype);
     p.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
     result.threads = SetThreads(workload.threads);
+    if (spec.variant.peer) {
+      phase.reset();
+      PreparePeer(p, *FindPeer(spec.variant.key), dtype);
+      return prepared;
+    }
     const VariantEntry& entry = GlobalVariants().Get(spec.variant.key);
     const Capabilities& caps = entry.capabilities;
     result.category = caps.category;
@@ -475,6 +550,7 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     p.measured_step = nullptr;
     p.timed_step = nullptr;
     p.variant.reset();
+    p.peer.reset();
     p.batch.reset();
     if (result.spec.workload.device == "cuda" && torch::cuda::is_available()) {
       try {

@@ -18,6 +18,7 @@
 #include "harness/equivalence.h"
 #include "harness/key_pattern.h"
 #include "harness/memory.h"
+#include "harness/peer.h"
 #include "harness/suite.h"
 #include "harness/threads.h"
 #include "results/store.h"  // the case statuses
@@ -84,7 +85,8 @@ Timing MeasureWithGoogleBenchmark(const std::string& name, const TimedStep& step
 struct PreparedCase {
   CaseResult result;
   bool ready = false;  // set up, checked, warmed up: may be timed; false: result is final
-  std::unique_ptr<Variant> variant;
+  std::unique_ptr<Variant> variant;   // null for a peer's case
+  std::unique_ptr<PeerProcess> peer;  // a [[peers]] case's Python process; else null
   std::optional<Batch> batch;
   Mode mode = Mode::kTrain;
   torch::Device device = torch::kCPU;
@@ -150,6 +152,9 @@ class CaseRunner {
   CheckPlan PlanCheck(const CaseSpec& spec, const std::string& family, torch::ScalarType dtype);
   // The check of a set-up case under `plan`: result.correctness, checked and reference.
   void RunCheck(PreparedCase& p, const std::string& family, const CheckPlan& plan);
+  // Prepare for a [[peers]] case: its Python process set up with the suite's weights and
+  // batch, its float64 step on the check rows compared with the reference, its warmup.
+  void PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::ScalarType dtype);
 
   // Whether `spec` is checked under the policy (sample: records the shape it covers).
   bool ShouldCheck(const CaseSpec& spec);

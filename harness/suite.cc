@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/instruction_count.h"
+#include "harness/peer.h"
 #include "harness/threads.h"
 #include "harness/toml_reader.h"
 #include "variants/core/registry.h"
@@ -369,6 +370,41 @@ std::set<std::string> ReadVariants(const TomlReader& reader, const toml::table& 
   return names;
 }
 
+// [[peers]]: PyTorch programs timed beside the variants (harness/peer.h), under names
+// shared with [[variants]]. Read after the variants, so that the baseline and the
+// [references] can only be variants.
+void ReadPeers(const TomlReader& reader, const toml::table& root, std::set<std::string>& names,
+               Suite& suite) {
+  const toml::node* peers = root.get("peers");
+  if (peers == nullptr) return;
+  if (!peers->is_array_of_tables()) {
+    reader.Fail(peers->source(), "'peers' must be an array of tables: [[peers]] key = \"...\"");
+  }
+  for (const toml::node& element : *peers->as_array()) {
+    const toml::table& table = *element.as_table();
+    reader.CheckKeys(table, "[[peers]]", {"key", "name"});
+    const toml::node& key_node = reader.Required(table, "key", "[[peers]]");
+    VariantSpec spec;
+    spec.key = reader.Name(key_node, "key");
+    const PeerEntry* peer = FindPeer(spec.key);
+    if (peer == nullptr) {
+      reader.Fail(key_node.source(), "unknown peer '" + spec.key + "'; known peers: " + PeerKeys());
+    }
+    spec.family = std::string(peer->family);
+    if (spec.family != suite.model.family && suite.references.count(spec.family) == 0) {
+      reader.Fail(key_node.source(), "peer '" + spec.key + "' runs family '" + spec.family +
+                                         "', not this suite's '" + suite.model.family + "'");
+    }
+    spec.name = table.get("name") ? reader.Name(*table.get("name"), "name") : spec.key;
+    spec.peer = true;
+    if (!names.insert(spec.name).second) {
+      reader.Fail(element.source(), "duplicate name '" + spec.name +
+                                        "' in [[peers]]; give one of them a distinct 'name'");
+    }
+    suite.variants.push_back(std::move(spec));
+  }
+}
+
 // One grid: its variants at each point of the cartesian product of its fields.
 void ExpandGrid(const TomlReader& reader, const toml::table& grid, const Suite& suite,
                 const std::set<std::string>& names, std::vector<std::string>& grid_variants,
@@ -516,7 +552,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   }
   reader.CheckKeys(root, "the suite",
                    {"name", "description", "family", "baseline", "references", "seed", "model",
-                    "measure", "variants", "grid", "cases", "expect"});
+                    "measure", "variants", "peers", "grid", "cases", "expect"});
   Suite suite;
   suite.path = path;
   suite.text = text;
@@ -529,7 +565,8 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   }
   if (const toml::node* model = root.get("model")) ReadModelTable(reader, *model, suite);
   if (const toml::node* measure = root.get("measure")) ReadMeasureTable(reader, *measure, suite);
-  const std::set<std::string> names = ReadVariants(reader, root, other_families, suite);
+  std::set<std::string> names = ReadVariants(reader, root, other_families, suite);
+  ReadPeers(reader, root, names, suite);
   if (const toml::node* grid = root.get("grid")) ReadGrids(reader, *grid, names, suite);
   if (const toml::node* cases = root.get("cases")) ReadCases(reader, *cases, names, suite);
   if (suite.grid.empty() && suite.extra_cases.empty()) {

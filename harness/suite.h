@@ -27,6 +27,7 @@ struct VariantSpec {
   std::string key;
   VariantOptions options;
   std::string family;  // the registered variant's model family
+  bool peer = false;   // a [[peers]] entry: `key` names a PeerEntry (harness/peer.h)
 };
 
 // The step a workload's mode names (its text is validated at parse time).

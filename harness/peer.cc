@@ -1,0 +1,254 @@
+#include "harness/peer.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "build_info.h"
+
+namespace seqbench {
+namespace {
+
+using nlohmann::json;
+
+// Every executable `name` on PATH, in PATH's order.
+std::vector<std::string> AllOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream folders(path != nullptr ? path : "/usr/bin:/bin");
+  std::vector<std::string> found;
+  for (std::string folder; std::getline(folders, folder, ':');) {
+    const std::string candidate = (folder.empty() ? "." : folder) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) found.push_back(candidate);
+  }
+  return found;
+}
+
+// The interpreter the peers run on: the first of $SEQBENCH_PYTHON, the python3s on PATH
+// and Debian's /usr/bin/python3 that imports torch and numpy (a pyenv or venv python3
+// earlier on PATH does not see Debian's python3-torch). Probed once per process; `path`
+// empty and `reason` set when none does.
+struct PeerPython {
+  std::string path;
+  std::string reason;
+};
+
+const PeerPython& FindPeerPython() {
+  static const PeerPython found = [] {
+    std::vector<std::string> candidates;
+    if (const char* chosen = std::getenv("SEQBENCH_PYTHON"); chosen != nullptr && *chosen)
+      candidates.push_back(chosen);
+    for (const std::string& on_path : AllOnPath("python3")) candidates.push_back(on_path);
+    candidates.push_back("/usr/bin/python3");
+    PeerPython python;
+    std::string tried;
+    for (const std::string& candidate : candidates) {
+      if (::access(candidate.c_str(), X_OK) != 0) continue;
+      const ChildOutcome probe =
+          RunChild({candidate, "-c", "import torch, numpy"}, 120, {}, {}, "/dev/null");
+      if (probe.end == ChildOutcome::End::kExited && probe.exit_code == 0) {
+        python.path = candidate;
+        return python;
+      }
+      tried += (tried.empty() ? "" : ", ") + candidate;
+    }
+    python.reason =
+        (tried.empty() ? std::string("no python3 found")
+                       : "no python3 that imports torch and numpy (tried " + tried + ")") +
+        ": the peer needs Debian's python3-torch";
+    return python;
+  }();
+  return found;
+}
+
+std::string ScriptPath(const PeerEntry& entry) {
+  const char* dir = std::getenv("SEQBENCH_PEERS_DIR");
+  const std::string base = dir != nullptr && *dir != '\0'
+                               ? std::string(dir)
+                               : std::string(SEQBENCH_SOURCE_DIR) + "/peers";
+  return base + "/" + std::string(entry.script);
+}
+
+// Writes a tensor's elements, contiguous in its own dtype, to `path`.
+void WriteTensor(const std::string& path, const torch::Tensor& tensor) {
+  const torch::Tensor data = tensor.contiguous().cpu();
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data.data_ptr()),
+            static_cast<std::streamsize>(data.numel() * data.element_size()));
+  if (!out) throw std::runtime_error("peer: cannot write " + path);
+}
+
+// Reads float64 elements of `shape` from `path`.
+torch::Tensor ReadFloat64(const std::string& path, const std::vector<int64_t>& shape) {
+  torch::Tensor tensor = torch::empty(shape, torch::kFloat64);
+  std::ifstream in(path, std::ios::binary);
+  const auto bytes = static_cast<std::streamsize>(tensor.numel() * sizeof(double));
+  in.read(static_cast<char*>(tensor.data_ptr()), bytes);
+  if (in.gcount() != bytes) throw std::runtime_error("peer: " + path + " is short");
+  return tensor;
+}
+
+void WriteBatch(const std::string& dir, const std::string& prefix, const Batch& batch) {
+  WriteTensor(dir + "/" + prefix + "tokens.bin", batch.tokens.to(torch::kInt64));
+  WriteTensor(dir + "/" + prefix + "lengths.bin", batch.lengths.to(torch::kInt64));
+}
+
+}  // namespace
+
+const std::vector<PeerEntry>& Peers() {
+  static const std::vector<PeerEntry> peers = {
+      {"pytorch_index", "simple_rnn", "pytorch/simple_rnn.py", "index",
+       "PyTorch eager, per-step loop reading x[:, t] (what most users write)"},
+      {"pytorch_unbind", "simple_rnn", "pytorch/simple_rnn.py", "unbind",
+       "PyTorch eager, per-step loop over tensors unbound once"},
+      {"pytorch_chunk", "simple_rnn", "pytorch/simple_rnn.py", "chunk",
+       "PyTorch eager, chunkwise form (chunk 32, log-space decays)"},
+  };
+  return peers;
+}
+
+const PeerEntry* FindPeer(std::string_view key) {
+  for (const PeerEntry& entry : Peers()) {
+    if (entry.key == key) return &entry;
+  }
+  return nullptr;
+}
+
+std::string PeerKeys() {
+  std::string keys;
+  for (const PeerEntry& entry : Peers())
+    keys += (keys.empty() ? "" : ", ") + std::string(entry.key);
+  return keys;
+}
+
+std::string PeerUnavailableReason(const PeerEntry& entry) {
+  if (const std::string script = ScriptPath(entry); !std::filesystem::exists(script))
+    return "the peer's script " + script + " is missing";
+  return FindPeerPython().reason;
+}
+
+PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads) : threads_(threads) {
+  std::string pattern = std::filesystem::temp_directory_path().string() + "/seqbench-peer-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("peer: cannot make a scratch directory in " + pattern);
+  dir_ = pattern;
+  const std::string prefix = dir_ + "/pipe";
+  MakeLockstepPipes(prefix);
+  channel_.emplace(LineChannel::Controller(prefix));
+  const std::vector<std::string> argv = {
+      FindPeerPython().path,  ScriptPath(entry), "--pipes", prefix, "--form",
+      std::string(entry.form)};
+  const std::string n = std::to_string(threads);
+  const std::vector<std::string> environment = {"OMP_NUM_THREADS=" + n,
+                                                "OPENBLAS_NUM_THREADS=" + n};
+  thread_ = std::thread([this, argv, environment] {
+    outcome_ = RunChild(
+        argv, 0, [this] { return abandon_.load(); }, environment, dir_ + "/peer.log");
+    ended_ = true;
+  });
+}
+
+PeerProcess::~PeerProcess() {
+  try {
+    if (!ended_) channel_->Send(json{{"op", "quit"}}.dump());
+  } catch (const std::exception&) {  // gone already: nothing to ask
+  }
+  const auto began = std::chrono::steady_clock::now();
+  while (!ended_ && std::chrono::steady_clock::now() - began < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  abandon_ = true;
+  if (thread_.joinable()) thread_.join();
+  channel_.reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string PeerProcess::LogTail() const {
+  std::ifstream log(dir_ + "/peer.log");
+  std::string line, last;
+  while (std::getline(log, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last.empty() ? "(no output)" : last;
+}
+
+std::string PeerProcess::Ask(const std::string& request) {
+  std::string line;
+  try {
+    channel_->Send(request);
+    line = channel_->Receive(
+        0, [this] { return ended_.load(); }, "the peer");
+  } catch (const std::runtime_error& error) {
+    if (!ended_) throw;
+    throw std::runtime_error("the peer ended (" + outcome_.Describe() + "): " + LogTail());
+  }
+  const json answer = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!answer.is_object()) throw std::runtime_error("the peer answered: " + line);
+  if (!answer.value("ok", false))
+    throw std::runtime_error("the peer failed: " + answer.value("error", line));
+  return line;
+}
+
+std::string PeerProcess::Setup(const ModelConfig& config, const ParameterSet& weights,
+                               const Batch& batch, const std::string& dtype) {
+  json parameters = json::array();
+  std::vector<torch::Tensor> flat;
+  for (const auto& item : weights) {
+    names_.push_back(item.key());
+    parameters.push_back({{"name", item.key()}, {"shape", item.value().sizes().vec()}});
+    flat.push_back(item.value().to(torch::kFloat64).reshape({-1}));
+  }
+  WriteTensor(dir_ + "/parameters.bin", torch::cat(flat));
+  WriteBatch(dir_, "", batch);
+  const json manifest = {{"config",
+                          {{"vocab_size", config.vocab_size},
+                           {"width", config.width},
+                           {"layers", config.num_layers},
+                           {"heads", config.num_heads}}},
+                         {"parameters", parameters},
+                         {"batch", {batch.batch_size(), batch.max_length()}},
+                         {"dtype", dtype},
+                         {"threads", threads_}};
+  std::ofstream(dir_ + "/manifest.json") << manifest.dump();
+  const json answer = json::parse(Ask(json{{"op", "setup"}, {"dir", dir_}}.dump()));
+  return "PyTorch " + answer.value("torch", "?") + ", Python " + answer.value("python", "?");
+}
+
+StepOutcome PeerProcess::Check(const Batch& rows) {
+  WriteBatch(dir_, "check_", rows);
+  const json answer = json::parse(
+      Ask(json{{"op", "check"}, {"batch", {rows.batch_size(), rows.max_length()}}}.dump()));
+  StepOutcome outcome;
+  const int64_t vocab = answer.at("vocab_size").get<int64_t>();
+  outcome.output.logits =
+      ReadFloat64(dir_ + "/logits.bin", {rows.batch_size(), rows.max_length(), vocab});
+  outcome.output.loss = torch::scalar_tensor(answer.at("loss").get<double>(), torch::kFloat64);
+  const json shapes = answer.at("shapes");
+  const torch::Tensor gradients =
+      ReadFloat64(dir_ + "/gradients.bin", {answer.at("gradient_elements").get<int64_t>()});
+  int64_t offset = 0;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const std::vector<int64_t> shape = shapes.at(i).get<std::vector<int64_t>>();
+    int64_t size = 1;
+    for (const int64_t extent : shape) size *= extent;
+    outcome.gradients.insert(names_[i], gradients.slice(0, offset, offset + size).reshape(shape));
+    offset += size;
+  }
+  return outcome;
+}
+
+double PeerProcess::TimedStep() {
+  const json answer = json::parse(Ask(json{{"op", "time"}}.dump()));
+  max_rss_bytes_ = answer.value("max_rss_bytes", int64_t{-1});
+  return answer.at("seconds").get<double>();
+}
+
+}  // namespace seqbench
