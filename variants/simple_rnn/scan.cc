@@ -3,12 +3,15 @@
 // only one state per chunk is passed on (a loop over T/C chunks of elementwise work), as
 // in Gated Linear Attention / flash-linear-attention's chunkwise form.
 //
-// Numerics: decays are handled in log space and only ever relative to a point inside
-// the same chunk, with every exponent <= 0. A naive cumprod over T underflows (0.9^4096
-// is 1e-188); here nothing below exp(C * min log g) is formed, and a term that does
-// underflow is one whose true value is below the dtype's range anyway. The price is an
-// explicit [C,C,dh] relative-decay tensor per chunk: B*T*C*D elements of memory, which is
-// why the default chunk is small.
+// Numerics: decays are handled in log space, relative to the chunk's start: with b_t the
+// log of the decay since then (b_t <= 0, falling), a query is scaled by e^{b_t} and a key
+// by e^{-b_s}, so that every pair (t, s) of the chunk is one [C,dh]·[dh,C] product. That
+// is exact while no factor leaves the dtype's range: while every chunk's total log decay
+// stays above -kMaxLogDecayRange (float32: e^{±80} inside its e^{±87} normal range).
+// A chunk that decays further (a gate closing, a long chunk) would overflow e^{-b_s}; then
+// the whole call takes the explicit form instead, which forms only e^{b_t - b_s} <= 1 for
+// s <= t (nothing below the true value underflows), at the price of a [C,C,dh]
+// relative-decay tensor per chunk: B*T*C*D elements, several passes over them.
 #include "variants/core/registry.h"
 #include "variants/simple_rnn/model.h"
 
@@ -16,6 +19,20 @@ namespace seqbench::simple_rnn {
 namespace {
 
 constexpr int64_t kDefaultChunkSize = 16;
+
+// How far a chunk's log decay may fall before e^{-b} leaves the dtype's normal range (with
+// a margin for the values it scales): float32 and bfloat16 share float32's exponent, up to
+// e^{88.7}; float16's reaches e^{11.1}.
+double MaxLogDecayRange(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat64:
+      return 700;
+    case torch::kHalf:
+      return 8;
+    default:
+      return 80;
+  }
+}
 
 // q, k, v, log_g: [B,T,H,dh]; state: [B,H,dh,dh] carried in and out -> o: [B,T,H,dh]
 torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k,
@@ -32,18 +49,25 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
         .permute({0, 3, 1, 2, 4});
   };
   const auto qc = to_chunks(q), kc = to_chunks(k), vc = to_chunks(v);
-  const auto log_b = to_chunks(log_g).cumsum(3);  // log of the decay since the chunk start
+  const auto log_b = to_chunks(log_g).cumsum(3);         // log of the decay since the chunk start
+  const auto log_b_end = log_b.narrow(3, chunk - 1, 1);  // [B,H,N,1,dh]: the chunk's total
+  const auto decayed_q = qc * log_b.exp();               // q_t e^{b_t}, never above |q_t|
 
   // Within a chunk: o_t += sum_{s<=t} (q_t . (b_t/b_s) k_s) v_s.
   const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
-  const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
-                            .masked_fill(~causal.unsqueeze(-1), -INFINITY)
-                            .exp();
-  const auto scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);  // [B,H,N,C,C]
-  const auto intra = torch::matmul(scores, vc);                                // [B,H,N,C,dh]
+  torch::Tensor scores;  // [B,H,N,C(t),C(s)]
+  if (-log_b_end.min().item<double>() < MaxLogDecayRange(q.scalar_type())) {
+    scores =
+        torch::matmul(decayed_q, (kc * (-log_b).exp()).transpose(-1, -2)).masked_fill(~causal, 0.0);
+  } else {
+    const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
+                              .masked_fill(~causal.unsqueeze(-1), -INFINITY)
+                              .exp();
+    scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
+  }
+  const auto intra = torch::matmul(scores, vc);  // [B,H,N,C,dh]
 
   // Each chunk's own contribution to the state at its end, and its total decay.
-  const auto log_b_end = log_b.narrow(3, chunk - 1, 1);  // [B,H,N,1,dh]
   const auto local_state =
       torch::matmul((kc * (log_b_end - log_b).exp()).transpose(-1, -2), vc);  // [B,H,N,dh,dh]
   const auto chunk_decay = log_b_end.squeeze(3).exp().unsqueeze(-1);          // [B,H,N,dh,1]
@@ -57,7 +81,7 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
     incoming.push_back(state);
     state = torch::addcmul(local_states[n], decays[n], state);
   }
-  const auto inter = torch::matmul(qc * log_b.exp(), torch::stack(incoming, 2));  // [B,H,N,C,dh]
+  const auto inter = torch::matmul(decayed_q, torch::stack(incoming, 2));  // [B,H,N,C,dh]
 
   return (intra + inter)
       .permute({0, 2, 3, 1, 4})

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The PyTorch-eager peers end to end (harness/peer.h): on a tiny ragged train workload each
+# peer's float64 step matches the baseline's reference and its samples are stored as a
+# case of its own; a chunk form with an off-by-one causal mask is caught as a mismatch; a
+# missing script, a non-train mode and an unknown peer are a skip, a skip and exit 2.
+# Skipped (exit 77) where no python3 imports torch (Debian's python3-torch).
+# Usage: peer_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+query() { sqlite3 "$work/$1" "$2"; }
+
+if ! /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null &&
+  ! python3 -c 'import torch, numpy' 2>/dev/null; then
+  echo "no python3 imports torch: skipped"
+  exit 77
+fi
+
+cat >"$work/peers.toml" <<'TOML'
+name = "tiny_peers"
+description = "the peers on a tiny ragged workload"
+family = "simple_rnn"
+baseline = "baseline"
+seed = 3
+[model]
+vocab_size = 32
+width = 16
+layers = 2
+heads = 2
+[measure]
+repetitions = 3
+warmup = 1
+[[variants]]
+key = "baseline"
+[[peers]]
+key = "pytorch_index"
+[[peers]]
+key = "pytorch_unbind"
+[[peers]]
+key = "pytorch_chunk"
+[grid]
+variants = ["pytorch_index", "pytorch_unbind", "pytorch_chunk"]
+mode = ["train", "forward"]
+batch = 5
+seq_len = 40   # not a multiple of the chunk form's 32: its padding is exercised
+min_len = 20
+[[expect]]
+what = "all_correct"
+TOML
+
+# 1. Every peer checked in float64 against the reference, timed, stored; forward skipped.
+"$seqbench" run "$work/peers.toml" --db "$work/ok.db" >"$work/out" 2>&1 || {
+  cat "$work/out"
+  fail "run with the peers"
+}
+for peer in pytorch_index pytorch_unbind pytorch_chunk; do
+  row=$(query ok.db "SELECT status, reference, category FROM cases
+                     WHERE variant_name = '$peer' AND mode = 'train'")
+  [[ $row == "ok|baseline float64|PyTorch eager (peer)" ]] || fail "$peer train: $row"
+  samples=$(query ok.db "SELECT COUNT(*) FROM samples JOIN cases USING (case_id)
+                         WHERE variant_name = '$peer' AND mode = 'train'")
+  [[ $samples -eq 3 ]] || fail "$peer: $samples samples, not the suite's 3 repetitions"
+  query ok.db "SELECT description FROM cases WHERE variant_name = '$peer' AND mode = 'train'" |
+    grep -q "(PyTorch 1\.[0-9].*, Python 3\." || fail "$peer: no library versions"
+  row=$(query ok.db "SELECT status, message FROM cases
+                     WHERE variant_name = '$peer' AND mode = 'forward'")
+  [[ $row == "skipped|the peer times train steps only" ]] || fail "$peer forward: $row"
+done
+"$seqbench" check --latest --db "$work/ok.db" >/dev/null || fail "check of the peers' run"
+"$seqbench" report --latest --db "$work/ok.db" | grep -q "| pytorch_chunk: PyTorch eager, chunkwise" ||
+  fail "report lacks the peer's row"
+
+# 2. A chunk form whose causal mask leaves out the diagonal (s < t, not s <= t) is caught.
+cp -r "$source_dir/peers" "$work/broken"
+sed -i 's/\.tril()/.tril(-1)/' "$work/broken/pytorch/simple_rnn.py"
+grep -q 'tril(-1)' "$work/broken/pytorch/simple_rnn.py" || fail "the planted bug did not take"
+set +e
+SEQBENCH_PEERS_DIR="$work/broken" "$seqbench" run "$work/peers.toml" --db "$work/bad.db" \
+  --filter 'mode=train' >"$work/out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "a mismatching peer: exit $rc, not 1"
+[[ $(query bad.db "SELECT status FROM cases WHERE variant_name = 'pytorch_chunk'") == mismatch ]] ||
+  fail "the broken chunk form was not a mismatch"
+[[ $(query bad.db "SELECT status FROM cases WHERE variant_name = 'pytorch_unbind'") == ok ]] ||
+  fail "the loop forms broke with the chunk form"
+
+# 3. Without its script the peer is skipped with the reason, and the run goes on.
+SEQBENCH_PEERS_DIR="$work/none" "$seqbench" run "$work/peers.toml" --db "$work/none.db" \
+  --filter 'pytorch_unbind.*mode=train' >/dev/null
+query none.db "SELECT status, message FROM cases" | grep -q "^skipped|the peer's script .*/none/pytorch/simple_rnn.py is missing$" ||
+  fail "a missing script is not a skip with its reason"
+
+# 4. An unknown peer is bad input: file and line, exit 2, nothing stored.
+sed 's/key = "pytorch_index"/key = "pytorch_jit"/' "$work/peers.toml" >"$work/unknown.toml"
+set +e
+"$seqbench" run "$work/unknown.toml" --db "$work/unknown.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "unknown peer: exit $rc, not 2"
+grep -q "unknown.toml:.*unknown peer 'pytorch_jit'; known peers: pytorch_index" "$work/err" ||
+  fail "unknown peer message: $(cat "$work/err")"
+[[ ! -e $work/unknown.db ]] || fail "bad input created the database"
+echo "peer tests passed"
