@@ -163,9 +163,10 @@ struct ToCount {
 // saying why not.
 bool Countable(const CaseSpec& spec, CaseRecord& record, Store& store, int64_t run_id) {
   if (record.status != kStatusOk && record.status != kStatusMismatch) return false;
-  if (spec.workload.device == "cpu") return true;
-  record.message +=
-      std::string(record.message.empty() ? "" : "; ") + "not counted: valgrind sees host code only";
+  if (spec.workload.device == "cpu" && !spec.variant.peer) return true;
+  record.message += std::string(record.message.empty() ? "" : "; ") +
+                    (spec.variant.peer ? "not counted: a peer steps in its own Python process"
+                                       : "not counted: valgrind sees host code only");
   store.ReplaceCase(run_id, record);
   return false;
 }

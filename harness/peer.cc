@@ -134,14 +134,21 @@ std::string PeerUnavailableReason(const PeerEntry& entry) {
   return FindPeerPython().reason;
 }
 
-PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads) : threads_(threads) {
+PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads, double answer_timeout_s)
+    : threads_(threads), answer_timeout_s_(answer_timeout_s) {
   std::string pattern = std::filesystem::temp_directory_path().string() + "/seqbench-peer-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr)
     throw std::runtime_error("peer: cannot make a scratch directory in " + pattern);
   dir_ = pattern;
   const std::string prefix = dir_ + "/pipe";
-  MakeLockstepPipes(prefix);
-  channel_.emplace(LineChannel::Controller(prefix));
+  try {
+    MakeLockstepPipes(prefix);
+    channel_.emplace(LineChannel::Controller(prefix));
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+    throw;
+  }
   const std::vector<std::string> argv = {
       FindPeerPython().path,  ScriptPath(entry), "--pipes", prefix, "--form",
       std::string(entry.form)};
@@ -185,10 +192,15 @@ std::string PeerProcess::Ask(const std::string& request) {
   try {
     channel_->Send(request);
     line = channel_->Receive(
-        0, [this] { return ended_.load(); }, "the peer");
+        answer_timeout_s_, [this] { return ended_.load(); }, "the peer");
   } catch (const std::runtime_error& error) {
     if (!ended_) throw;
-    throw std::runtime_error("the peer ended (" + outcome_.Describe() + "): " + LogTail());
+    const std::string how = outcome_.end == ChildOutcome::End::kExited
+                                ? "exited with status " + std::to_string(outcome_.exit_code)
+                            : outcome_.end == ChildOutcome::End::kSignaled
+                                ? "killed by signal " + std::to_string(outcome_.signal)
+                                : outcome_.Describe();
+    throw std::runtime_error("the peer ended (" + how + "): " + LogTail());
   }
   const json answer = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!answer.is_object()) throw std::runtime_error("the peer answered: " + line);
@@ -230,7 +242,9 @@ StepOutcome PeerProcess::Check(const Batch& rows) {
   const int64_t vocab = answer.at("vocab_size").get<int64_t>();
   outcome.output.logits =
       ReadFloat64(dir_ + "/logits.bin", {rows.batch_size(), rows.max_length(), vocab});
-  outcome.output.loss = torch::scalar_tensor(answer.at("loss").get<double>(), torch::kFloat64);
+  // As text, so that a NaN or infinite loss arrives as one (a mismatch, not an error).
+  outcome.output.loss =
+      torch::scalar_tensor(std::stod(answer.at("loss").get<std::string>()), torch::kFloat64);
   const json shapes = answer.at("shapes");
   const torch::Tensor gradients =
       ReadFloat64(dir_ + "/gradients.bin", {answer.at("gradient_elements").get<int64_t>()});

@@ -3,9 +3,10 @@
 // each case of a peer is a Python process (peers/pytorch/*.py under the source tree, or
 // under $SEQBENCH_PEERS_DIR; Debian's python3-torch)
 // that loads the suite's weights and batch from files seqbench writes, checks its step
-// against the family's float64 reference like any variant, and times its train steps with
-// torch.utils.benchmark. Its samples are stored as an ordinary case, category
-// kPeerCategory, so that reports, speedups and `check` set the variants beside it.
+// against the family's float64 reference like any variant, and times each train step with
+// torch.utils.benchmark's clock (timeit.default_timer, i.e. perf_counter). Its samples are stored
+// as an ordinary case, category kPeerCategory, so that reports, speedups and `check` set the
+// variants beside it.
 //
 // The conversation is the lockstep one (harness/lockstep.h): one JSON line a message over
 // two named pipes; the script's docstring lists the requests.
@@ -56,9 +57,10 @@ std::string PeerUnavailableReason(const PeerEntry& entry);
 class PeerProcess {
  public:
   // Starts the script with `threads` intra-op and BLAS threads (OMP_NUM_THREADS,
-  // OPENBLAS_NUM_THREADS and torch.set_num_threads). Throws std::runtime_error when the
-  // scratch directory or the pipes cannot be made.
-  PeerProcess(const PeerEntry& entry, int64_t threads);
+  // OPENBLAS_NUM_THREADS and torch.set_num_threads). An answer that takes longer than
+  // `answer_timeout_s` fails its request (the process is then killed with the object).
+  // Throws std::runtime_error when the scratch directory or the pipes cannot be made.
+  PeerProcess(const PeerEntry& entry, int64_t threads, double answer_timeout_s);
   ~PeerProcess();
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;
@@ -71,7 +73,8 @@ class PeerProcess {
   // One float64 train step (gradients, no update) on `rows` (a batch of the same T): its
   // logits [R,T,V], loss and every parameter's gradient, named as `weights` were.
   StepOutcome Check(const Batch& rows);
-  // One train step in the timed dtype, timed by torch.utils.benchmark: its seconds.
+  // One train step in the timed dtype, timed in the peer by torch.utils.benchmark's
+  // clock: its seconds. Untimed steps are the same request with the answer dropped.
   double TimedStep();
   // The peer process's peak resident set (bytes) after its last timed step; -1 before one.
   int64_t max_rss_bytes() const { return max_rss_bytes_; }
@@ -83,6 +86,7 @@ class PeerProcess {
   std::string LogTail() const;
 
   int64_t threads_;
+  double answer_timeout_s_;
   std::string dir_;
   std::vector<std::string> names_;  // the parameters, in the order of parameters.bin
   std::optional<LineChannel> channel_;

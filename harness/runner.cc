@@ -391,7 +391,12 @@ void CaseRunner::PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::Sca
                             workload.vocab_size, suite_.seed + 1, p.device));
   result.tokens_per_step = p.batch->NumTokens();
   const ModelConfig model = suite_.ModelFor(workload, family);
-  p.peer = std::make_unique<PeerProcess>(entry, workload.threads);
+  // The suite's case timeout bounds each answer too; else ten minutes, far above any
+  // step a suite times.
+  const double case_timeout_s = suite_.measurement.case_timeout_s;
+  p.peer = std::make_unique<PeerProcess>(entry, workload.threads,
+                                         case_timeout_s > 0 ? case_timeout_s : 600);
+  p.rss_epoch = -1;  // this process's resident-set peak is not the peer's
   const std::string libraries =
       p.peer->Setup(model, WeightsFor(workload, family), *p.batch, workload.dtype);
   result.description += " (" + libraries + ")";

@@ -1,11 +1,11 @@
 #include "reports/hardware.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <set>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 namespace seqbench {
 namespace {
@@ -19,8 +19,8 @@ std::string Lowercase(std::string_view text) {
 
 // OpenBLAS's x86 core names (driver/others/dynamic.c's corename table, lowercased) and
 // the widest extension each one's kernels use.
-const std::array<std::pair<std::string_view, SimdLevel>, 23>& CoreTable() {
-  static const std::array<std::pair<std::string_view, SimdLevel>, 23> table = {{
+const std::vector<std::pair<std::string_view, SimdLevel>>& CoreTable() {
+  static const std::vector<std::pair<std::string_view, SimdLevel>> table = {
       {"katmai", SimdLevel::kSse},
       {"coppermine", SimdLevel::kSse},
       {"northwood", SimdLevel::kSse},
@@ -44,7 +44,7 @@ const std::array<std::pair<std::string_view, SimdLevel>, 23>& CoreTable() {
       {"skylakex", SimdLevel::kAvx512},
       {"cooperlake", SimdLevel::kAvx512},
       {"sapphirerapids", SimdLevel::kAvx512},
-  }};
+  };
   return table;
 }
 

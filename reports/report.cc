@@ -284,9 +284,14 @@ std::string RenderPhaseTable(const RunRecord& run, const std::vector<CaseRecord>
 
 std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
   std::vector<std::string> warnings = run.warnings;
+  // The BLAS kernels matter where a case ran on the CPU (or before any case is stored).
+  const bool on_cpu = cases.empty() ||
+                      std::any_of(cases.begin(), cases.end(),
+                                  [](const CaseRecord& c) { return c.workload().device == "cpu"; });
   const std::string blas =
-      BlasCoreWarning(run.Environment("blas_core"), run.Environment("cpu_simd"),
-                      run.Environment("env_openblas_coretype"));
+      on_cpu ? BlasCoreWarning(run.Environment("blas_core"), run.Environment("cpu_simd"),
+                               run.Environment("env_openblas_coretype"))
+             : "";
   if (!blas.empty()) warnings.push_back(blas);
   // A training pipeline's samples are steps of different batches, spread by design.
   if (run.kind == kRunKindTraining) return warnings;

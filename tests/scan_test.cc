@@ -53,17 +53,22 @@ TEST_CASE("scan stays finite and equals the baseline at T = 2048 and 4096", "[sc
 }
 
 TEST_CASE("scan stays finite when decays underflow inside a chunk", "[scan]") {
-  // sigmoid(-40) ~ 4e-18: a chunk of 16 such steps spans e^-640, far below float32's range.
+  // sigmoid(-40) ~ 4e-18: a chunk of 16 such steps spans e^-640, far below float32's range
+  // (the explicit form), within float64's (the factorized one, e^{±640}).
   const ModelConfig config = testing::SmallSimpleRnn(1, 2);
   ParameterSet weights = simple_rnn::InitWeights(config, 4);
   weights["layers.0.b_g"].fill_(-40.0);
   const Batch batch = MakeBatch({2, 64, 0}, config.vocab_size, 2);
-  auto scan = testing::MakeVariant("scan", config, weights, torch::kFloat32);
-  auto baseline = testing::MakeVariant("baseline", config, weights, torch::kFloat32);
-  const auto result =
-      CheckEquivalence(*scan, *baseline, Mode::kTrain, batch, scan->capabilities().float32);
-  CHECK(result.logits.within);
-  CHECK(result.gradients.within);
+  for (const auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    DYNAMIC_SECTION(DtypeName(dtype)) {
+      auto scan = testing::MakeVariant("scan", config, weights, dtype);
+      auto baseline = testing::MakeVariant("baseline", config, weights, dtype);
+      const auto result = CheckEquivalence(*scan, *baseline, Mode::kTrain, batch,
+                                           scan->capabilities().ToleranceFor(dtype));
+      CHECK(result.logits.within);
+      CHECK(result.gradients.within);
+    }
+  }
 }
 
 }  // namespace

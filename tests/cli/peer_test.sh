@@ -10,6 +10,9 @@ seqbench=$1
 source_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The peers' scratch directories go here: none may be left behind.
+mkdir "$work/tmp"
+export TMPDIR=$work/tmp
 fail() { echo "FAIL: $*" >&2; exit 1; }
 query() { sqlite3 "$work/$1" "$2"; }
 
@@ -94,7 +97,24 @@ SEQBENCH_PEERS_DIR="$work/none" "$seqbench" run "$work/peers.toml" --db "$work/n
 query none.db "SELECT status, message FROM cases" | grep -q "^skipped|the peer's script .*/none/pytorch/simple_rnn.py is missing$" ||
   fail "a missing script is not a skip with its reason"
 
-# 4. An unknown peer is bad input: file and line, exit 2, nothing stored.
+# 4. A peer that dies mid-conversation is that case's error, with its last words; no hang.
+cp -r "$source_dir/peers" "$work/dying"
+sed -i 's/    def check(self, request):/    def check(self, request):\n        print("planted: dying at check", file=sys.stderr, flush=True)\n        os._exit(3)/' \
+  "$work/dying/pytorch/simple_rnn.py"
+grep -q '_exit(3)' "$work/dying/pytorch/simple_rnn.py" || fail "the planted exit did not take"
+set +e
+SEQBENCH_PEERS_DIR="$work/dying" timeout 300 "$seqbench" run "$work/peers.toml" \
+  --db "$work/dying.db" --filter 'pytorch_unbind.*mode=train' >/dev/null 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "a dying peer: exit $rc, not 1"
+query dying.db "SELECT status, message FROM cases" |
+  grep -q "^error|the peer ended (exited with status 3): planted: dying at check$" ||
+  fail "a dying peer: $(query dying.db "SELECT status, message FROM cases")"
+[[ -z $(ls -A "$TMPDIR") ]] || fail "scratch left behind: $(ls -A "$TMPDIR")"
+pgrep -f "$work/.*simple_rnn.py" >/dev/null && fail "a peer process outlived its run"
+
+# 5. An unknown peer is bad input: file and line, exit 2, nothing stored.
 sed 's/key = "pytorch_index"/key = "pytorch_jit"/' "$work/peers.toml" >"$work/unknown.toml"
 set +e
 "$seqbench" run "$work/unknown.toml" --db "$work/unknown.db" 2>"$work/err"

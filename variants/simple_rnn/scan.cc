@@ -7,7 +7,7 @@
 // log of the decay since then (b_t <= 0, falling), a query is scaled by e^{b_t} and a key
 // by e^{-b_s}, so that every pair (t, s) of the chunk is one [C,dh]·[dh,C] product. That
 // is exact while no factor leaves the dtype's range: while every chunk's total log decay
-// stays above -kMaxLogDecayRange (float32: e^{±80} inside its e^{±87} normal range).
+// stays above -MaxLogDecayRange(dtype) (float32: e^{±80} inside its e^{±87} normal range).
 // A chunk that decays further (a gate closing, a long chunk) would overflow e^{-b_s}; then
 // the whole call takes the explicit form instead, which forms only e^{b_t - b_s} <= 1 for
 // s <= t (nothing below the true value underflows), at the price of a [C,C,dh]
