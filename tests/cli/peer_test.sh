@@ -2,7 +2,8 @@
 # The PyTorch-eager peers end to end (harness/peer.h): on a tiny ragged train workload each
 # peer's float64 step matches the baseline's reference and its samples are stored as a
 # case of its own; a chunk form with an off-by-one causal mask is caught as a mismatch; a
-# missing script, a non-train mode and an unknown peer are a skip, a skip and exit 2.
+# missing script, a non-train mode and an unknown peer are a skip, a skip and exit 2; a
+# peer that dies is its case's error; an instruction count leaves peers uncounted.
 # Skipped (exit 77) where no python3 imports torch (Debian's python3-torch).
 # Usage: peer_test.sh SEQBENCH_BINARY SOURCE_DIR
 set -euo pipefail
@@ -114,7 +115,17 @@ query dying.db "SELECT status, message FROM cases" |
 [[ -z $(ls -A "$TMPDIR") ]] || fail "scratch left behind: $(ls -A "$TMPDIR")"
 pgrep -f "$work/.*simple_rnn.py" >/dev/null && fail "a peer process outlived its run"
 
-# 5. An unknown peer is bad input: file and line, exit 2, nothing stored.
+# 5. An instruction count leaves a peer uncounted, with the reason, without starting it
+# under valgrind (its steps run in another process).
+if command -v valgrind >/dev/null; then
+  "$seqbench" run "$work/peers.toml" --db "$work/count.db" --filter 'pytorch_unbind.*mode=train' \
+    --count instructions >/dev/null 2>&1 || fail "a counted run with a peer"
+  query count.db "SELECT status, message FROM cases" |
+    grep -q "^ok|not counted: a peer steps in its own Python process$" ||
+    fail "a counted peer: $(query count.db "SELECT status, message FROM cases")"
+fi
+
+# 6. An unknown peer is bad input: file and line, exit 2, nothing stored.
 sed 's/key = "pytorch_index"/key = "pytorch_jit"/' "$work/peers.toml" >"$work/unknown.toml"
 set +e
 "$seqbench" run "$work/unknown.toml" --db "$work/unknown.db" 2>"$work/err"
