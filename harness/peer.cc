@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "build_info.h"
+#include "results/output_file.h"
 
 namespace seqbench {
 namespace {
@@ -76,13 +77,12 @@ std::string ScriptPath(const PeerEntry& entry) {
   return base + "/" + std::string(entry.script);
 }
 
-// Writes a tensor's elements, contiguous in its own dtype, to `path`.
+// Writes a tensor's elements, contiguous in its own dtype, to `path` (results/output_file.h:
+// whole or not at all, like every file seqbench writes).
 void WriteTensor(const std::string& path, const torch::Tensor& tensor) {
   const torch::Tensor data = tensor.contiguous().cpu();
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data.data_ptr()),
-            static_cast<std::streamsize>(data.numel() * data.element_size()));
-  if (!out) throw std::runtime_error("peer: cannot write " + path);
+  WriteFileAtomically(path, std::string(static_cast<const char*>(data.data_ptr()),
+                                        data.numel() * data.element_size()));
 }
 
 // Reads float64 elements of `shape` from `path`.
@@ -145,8 +145,7 @@ PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads, double answer_
     MakeLockstepPipes(prefix);
     channel_.emplace(LineChannel::Controller(prefix));
   } catch (...) {  // the destructor does not run for a constructor that throws
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
+    RemoveTree(dir_);
     throw;
   }
   const std::vector<std::string> argv = {
@@ -174,8 +173,7 @@ PeerProcess::~PeerProcess() {
   abandon_ = true;
   if (thread_.joinable()) thread_.join();
   channel_.reset();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir_, ignored);
+  RemoveTree(dir_);
 }
 
 std::string PeerProcess::LogTail() const {
@@ -229,7 +227,7 @@ std::string PeerProcess::Setup(const ModelConfig& config, const ParameterSet& we
                          {"batch", {batch.batch_size(), batch.max_length()}},
                          {"dtype", dtype},
                          {"threads", threads_}};
-  std::ofstream(dir_ + "/manifest.json") << manifest.dump();
+  WriteFileAtomically(dir_ + "/manifest.json", manifest.dump());
   const json answer = json::parse(Ask(json{{"op", "setup"}, {"dir", dir_}}.dump()));
   return "PyTorch " + answer.value("torch", "?") + ", Python " + answer.value("python", "?");
 }
