@@ -48,36 +48,28 @@ const std::vector<std::pair<std::string_view, SimdLevel>>& CoreTable() {
   return table;
 }
 
-// The core whose kernels match `level`: what the warning suggests for OPENBLAS_CORETYPE.
-std::string_view MatchingCore(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kAvx512:
-      return "SkylakeX";
-    case SimdLevel::kAvx2Fma:
-      return "Haswell";
-    case SimdLevel::kAvx:
-      return "Sandybridge";
-    case SimdLevel::kSse:
-      break;
-  }
-  return "Prescott";
+// What each level means, in SimdLevel's order: its name, the OpenBLAS core whose kernels
+// match it (what the warning suggests for OPENBLAS_CORETYPE), and its float32 FLOPs a
+// cycle per core (hardware.h states the assumptions).
+struct LevelFacts {
+  std::string_view name;
+  std::string_view matching_core;
+  double flops_per_cycle;
+};
+
+const LevelFacts& FactsOf(SimdLevel level) {
+  static const LevelFacts facts[] = {
+      {"SSE", "Prescott", 4 + 4},           // an add and a multiply of 4 lanes
+      {"AVX", "Sandybridge", 8 + 8},        // an add and a multiply of 8 lanes
+      {"AVX2+FMA", "Haswell", 2 * 8 * 2},   // two FMA ports of 8 lanes
+      {"AVX-512", "SkylakeX", 2 * 16 * 2},  // two FMA ports of 16 lanes
+  };
+  return facts[static_cast<int>(level)];
 }
 
 }  // namespace
 
-std::string_view SimdLevelName(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kAvx512:
-      return "AVX-512";
-    case SimdLevel::kAvx2Fma:
-      return "AVX2+FMA";
-    case SimdLevel::kAvx:
-      return "AVX";
-    case SimdLevel::kSse:
-      break;
-  }
-  return "SSE";
-}
+std::string_view SimdLevelName(SimdLevel level) { return FactsOf(level).name; }
 
 std::optional<SimdLevel> CpuSimdLevel(std::string_view flags) {
   std::istringstream words{std::string(flags)};
@@ -114,24 +106,12 @@ std::string BlasCoreWarning(std::string_view blas_core, std::string_view cpu_fla
                  : std::string("OpenBLAS's own choice: OPENBLAS_CORETYPE unset")) +
          "): GEMMs ran slower than this CPU allows, and % of BLAS peak is relative to those "
          "kernels; OPENBLAS_CORETYPE=" +
-         std::string(MatchingCore(*cpu)) +
+         std::string(FactsOf(*cpu).matching_core) +
          " selects kernels for its extension (seqbench never sets it; a run records it, and "
          "checks every case either way)";
 }
 
-double FlopsPerCycle(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kAvx512:
-      return 2 * 16 * 2;
-    case SimdLevel::kAvx2Fma:
-      return 2 * 8 * 2;
-    case SimdLevel::kAvx:
-      return 8 + 8;
-    case SimdLevel::kSse:
-      break;
-  }
-  return 4 + 4;
-}
+double FlopsPerCycle(SimdLevel level) { return FactsOf(level).flops_per_cycle; }
 
 std::optional<double> CpuPeakGflops(const CpuPeakInput& input) {
   const auto level = CpuSimdLevel(input.simd_flags);
