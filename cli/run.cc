@@ -477,9 +477,9 @@ std::vector<std::pair<std::string, std::string>> MachineLimitsFor(
 
 // The run's settings as stored with it: the measurement, the test-only inflation, counting,
 // the timer and tracing, the machine's peaks (a new run's only), the isolation.
-std::vector<std::pair<std::string, std::string>> RunSettings(const RunFlags& f, const Suite& suite,
-                                                             const std::vector<CaseSpec>& cases,
-                                                             bool isolate, double case_timeout_s) {
+std::vector<std::pair<std::string, std::string>> RunEnvironmentEntries(
+    const RunFlags& f, const Suite& suite, const std::vector<CaseSpec>& cases, bool isolate,
+    double case_timeout_s) {
   std::vector<std::pair<std::string, std::string>> entries;
   entries.emplace_back("case_filter", f.filter.empty() ? "none" : f.filter);
   entries.emplace_back("repetition_order",
@@ -528,16 +528,11 @@ RunRecord DescribeRun(const RunFlags& f, const Suite& suite, const std::vector<C
   description.shard = checked.selection.shard.Text();
   description.seed = suite.seed;
   description.baseline = suite.baseline;
-  const Measurement& measure = suite.measurement;
-  description.repetitions = measure.repetitions;
-  description.warmup = measure.warmup;
-  description.min_time_s = measure.min_time_s;
-  description.max_noise = measure.max_noise;
-  description.max_time_s = measure.max_noise > 0 ? measure.max_time_s : 0;
-  description.check_policy = CheckPolicyName(checked.check);
+  description.settings = suite.measurement;
+  description.settings.check_policy = CheckPolicyName(checked.check);
   description.label = f.label;
   description.expectations = suite.expectations;
-  description.extra_environment = RunSettings(f, suite, cases, isolate, case_timeout_s);
+  description.extra_environment = RunEnvironmentEntries(f, suite, cases, isolate, case_timeout_s);
   RunRecord requested = NewRunRecord(description);
   if (f.test_extra_head_passes > 0) {
     requested.warnings.push_back(

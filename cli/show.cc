@@ -42,18 +42,18 @@ void PrintRunHeader(const RunRecord& run) {
               (unsigned long long)run.seed,
               run.label.empty() ? "" : Shown("  label " + run.label).c_str(),
               Shown(run.command_line).c_str());
-  if (run.max_noise > 0) {
+  if (run.settings.max_noise > 0) {
     std::printf(
         "adaptive stopping: until the median's 95%% interval is within ±%g%%, at most "
         "%g s a case\n",
-        run.max_noise * 100, run.max_time_s);
+        run.settings.max_noise * 100, run.settings.max_time_s);
   }
   std::printf(
       "%s run: baseline %s, %lld repetitions after %lld warmup, min time %s, %lld "
       "thread(s), check %s, %zu expectation(s)\n\nEnvironment:\n",
-      Shown(run.kind).c_str(), Shown(run.baseline).c_str(), (long long)run.repetitions,
-      (long long)run.warmup, FormatDuration(run.min_time_s).c_str(), (long long)run.threads,
-      Shown(run.check_policy).c_str(), run.expectations.size());
+      Shown(run.kind).c_str(), Shown(run.baseline).c_str(), (long long)run.settings.repetitions,
+      (long long)run.settings.warmup, FormatDuration(run.settings.min_time_s).c_str(),
+      (long long)run.threads, Shown(run.settings.check_policy).c_str(), run.expectations.size());
   for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", Shown(key).c_str(), Shown(value).c_str());
 }

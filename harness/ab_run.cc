@@ -172,7 +172,7 @@ int64_t StoreSide(Store& store, RunRecord run, const std::vector<CaseRecord>& ca
                   const std::string& started_at) {
   run.uuid = own_uuid;
   run.label = request.label + " " + side;
-  run.repetitions = request.rounds;
+  run.settings.repetitions = request.rounds;
   run.status = "running";
   run.environment.emplace_back("ab_side", side);
   run.environment.emplace_back("ab_pair", partner_uuid);

@@ -45,47 +45,18 @@ std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selec
   return Shard(cases, selection.shard.index, selection.shard.count);
 }
 
-namespace {
-// A minimum sample time as `run --min-time` takes it: "10ms".
-std::string FormatSeconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%gms", seconds * 1e3);
-  return text;
-}
-}  // namespace
-
 std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested) {
   std::vector<std::string> conflicts;
   const auto differ = [&](const std::string& what, const std::string& theirs,
                           const std::string& ours, const std::string& fix) {
-    if (theirs != ours) {
-      conflicts.push_back(what + ": the run has " + (theirs.empty() ? "none" : theirs) +
-                          ", this command " + (ours.empty() ? "none" : ours) + " (" + fix + ")");
-    }
+    if (theirs != ours) conflicts.push_back(Conflict(what, theirs, ours, fix));
   };
   differ("suite", stored.suite_hash, requested.suite_hash,
          "resume needs the same suite file, unchanged");
   differ("shard", stored.shard, requested.shard,
          stored.shard.empty() ? "drop --shard" : "pass --shard " + stored.shard);
-  differ("repetitions", std::to_string(stored.repetitions), std::to_string(requested.repetitions),
-         "pass --repetitions " + std::to_string(stored.repetitions));
-  differ("warmup", std::to_string(stored.warmup), std::to_string(requested.warmup),
-         "pass --warmup " + std::to_string(stored.warmup));
-  differ("min time", FormatSeconds(stored.min_time_s), FormatSeconds(requested.min_time_s),
-         "pass --min-time " + FormatSeconds(stored.min_time_s));
-  const auto noise = [](const RunRecord& run) {
-    char text[64] = "off";
-    if (run.max_noise > 0)
-      std::snprintf(text, sizeof(text), "%g%% within %gs", run.max_noise * 100, run.max_time_s);
-    return std::string(text);
-  };
-  char noise_fix[96] = "drop --max-noise";
-  if (stored.max_noise > 0)
-    std::snprintf(noise_fix, sizeof(noise_fix), "pass --max-noise %g%% --max-time %gs",
-                  stored.max_noise * 100, stored.max_time_s);
-  differ("max noise", noise(stored), noise(requested), noise_fix);
-  differ("check policy", stored.check_policy, requested.check_policy,
-         "pass --check " + stored.check_policy);
+  for (std::string& conflict : SettingConflicts(stored.settings, requested.settings))
+    conflicts.push_back(std::move(conflict));
   differ("threads", std::to_string(stored.threads), std::to_string(requested.threads),
          "run with the same thread count");
   // Runs stored before these entries existed have none; they are not judged on them.

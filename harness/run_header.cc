@@ -26,13 +26,8 @@ RunRecord NewRunRecord(const RunDescription& description) {
   run.status = "running";
   run.started_at = UtcNow();
   run.baseline = description.baseline;
-  run.repetitions = description.repetitions;
-  run.warmup = description.warmup;
-  run.min_time_s = description.min_time_s;
-  run.max_noise = description.max_noise;
-  run.max_time_s = description.max_time_s;
+  run.settings = description.settings.AsStored();
   run.threads = at::get_num_threads();
-  run.check_policy = description.check_policy;
   run.label = description.label;
   run.expectations = description.expectations;
   run.environment = env.entries;

@@ -20,11 +20,8 @@ struct RunDescription {
   std::string shard;  // "i/n" or ""
   uint64_t seed = 0;
   std::string baseline;
-  int64_t repetitions = 0, warmup = 0;
-  double min_time_s = 0;
-  double max_noise = 0, max_time_s = 0;
-  std::string check_policy = "full";
-  std::string label;  // free text for selecting the run later (run --label)
+  RunSettings settings;  // stored as RunSettings::AsStored()
+  std::string label;     // free text for selecting the run later (run --label)
   std::vector<Expectation> expectations;
   // Entries only this kind of run knows (the timer it uses, the data it trains on).
   std::vector<std::pair<std::string, std::string>> extra_environment;

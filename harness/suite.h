@@ -46,18 +46,16 @@ struct CaseSpec {
 // A variant's options as stored: "name=value,..." in name order.
 std::string OptionsText(const VariantOptions& options);
 
-struct Measurement {
-  int64_t repetitions = 10;
-  int64_t warmup = 2;     // untimed steps before the first repetition
-  double min_time_s = 0;  // each repetition repeats the step until this much time
+// A suite's [measure] table with the run flags' overrides: the settings a run stores
+// (results/run_settings.h: repetitions, warmup, min time, adaptive stopping's max_noise
+// and max_time_s, check policy) and the knobs below, which it does not.
+struct Measurement : RunSettings {
+  Measurement() : RunSettings(RunSettings::SuiteDefaults()) {}
   // run --isolate: seconds before a case is killed as `timeout`; 0: DefaultCaseTimeout()
   double case_timeout_s = 0;
-  // Adaptive stopping: repeat until the median's 95% interval (stats::MedianInterval) is
-  // within ±max_noise of it (a fraction; 0: off, exactly `repetitions`), or until the
-  // case has spent max_time_s timing. `repetitions` is then the first batch and each
-  // further batch.
-  double max_noise = 0;
-  double max_time_s = 30;
+  // Adaptive stopping (max_noise > 0) repeats until the median's 95% interval
+  // (stats::MedianInterval) is within ±max_noise of it, or until the case has spent
+  // max_time_s timing; `repetitions` is then the first batch and each further batch.
   // Test-only (run --test-slowdown): each timed step of the cases whose key matches
   // `test_slowdown_filter` does test_slowdown times its work, by running whole extra
   // steps (never a sleep), so that the gate's power can be measured against a known

@@ -305,12 +305,13 @@ std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<Cas
           std::to_string(stats::kMinBootstrapSamples) + " a verdict needs: raise repetitions");
       continue;
     }
-    if (run.max_noise > 0) {
+    if (run.settings.max_noise > 0) {
       const auto noise = stats::MedianRelativeHalfWidth(c.samples_s);
-      if (!noise || *noise > run.max_noise) {
+      if (!noise || *noise > run.settings.max_noise) {
         warnings.push_back(name + ": did not reach --max-noise " +
-                           FormatSignificant(100 * run.max_noise, 3) + "% within " +
-                           FormatSignificant(run.max_time_s, 3) + " s: the median's interval is ±" +
+                           FormatSignificant(100 * run.settings.max_noise, 3) + "% within " +
+                           FormatSignificant(run.settings.max_time_s, 3) +
+                           " s: the median's interval is ±" +
                            (noise ? FormatSignificant(100 * *noise, 3) + "%" : "unknown") +
                            " after " + std::to_string(summary.count) + " samples");
       }
@@ -400,11 +401,11 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                      {"finished_at", run.finished_at},
                      {"kind", run.kind},
                      {"baseline", run.baseline},
-                     {"repetitions", run.repetitions},
-                     {"warmup", run.warmup},
-                     {"min_time_s", run.min_time_s},
+                     {"repetitions", run.settings.repetitions},
+                     {"warmup", run.settings.warmup},
+                     {"min_time_s", run.settings.min_time_s},
                      {"threads", run.threads},
-                     {"check_policy", run.check_policy},
+                     {"check_policy", run.settings.check_policy},
                      {"environment", environment},
                      {"warnings", run.warnings}}},
                    {"cases", json::array()}};

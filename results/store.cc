@@ -9,8 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "results/legacy_facts.h"
+#include "results/run_columns.h"
 
 namespace seqbench {
 namespace {
@@ -647,21 +650,37 @@ void Store::EnsureSchema() {
   transaction.Commit();
 }
 
+void Store::BindRunRow(Statement& insert, const RunRecord& run) {
+  int index = 0;
+  for (const RunColumn& column : RunColumns()) {
+    ++index;
+    std::visit(
+        [&](const auto& member) {
+          const auto& value = member.get(run);
+          using T = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (column.null_if_empty)
+              insert.BindNullIfEmpty(index, value);
+            else
+              insert.Bind(index, value);
+          } else if constexpr (std::is_same_v<T, uint64_t>) {
+            insert.Bind(index, static_cast<int64_t>(value));
+          } else {
+            insert.Bind(index, value);
+          }
+        },
+        column.member);
+  }
+}
+
 int64_t Store::CreateRun(const RunRecord& run) {
   Transaction transaction(*this);
-  Statement insert(*this,
-                   "INSERT INTO runs (uuid, suite_name, suite_path, suite_text, suite_hash, "
-                   "command_line, shard, seed, status, started_at, finished_at, kind, baseline, "
-                   "repetitions, warmup, min_time_s, threads, check_policy, label, max_noise, "
-                   "max_time_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                   "?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)");
-  insert.Bind(1, run.uuid).Bind(2, run.suite_name).Bind(3, run.suite_path).Bind(4, run.suite_text);
-  insert.Bind(5, run.suite_hash).Bind(6, run.command_line).Bind(7, run.shard);
-  insert.Bind(8, static_cast<int64_t>(run.seed)).Bind(9, run.status).Bind(10, run.started_at);
-  insert.BindNullIfEmpty(11, run.finished_at).Bind(12, run.kind).Bind(13, run.baseline);
-  insert.Bind(14, run.repetitions).Bind(15, run.warmup).Bind(16, run.min_time_s);
-  insert.Bind(17, run.threads).Bind(18, run.check_policy).Bind(19, run.label);
-  insert.Bind(20, run.max_noise).Bind(21, run.max_time_s).Run();
+  std::string sql = "INSERT INTO runs (" + RunColumnList() + ") VALUES (";
+  for (size_t i = 1; i <= RunColumns().size(); ++i)
+    sql += (i > 1 ? ", ?" : "?") + std::to_string(i);
+  Statement insert(*this, (sql + ")").c_str());
+  BindRunRow(insert, run);
+  insert.Run();
   const int64_t run_id = sqlite3_last_insert_rowid(db_);
   AddExpectations(run_id, run.expectations);
   Statement environment(*this, "INSERT INTO environment (run_id, key, value) VALUES (?1, ?2, ?3)");
@@ -769,41 +788,35 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
 }
 
 namespace {
-constexpr const char* kRunColumns =
-    "SELECT run_id, uuid, suite_name, suite_path, suite_text, suite_hash, command_line, shard, "
-    "seed, status, started_at, finished_at, kind, baseline, repetitions, warmup, min_time_s, "
-    "threads, check_policy, label, max_noise, max_time_s FROM runs";
-}
+// "SELECT run_id, <RunColumns()> FROM runs": what ReadRunRow reads.
+std::string SelectRuns() { return "SELECT run_id, " + RunColumnList() + " FROM runs"; }
+}  // namespace
 
 RunRecord Store::ReadRunRow(const Statement& row) {
   RunRecord run;
   run.run_id = row.Integer(0);
-  run.uuid = row.Text(1);
-  run.suite_name = row.Text(2);
-  run.suite_path = row.Text(3);
-  run.suite_text = row.Text(4);
-  run.suite_hash = row.Text(5);
-  run.command_line = row.Text(6);
-  run.shard = row.Text(7);
-  run.seed = static_cast<uint64_t>(row.Integer(8));
-  run.status = row.Text(9);
-  run.started_at = row.Text(10);
-  run.finished_at = row.Text(11);
-  run.kind = row.Text(12);
-  run.baseline = row.Text(13);
-  run.repetitions = row.Integer(14);
-  run.warmup = row.Integer(15);
-  run.min_time_s = row.Real(16);
-  run.threads = row.Integer(17);
-  run.check_policy = row.Text(18);
-  run.label = row.Text(19);
-  run.max_noise = row.Real(20);
-  run.max_time_s = row.Real(21);
+  int index = 0;
+  for (const RunColumn& column : RunColumns()) {
+    ++index;
+    std::visit(
+        [&](const auto& member) {
+          auto& value = member.set(run);
+          using T = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            value = row.Text(index);
+          } else if constexpr (std::is_same_v<T, double>) {
+            value = row.Real(index);
+          } else {
+            value = static_cast<T>(row.Integer(index));
+          }
+        },
+        column.member);
+  }
   return run;
 }
 
 std::optional<RunRecord> Store::FindRun(int64_t run_id) const {
-  const std::string sql = std::string(kRunColumns) + " WHERE run_id = ?1";
+  const std::string sql = SelectRuns() + " WHERE run_id = ?1";
   Statement select(*this, sql.c_str());
   select.Bind(1, run_id);
   if (!select.Step()) return std::nullopt;
@@ -834,7 +847,7 @@ std::optional<RunRecord> Store::FindRun(int64_t run_id) const {
 }
 
 std::vector<RunRecord> Store::Runs() const {
-  const std::string sql = std::string(kRunColumns) + " ORDER BY run_id";
+  const std::string sql = SelectRuns() + " ORDER BY run_id";
   Statement select(*this, sql.c_str());
   std::vector<RunRecord> runs;
   while (select.Step()) runs.push_back(ReadRunRow(select));

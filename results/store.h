@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "results/case_identity.h"
+#include "results/run_settings.h"
 
 struct sqlite3;
 
@@ -76,18 +77,12 @@ struct RunRecord {
   uint64_t seed = 0;
   std::string status;
   std::string started_at, finished_at;  // ISO 8601 UTC; finished_at empty while running
-  // Typed facts of how the run measured (schema v5).
-  std::string baseline;               // the correctness and speedup reference (training: the
-                                      // reference pipeline)
-  int64_t repetitions = 0;            // timed samples per case (training: 0, one per step); with
-                                      // max_noise, the first batch and each further one
-  int64_t warmup = 0;                 // untimed steps before them
-  double min_time_s = 0;              // each sample repeats the step until this long
-  int64_t threads = 0;                // the most threads any case runs with (training: LibTorch's)
-  std::string check_policy = "full";  // which cases were checked against the baseline
-  std::string label;                  // free text from `run --label` (v7), for selecting runs
-  double max_noise = 0;   // adaptive stopping's target (v7): a fraction; 0: fixed repetitions
-  double max_time_s = 0;  // its timing budget per case (v7)
+  // Typed facts of how the run measured (schema v5; label, max noise and time v7).
+  std::string baseline;  // the correctness and speedup reference (training: the reference
+                         // pipeline)
+  RunSettings settings;  // as stored (RunSettings::AsStored)
+  int64_t threads = 0;   // the most threads any case runs with (training: LibTorch's)
+  std::string label;     // free text from `run --label`, for selecting runs
   std::vector<Expectation> expectations;
   std::vector<std::pair<std::string, std::string>> environment;
   std::vector<std::string> warnings;
@@ -265,7 +260,10 @@ class Store {
   void BackfillV5();
   void AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations);
   void Check(int rc, const char* what) const;
-  static RunRecord ReadRunRow(const Statement& row);  // columns of kRunColumns
+  // A run's RunColumns() bound to ?1.. of an INSERT, and read from columns 1.. of a
+  // SELECT whose column 0 is run_id.
+  static void BindRunRow(Statement& insert, const RunRecord& run);
+  static RunRecord ReadRunRow(const Statement& row);
   // The run's cases in suite order; only the one with `case_key` when it is given.
   // Reads the columns `schema_version` has (BackfillV5 runs before later migrations).
   std::vector<CaseRecord> ReadCases(int64_t run_id, const std::string* case_key,

@@ -13,11 +13,11 @@ RunRecord Measured(int64_t repetitions) {
   RunRecord run;
   run.suite_hash = "0123456789abcdef";
   run.shard = "1/2";
-  run.repetitions = repetitions;
-  run.warmup = 2;
-  run.min_time_s = 0;
+  run.settings.repetitions = repetitions;
+  run.settings.warmup = 2;
+  run.settings.min_time_s = 0;
   run.threads = 1;
-  run.check_policy = "full";
+  run.settings.check_policy = "full";
   run.environment = {{"git_sha", "0123456789abcdef0123"},
                      {"git_dirty", "false"},
                      {"build_type", "Release"},
@@ -56,10 +56,10 @@ TEST_CASE("resume: the same measurement continues, any difference is refused", "
 
   RunRecord changed = Measured(10);
   changed.suite_hash = "fedcba9876543210";
-  changed.warmup = 0;
+  changed.settings.warmup = 0;
   changed.threads = 2;
-  changed.min_time_s = 0.5;
-  changed.check_policy = "sample";
+  changed.settings.min_time_s = 0.5;
+  changed.settings.check_policy = "sample";
   CHECK(ResumeConflicts(stored, changed).size() == 5);
 
   // Each further fact alone, with the flag that would match.
@@ -70,9 +70,10 @@ TEST_CASE("resume: the same measurement continues, any difference is refused", "
     CHECK(conflicts.size() == 1);
     return conflicts.empty() ? std::string() : conflicts.front();
   };
-  CHECK_THAT(one([](RunRecord& r) { r.warmup = 5; }), Catch::Contains("--warmup 2"));
-  CHECK_THAT(one([](RunRecord& r) { r.min_time_s = 0.01; }), Catch::Contains("--min-time 0ms"));
-  CHECK_THAT(one([](RunRecord& r) { r.max_noise = 0.02, r.max_time_s = 30; }),
+  CHECK_THAT(one([](RunRecord& r) { r.settings.warmup = 5; }), Catch::Contains("--warmup 2"));
+  CHECK_THAT(one([](RunRecord& r) { r.settings.min_time_s = 0.01; }),
+             Catch::Contains("--min-time 0ms"));
+  CHECK_THAT(one([](RunRecord& r) { r.settings.max_noise = 0.02, r.settings.max_time_s = 30; }),
              Catch::Contains("drop --max-noise"));
   CHECK_THAT(one([](RunRecord& r) { r.environment[3].second = "^fused"; }),
              Catch::Contains("drop --filter"));

@@ -32,14 +32,14 @@ RunRecord SampleRun(const std::string& uuid) {
   run.environment = {{"torch_version", "1.13.0"}, {"cpu_model", "test cpu"}};
   run.warnings = {"debug build"};
   run.baseline = "baseline";
-  run.repetitions = 7;
-  run.warmup = 3;
-  run.min_time_s = 0.25;
+  run.settings.repetitions = 7;
+  run.settings.warmup = 3;
+  run.settings.min_time_s = 0.25;
   run.threads = 2;
-  run.check_policy = "full";
+  run.settings.check_policy = "full";
   run.label = "nightly";
-  run.max_noise = 0.02;
-  run.max_time_s = 12.5;
+  run.settings.max_noise = 0.02;
+  run.settings.max_time_s = 12.5;
   Expectation speedup{"speedup", "fused", "baseline", 1.5, std::nullopt, {{"batch", "4"}}, 31};
   Expectation correct{"all_correct", "", "", std::nullopt, std::nullopt, {}, 40};
   run.expectations = {speedup, correct};
@@ -94,13 +94,13 @@ void CheckRoundTrip(Store& store) {
   CHECK(run->warnings == expected.warnings);
   CHECK(run->kind == kRunKindBenchmark);
   CHECK(run->baseline == "baseline");
-  CHECK(run->repetitions == 7);
-  CHECK(run->warmup == 3);
-  CHECK(run->min_time_s == 0.25);
+  CHECK(run->settings.repetitions == 7);
+  CHECK(run->settings.warmup == 3);
+  CHECK(run->settings.min_time_s == 0.25);
   CHECK(run->threads == 2);
   CHECK(run->label == "nightly");
-  CHECK(run->max_noise == 0.02);
-  CHECK(run->max_time_s == 12.5);
+  CHECK(run->settings.max_noise == 0.02);
+  CHECK(run->settings.max_time_s == 12.5);
   CHECK(store.Runs().front().label == "nightly");  // the list has it too (run selection)
   REQUIRE(run->expectations.size() == 2);
   CHECK(run->expectations[0].what == "speedup");
@@ -350,8 +350,8 @@ TEST_CASE("a version-6 database gains v7's run facts: no label, fixed repetition
   Store migrated(path);
   const RunRecord run = *migrated.FindRun(1);
   CHECK(run.label.empty());
-  CHECK(run.max_noise == 0);
-  CHECK(run.repetitions == 7);  // what v6 stored stays
+  CHECK(run.settings.max_noise == 0);
+  CHECK(run.settings.repetitions == 7);  // what v6 stored stays
   RunRecord labelled = SampleRun("uuid-v7");
   CHECK(migrated.FindRun(migrated.CreateRun(labelled))->label == "nightly");
   std::filesystem::remove(path);
@@ -382,9 +382,9 @@ TEST_CASE("a version-1 database is migrated in place, its run facts read back on
   const RunRecord run = *migrated.FindRun(1);
   CHECK(run.kind == kRunKindBenchmark);
   CHECK(run.baseline == "renamed_reference");
-  CHECK(run.repetitions == 5);  // the override in force, not the suite's default
-  CHECK(run.warmup == 4);
-  CHECK(run.min_time_s == Approx(0.05));
+  CHECK(run.settings.repetitions == 5);  // the override in force, not the suite's default
+  CHECK(run.settings.warmup == 4);
+  CHECK(run.settings.min_time_s == Approx(0.05));
   CHECK(run.threads == 2);
   REQUIRE(run.expectations.size() == 1);
   CHECK(run.expectations[0].over == "renamed_reference");
@@ -487,6 +487,43 @@ int64_t StoredSchemaVersion(const std::string& path) {
   sqlite3_finalize(select);
   sqlite3_close(db);
   return version;
+}
+
+// The runs table is bound and read through one column table (results/run_columns.h); a
+// row naming the wrong member would round-trip unnoticed, so plain SQL reads each column
+// by its name here.
+TEST_CASE("each run column holds its own member, read back by name with plain SQL", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_columns.db";
+  std::filesystem::remove(path);
+  { Store(path).CreateRun(SampleRun("uuid-columns")); }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db,
+                             "SELECT repetitions, warmup, threads, seed, min_time_s, max_noise, "
+                             "max_time_s, label, check_policy, shard, suite_path, baseline, "
+                             "finished_at IS NULL FROM runs",
+                             -1, &select, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(select) == SQLITE_ROW);
+  const auto text = [&](int i) {
+    return std::string(reinterpret_cast<const char*>(sqlite3_column_text(select, i)));
+  };
+  CHECK(sqlite3_column_int64(select, 0) == 7);
+  CHECK(sqlite3_column_int64(select, 1) == 3);
+  CHECK(sqlite3_column_int64(select, 2) == 2);
+  CHECK(sqlite3_column_int64(select, 3) == 42);
+  CHECK(sqlite3_column_double(select, 4) == 0.25);
+  CHECK(sqlite3_column_double(select, 5) == 0.02);
+  CHECK(sqlite3_column_double(select, 6) == 12.5);
+  CHECK(text(7) == "nightly");
+  CHECK(text(8) == "full");
+  CHECK(text(9) == "1/2");
+  CHECK(text(10) == "suites/tiny.toml");
+  CHECK(text(11) == "baseline");
+  CHECK(sqlite3_column_int64(select, 12) == 1);  // a running run's end is NULL, not ""
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("NaN and infinity are stored results: a metric, a loss, read back as they were",
