@@ -126,9 +126,10 @@ const ParameterSet& CaseRunner::WeightsFor(const Workload& workload, const std::
 // kReferenceRows of them at once.
 constexpr int64_t kReferenceRows = 4;
 
-const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std::string& family,
-                                            torch::ScalarType dtype, torch::Device device,
-                                            const Batch& batch, std::string& skipped_because) {
+const StepOutcome* CaseRunner::ReferenceFor(const PreparedCase& p, const std::string& family,
+                                            torch::ScalarType dtype, std::string& skipped_because) {
+  const Workload& workload = p.result.spec.workload;
+  const Batch& batch = *p.batch;
   // Keyed by the reference's dtype, not the case's: float32 and float64 cases of one shape
   // share one float64 reference.
   Workload reference_workload = workload;
@@ -144,11 +145,11 @@ const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std:
   if (cached != references_.end()) return &cached->second;
   const VariantSpec& baseline = suite_.Variant(suite_.ReferenceOf(family));
   auto variant = CreateVariant(baseline.key);
-  variant->Setup(suite_.ModelFor(workload, family), WeightsFor(workload, family), device, dtype,
+  variant->Setup(suite_.ModelFor(workload, family), WeightsFor(workload, family), p.device, dtype,
                  baseline.options);
   // The reference is held to its own limits (naive attention's score budget): a case whose
   // reference cannot run is timed unchecked, with the reason, rather than exhausting memory.
-  const Mode mode = ModeOf(workload);
+  const Mode mode = p.mode;
   // Train and forward: the rows the check compares (CheckRows); generate: every prompt.
   const Batch checked = mode == Mode::kGenerate ? batch : SelectRows(batch, CheckRows(batch));
   if (std::string why = variant->SkipReason(mode, checked, workload.generate_tokens);
@@ -160,11 +161,14 @@ const StepOutcome* CaseRunner::ReferenceFor(const Workload& workload, const std:
                                                  kReferenceRows));
 }
 
-EquivalenceResult CaseRunner::CheckCase(const CaseSpec& spec, const std::string& family,
-                                        Variant& variant, const Batch& batch,
-                                        const StepOutcome& reference, const Tolerance& tolerance) {
+EquivalenceResult CaseRunner::CheckCase(PreparedCase& p, const std::string& family,
+                                        const StepOutcome& reference) {
+  const CaseSpec& spec = p.result.spec;
   const Workload& workload = spec.workload;
-  const Mode mode = ModeOf(workload);
+  const Mode mode = p.mode;
+  Variant& variant = *p.variant;
+  const Batch& batch = *p.batch;
+  const Tolerance& tolerance = p.tolerance;
   const StepOutcome whole = RunStep(variant, mode, batch, workload.generate_tokens);
   if (mode == Mode::kGenerate) return CompareOutcomes(whole, reference, mode, batch, tolerance);
   // A fresh copy, from the same weights (`variant` took an optimizer step in train mode),
@@ -321,8 +325,9 @@ void WarmUp(PreparedCase& p, const Measurement& measure) {
 
 }  // namespace
 
-CaseRunner::CheckPlan CaseRunner::PlanCheck(const CaseSpec& spec, const std::string& family,
-                                            torch::ScalarType dtype) {
+CaseRunner::CheckPlan CaseRunner::PlanCheck(const PreparedCase& p, const std::string& family) {
+  const CaseSpec& spec = p.result.spec;
+  const torch::ScalarType dtype = p.dtype;
   CheckPlan plan;
   plan.baseline = &suite_.Variant(suite_.ReferenceOf(family));
   // Against the baseline in float64 where it has float64: on long sequences a float32 step
@@ -331,8 +336,7 @@ CaseRunner::CheckPlan CaseRunner::PlanCheck(const CaseSpec& spec, const std::str
   // break differently across dtypes).
   const bool has_float64 =
       GlobalVariants().Get(plan.baseline->key).capabilities.Supports(torch::kFloat64);
-  plan.reference_dtype =
-      (ModeOf(spec.workload) != Mode::kGenerate && has_float64) ? torch::kFloat64 : dtype;
+  plan.reference_dtype = (p.mode != Mode::kGenerate && has_float64) ? torch::kFloat64 : dtype;
   // The reference itself in the reference's dtype would be compared with its own
   // computation: nothing to learn, the reference's whole cost to pay.
   plan.own_reference = spec.variant.key == plan.baseline->key &&
@@ -346,9 +350,7 @@ void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const Chec
   CaseResult& result = p.result;
   std::string skipped;
   const StepOutcome* reference =
-      plan.run ? ReferenceFor(result.spec.workload, family, plan.reference_dtype, p.device,
-                              *p.batch, skipped)
-               : nullptr;
+      plan.run ? ReferenceFor(p, family, plan.reference_dtype, skipped) : nullptr;
   const std::string& name = plan.baseline->name;
   if (reference != nullptr) {
     result.reference = name + " " + DtypeName(plan.reference_dtype);
@@ -357,8 +359,7 @@ void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const Chec
       result.correctness =
           CompareOutcomes(p.peer->Check(rows), *reference, p.mode, rows, p.tolerance);
     } else {
-      result.correctness =
-          CheckCase(result.spec, family, *p.variant, *p.batch, *reference, p.tolerance);
+      result.correctness = CheckCase(p, family, *reference);
     }
     result.checked = true;
   } else if (!skipped.empty()) {
@@ -372,7 +373,8 @@ void CaseRunner::RunCheck(PreparedCase& p, const std::string& family, const Chec
   }
 }
 
-void CaseRunner::PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::ScalarType dtype) {
+void CaseRunner::PreparePeer(PreparedCase& p, const PeerEntry& entry) {
+  const torch::ScalarType dtype = p.dtype;
   std::optional<Phase> phase(std::in_place, p.result, "setup");
   CaseResult& result = p.result;
   const Workload& workload = result.spec.workload;
@@ -408,7 +410,7 @@ void CaseRunner::PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::Sca
   if (const FamilyEntry& entry_family = GlobalFamilies().Get(family); entry_family.step_cost)
     result.cost = entry_family.step_cost(model, result.work);
   // 1. Correctness: the peer computes in float64, so it is held to float64's tolerance.
-  const CheckPlan plan = PlanCheck(result.spec, family, dtype);
+  const CheckPlan plan = PlanCheck(p, family);
   p.tolerance = Capabilities{}.ToleranceFor(plan.reference_dtype);
   if (plan.run) {
     phase.reset();
@@ -430,7 +432,10 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
   CaseResult& result = p.result;
   result.spec = spec;
   const Workload& workload = spec.workload;
-  p.mode = ModeOf(workload);
+  const TypedWorkload typed = Typed(workload);
+  p.mode = typed.mode;
+  p.dtype = typed.dtype;
+  p.device = typed.device;
   TraceRange case_range("case " + spec.Key());
   std::optional<Phase> phase;  // one at a time, each an NVTX range and a stored time
   phase.emplace(result, "setup");
@@ -441,12 +446,11 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     return std::move(prepared);
   };
   try {
-    const torch::ScalarType dtype = *ParseDtype(workload.dtype);
-    p.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
+    const torch::ScalarType dtype = p.dtype;
     result.threads = SetThreads(workload.threads);
     if (spec.variant.peer) {
       phase.reset();
-      PreparePeer(p, *FindPeer(spec.variant.key), dtype);
+      PreparePeer(p, *FindPeer(spec.variant.key));
       return prepared;
     }
     const VariantEntry& entry = GlobalVariants().Get(spec.variant.key);
@@ -472,7 +476,7 @@ std::unique_ptr<PreparedCase> CaseRunner::Prepare(const CaseSpec& spec) {
     if (family.step_cost) result.cost = family.step_cost(model, result.work);
     p.tolerance = caps.ToleranceFor(dtype);
     // 1. Correctness.
-    const CheckPlan plan = PlanCheck(spec, caps.family, dtype);
+    const CheckPlan plan = PlanCheck(p, caps.family);
     if (plan.run) {
       phase.reset();
       phase.emplace(result, "check");
@@ -557,7 +561,7 @@ CaseResult CaseRunner::Finish(std::unique_ptr<PreparedCase> prepared) {
     p.variant.reset();
     p.peer.reset();
     p.batch.reset();
-    if (result.spec.workload.device == "cuda" && torch::cuda::is_available()) {
+    if (p.device.is_cuda() && torch::cuda::is_available()) {
       try {
         cuda_probe::ReleaseCachedMemory();
       } catch (const std::exception& error) {  // a broken CUDA context: keep the case's result

@@ -3,8 +3,13 @@
 // returns a CaseResult and never throws for a failing case: an exception (out of memory
 // included) becomes status "error" with its message, so the run goes on.
 //
-// Thread-safety: one CaseRunner per thread; it caches the suite's weights and the
-// baseline's outputs per workload, and Google Benchmark's registry is process-global.
+// A case's mode, dtype and device are resolved once (Typed, harness/suite.h) when Prepare
+// begins; every later step reads PreparedCase's typed values, never the workload's text.
+//
+// Thread-safety: one CaseRunner per process, used from one thread. Timing clears and
+// fills Google Benchmark's process-wide registry, and each case sets LibTorch's
+// process-wide thread counts, so two CaseRunners must never run at once; the runner also
+// caches the suite's weights and the reference's outputs per workload.
 #pragma once
 
 #include <functional>
@@ -88,7 +93,9 @@ struct PreparedCase {
   std::unique_ptr<Variant> variant;   // null for a peer's case
   std::unique_ptr<PeerProcess> peer;  // a [[peers]] case's Python process; else null
   std::optional<Batch> batch;
+  // The workload's mode, dtype and device, resolved once (Typed) when Prepare begins.
   Mode mode = Mode::kTrain;
+  torch::ScalarType dtype = torch::kFloat32;
   torch::Device device = torch::kCPU;
   Tolerance tolerance;
   int64_t iterations = 1;
@@ -127,18 +134,16 @@ class CaseRunner {
   // The outcome of `family`'s reference (Suite::ReferenceOf) for this workload in `dtype`,
   // computed once per family and workload; nullptr with `skipped_because` set when the
   // reference declines the workload (Variant::SkipReason, e.g. naive attention's budget).
-  const StepOutcome* ReferenceFor(const Workload& workload, const std::string& family,
-                                  torch::ScalarType dtype, torch::Device device, const Batch& batch,
-                                  std::string& skipped_because);
+  const StepOutcome* ReferenceFor(const PreparedCase& p, const std::string& family,
+                                  torch::ScalarType dtype, std::string& skipped_because);
 
   // The check of a prepared case against its reference (ReferenceFor): `variant`'s step
   // on the whole batch, whose logits are compared on CheckRows(batch), and a fresh copy's
   // step on those rows alone, whose logits, loss and gradients are compared. Generate
   // mode compares every generated token. `variant` takes its step (train: moves by one
   // optimizer step).
-  EquivalenceResult CheckCase(const CaseSpec& spec, const std::string& family, Variant& variant,
-                              const Batch& batch, const StepOutcome& reference,
-                              const Tolerance& tolerance);
+  EquivalenceResult CheckCase(PreparedCase& p, const std::string& family,
+                              const StepOutcome& reference);
 
   // What a case's check compares with: the family's reference, in float64 where it has
   // it (generate: the case's dtype); `run` false under the policy, or when the case is the
@@ -149,12 +154,12 @@ class CaseRunner {
     bool own_reference = false;
     bool run = false;
   };
-  CheckPlan PlanCheck(const CaseSpec& spec, const std::string& family, torch::ScalarType dtype);
+  CheckPlan PlanCheck(const PreparedCase& p, const std::string& family);
   // The check of a set-up case under `plan`: result.correctness, checked and reference.
   void RunCheck(PreparedCase& p, const std::string& family, const CheckPlan& plan);
   // Prepare for a [[peers]] case: its Python process set up with the suite's weights and
   // batch, its float64 step on the check rows compared with the reference, its warmup.
-  void PreparePeer(PreparedCase& p, const PeerEntry& entry, torch::ScalarType dtype);
+  void PreparePeer(PreparedCase& p, const PeerEntry& entry);
 
   // Whether `spec` is checked under the policy (sample: records the shape it covers).
   bool ShouldCheck(const CaseSpec& spec);

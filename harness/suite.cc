@@ -16,7 +16,13 @@
 
 namespace seqbench {
 
-Mode ModeOf(const Workload& workload) { return *ParseMode(workload.mode); }
+TypedWorkload Typed(const Workload& workload) {
+  TypedWorkload typed;
+  typed.mode = *ParseMode(workload.mode);
+  typed.dtype = *ParseDtype(workload.dtype);
+  typed.device = torch::Device(workload.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  return typed;
+}
 
 std::string OptionsText(const VariantOptions& options) {
   std::string text;

@@ -30,8 +30,16 @@ struct VariantSpec {
   bool peer = false;   // a [[peers]] entry: `key` names a PeerEntry (harness/peer.h)
 };
 
-// The step a workload's mode names (its text is validated at parse time).
-Mode ModeOf(const Workload& workload);
+// A workload's mode, dtype and device as the types the variants and LibTorch take. The
+// workload holds them as the text the suite and the store hold; a case resolves them once,
+// where CaseRunner::Prepare begins, and every later step reads the types. ParseSuite has
+// refused any other text, so resolving a parsed suite's workload cannot fail.
+struct TypedWorkload {
+  Mode mode = Mode::kForward;
+  torch::ScalarType dtype = torch::kFloat32;
+  torch::Device device = torch::kCPU;
+};
+TypedWorkload Typed(const Workload& workload);
 
 struct CaseSpec {
   VariantSpec variant;
