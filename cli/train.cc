@@ -24,6 +24,7 @@
 #include "harness/text_data.h"
 #include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
+#include "harness/training/training_run.h"
 #include "harness/training/training_suite.h"
 #include "reports/format.h"
 #include "reports/training.h"
@@ -171,14 +172,6 @@ class ProgressPrinter {
   int64_t total_;
   bool terminal_ = isatty(fileno(stderr)) != 0;
 };
-
-// Whether run `run_id` holds case `key` with the error status.
-bool FailedCase(const Store& store, int64_t run_id, const std::string& key) {
-  for (const CaseRecord& record : store.Cases(run_id)) {
-    if (record.key() == key) return record.status == kStatusError;
-  }
-  return false;
-}
 
 // `--nproc N`: starts N ranks of this same command (without --nproc) on this machine with
 // torchrun's environment, and waits for them. A rank killed by a signal gives the others
@@ -541,95 +534,6 @@ training::CheckpointOrigin CheckResume(const TrainFlags& f,
   return origin;
 }
 
-// The training run's record before it starts.
-RunRecord DescribeTrainingRun(const TrainFlags& f, const TrainingSuite& suite,
-                              const training::TrainingData& data, const training::World* world) {
-  RunDescription description;
-  description.kind = kRunKindTraining;
-  description.suite_name = suite.name;
-  description.suite_path = f.suite_path.empty() ? "(command line)" : f.suite_path;
-  description.suite_text = suite.text;
-  description.command_line = CommandLine();
-  description.seed = suite.data_seed;
-  description.baseline = suite.reference;
-  description.expectations = suite.expectations;
-  description.label = f.label;
-  description.extra_environment = {{"timer",
-                                    "steady_clock around each optimizer step, loader waits "
-                                    "included (the loss is read back every step)"},
-                                   {"data", data.description}};
-  if (world) {
-    description.extra_environment.push_back({"world_size", std::to_string(world->size())});
-    description.extra_environment.push_back({"distributed_backend", "gloo (c10d)"});
-  }
-  // The GPU's facts and library settings, as `run` records them.
-  for (const auto& entry : cuda_probe::Environment()) {
-    description.extra_environment.push_back(entry);
-  }
-  return NewRunRecord(description);
-}
-
-// The run the pipelines go into: a resume continues the checkpoint's run where this
-// database holds it, unfinished and on the same suite and data (one run, one log, final
-// metrics over all of its steps); else a new one.
-struct TrainingRun {
-  int64_t id = 0;
-  std::string uuid;
-  bool extending = false;  // the pipeline has a case in the run already: replace it
-};
-TrainingRun OpenTrainingRun(const TrainFlags& f, Store& store, const RunRecord& run,
-                            const TrainingSuite& suite, const std::vector<PipelineSpec>& pipelines,
-                            const training::TrainingData& data,
-                            const training::CheckpointOrigin& origin) {
-  TrainingRun opened;
-  opened.uuid = run.uuid;
-  // A resume continues the checkpoint's run where this database holds it, unfinished and
-  // on the same suite and data: one run, one log, and final metrics over all of its steps.
-  if (!origin.run_uuid.empty()) {
-    const std::optional<RunRecord> stored = store.FindRunByUuid(origin.run_uuid);
-    const std::string key = training::PipelineIdentity(suite, pipelines.front()).Key();
-    std::string why_not;
-    if (!stored) {
-      why_not = "its run is not in " + f.db_path;
-    } else if (stored->kind != kRunKindTraining || stored->suite_name != run.suite_name ||
-               stored->Environment("data") != data.description) {
-      // The training options themselves are the checkpoint's fingerprint, checked above;
-      // the suite text is not compared, since from flags it holds the command line.
-      why_not = "run " + std::to_string(stored->run_id) + " trained another suite or data";
-    } else if (stored->status != "complete" && FailedCase(store, stored->run_id, key)) {
-      // A pipeline that failed in an unfinished run (a data-parallel rank lost) is taken
-      // again from the checkpoint; its record replaces the error case at the end.
-      opened.extending = true;
-    } else if (stored->status == "complete" || store.CaseKeys(stored->run_id).count(key)) {
-      // Finished at fewer steps than asked for now, from a checkpoint at its last step:
-      // the run is extended, and its pipeline's record replaced when the longer run ends.
-      const auto logged = store.TrainingSteps(stored->run_id, key);
-      const int64_t last_logged = logged.empty() ? 0 : logged.back().step;
-      if (pipelines.front().steps > last_logged && origin.step == last_logged) {
-        std::printf("train: extending run %lld from %lld to %lld steps\n",
-                    (long long)stored->run_id, (long long)last_logged,
-                    (long long)pipelines.front().steps);
-        opened.extending = true;
-      } else {
-        why_not =
-            "run " + std::to_string(stored->run_id) + " already finished this pipeline (" +
-            std::to_string(last_logged) + " steps" +
-            (origin.step == last_logged ? "; ask for more with --steps to extend it)"
-                                        : "; only a checkpoint of its last step, not of step " +
-                                              std::to_string(origin.step) + ", extends it)");
-      }
-    }
-    if (stored && why_not.empty()) {
-      opened.id = stored->run_id;
-      opened.uuid = stored->uuid;
-      store.SetRunStatus(opened.id, "running", "");
-    }
-    if (opened.id == 0) std::printf("train: a new run, since %s\n", why_not.c_str());
-  }
-  if (opened.id == 0) opened.id = store.CreateRun(run);
-  return opened;
-}
-
 // Rank 0 speaks for the run: it alone prints, writes the database and checkpoints. The
 // other ranks log the same steps into a database in memory and say only their errors.
 struct Voice {
@@ -656,64 +560,29 @@ training::PipelineHooks HooksFor(ProgressPrinter& progress, const Voice& voice) 
   return hooks;
 }
 
-// What training the pipelines came to.
-struct TrainingOutcome {
-  bool interrupted = false, failed = false;
-  std::vector<CaseRecord> records;
-};
-
-// Trains each pipeline this rank is a member of, in order, storing each as it ends. A
-// data-parallel pipeline that failed may have lost a rank: the world cannot be trusted
-// with the next pipeline, and the run stays unfinished, for --resume.
-TrainingOutcome TrainPipelines(const TrainFlags& f, const TrainingSuite& suite,
-                               const std::vector<PipelineSpec>& pipelines,
-                               const training::TrainingData& data, Store& store,
-                               const TrainingRun& run, training::World* world, const Voice& voice) {
-  TrainingOutcome result;
-  for (size_t position = 0; position < pipelines.size(); ++position) {
-    const PipelineSpec& spec = pipelines[position];
-    if (world) {  // trained by its members only
-      const std::vector<int64_t> members = spec.config.data_parallel.Members();
-      if (std::find(members.begin(), members.end(), world->rank()) == members.end()) continue;
-    }
-    std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines.size(), spec.name.c_str(),
+// What this process says as its pipelines train: a line as each starts, its progress, and
+// why the run stops early.
+training::TrainingRunHooks RunHooksFor(std::optional<ProgressPrinter>& progress, const Voice& voice,
+                                       size_t pipelines) {
+  training::TrainingRunHooks hooks;
+  hooks.start_pipeline = [&progress, voice, pipelines](size_t position, const PipelineSpec& spec) {
+    std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines, spec.name.c_str(),
                 spec.Describe().c_str(), (long long)spec.steps);
     std::fflush(stdout);
-    ProgressPrinter progress(spec.name, spec.steps);
-    training::PipelineOutcome outcome = training::RunPipeline(
-        suite, spec, data, store, run.id, static_cast<int64_t>(position),
-        {f.checkpoint, f.save_every, f.resume, run.uuid}, HooksFor(progress, voice), world);
-    if (outcome.interrupted) {  // its steps are stored; its case is not: it did not finish
-      result.interrupted = true;
-      break;
-    }
-    if (run.extending) {
-      store.ReplaceCase(run.id, outcome.record);
-    } else {
-      store.AddCase(run.id, outcome.record);
-    }
-    const std::string status = outcome.record.status;
-    result.failed = result.failed || (status != kStatusOk && status != kStatusSkipped);
-    result.records.push_back(std::move(outcome.record));
-    if (spec.config.data_parallel.ranks > 1 && status == kStatusError) {
-      result.interrupted = true;
-      world->Abandon();
-      std::fprintf(stderr,
-                   "%strain: data-parallel pipeline %s failed; the run stops here (resume it "
-                   "with --resume CHECKPOINT and the same number of ranks)\n",
-                   voice.rank_prefix.c_str(), spec.name.c_str());
-      break;
-    }
-  }
-  return result;
+    progress.emplace(spec.name, spec.steps);
+    return HooksFor(*progress, voice);
+  };
+  hooks.on_stop = [voice](const std::string& message) {
+    std::fprintf(stderr, "%strain: %s\n", voice.rank_prefix.c_str(), message.c_str());
+  };
+  return hooks;
 }
 
 // Marks the run, prints the pipelines' tables, and gives the exit status.
-int FinishTraining(Store& store, int64_t run_id, const TrainingOutcome& outcome) {
+int FinishTraining(Store& store, int64_t run_id, const training::TrainingOutcome& outcome) {
   const bool interrupted = outcome.interrupted;
   const std::vector<CaseRecord>& records = outcome.records;
-  RecordRunEnd(store, run_id);
-  store.SetRunStatus(run_id, interrupted ? "interrupted" : "complete", interrupted ? "" : UtcNow());
+  training::CloseTrainingRun(store, run_id, interrupted);
   if (!records.empty()) std::printf("\n%s\n", RenderTrainingTable(records).c_str());
   if (HasRecallScores(records)) std::printf("%s\n", RenderRecallTable(records).c_str());
   if (HasInferenceComparisons(records)) {
@@ -770,8 +639,12 @@ int RunTrain(const std::vector<std::string>& args) {
   }
   const training::CheckpointOrigin origin = CheckResume(f, pipelines);
   Store store(f.db_path);
-  const RunRecord run = DescribeTrainingRun(f, suite, data, world.get());
-  const TrainingRun opened = OpenTrainingRun(f, store, run, suite, pipelines, data, origin);
+  const training::TrainingRunRequest request{
+      f.suite_path, CommandLine(), f.label, f.db_path, {f.checkpoint, f.save_every, f.resume, ""}};
+  const RunRecord run = training::DescribeTrainingRun(request, suite, data, world.get());
+  const training::TrainingRun opened =
+      training::OpenTrainingRun(request, store, run, suite, pipelines, data, origin);
+  if (!opened.note.empty()) std::printf("train: %s\n", opened.note.c_str());
   if (voice.speaks) {
     for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
   }
@@ -779,8 +652,10 @@ int RunTrain(const std::vector<std::string>& args) {
               suite.name.c_str(), pipelines.size(), data.description.c_str(), f.db_path.c_str());
   std::fflush(stdout);
   InstallStopHandlers();
-  const TrainingOutcome outcome =
-      TrainPipelines(f, suite, pipelines, data, store, opened, world.get(), voice);
+  std::optional<ProgressPrinter> progress;
+  const training::TrainingOutcome outcome =
+      training::TrainPipelines(request, suite, pipelines, data, store, opened, world.get(),
+                               RunHooksFor(progress, voice, pipelines.size()));
   return FinishTraining(store, opened.id, outcome);
 }
 
