@@ -2,6 +2,8 @@
 // quantisation against a brute-force reference, the update, the state's size, and
 // checkpoints. Offloaded AdamW: the host update, its bytes, checkpoints, and where the
 // pipeline skips it.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -92,8 +94,10 @@ void RandomSamples(Samples& train, Samples& validation) {
 // for bit, and is refused under `other` (another optimizer: another configuration).
 void CheckResumeUnder(const TrainingConfig& config, const TrainingConfig& other,
                       const Samples& train, const Samples& validation) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "seqbench_optimizers_test.pt").string();
+  // One file per process: ctest -j runs this file's test cases at once.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("seqbench_optimizers_test_" + std::to_string(getpid()) + ".pt"))
+                               .string();
   const auto losses = testing::StepAcrossResume(config, train, validation, path, 4, 7);
   CHECK(losses.loaded_step == 4);
   CHECK(losses.resumed == losses.straight);
