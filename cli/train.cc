@@ -19,8 +19,6 @@
 
 #include "cli/command.h"
 #include "harness/child_process.h"
-#include "harness/cuda_probe.h"
-#include "harness/run_header.h"
 #include "harness/text_data.h"
 #include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
