@@ -1,7 +1,9 @@
 // Renders one stored run: Markdown tables in the seed's shape (one per mode, dtype and
-// device, with speedup, throughput and correctness), CSV and JSON with every field, and
-// Google Benchmark's JSON format so that its tools/compare.py can read a seqbench run.
-// Columns and fields are documented in reports/README.md.
+// device, with speedup, throughput and correctness), CSV and JSON with every field
+// (report.cc), and Google Benchmark's JSON format so that its tools/compare.py can read a
+// seqbench run (gbench_json.cc). What the numbers mean (speedup, roofline, warnings) is
+// defined once in reports/run_facts.h; these only lay them out. Columns and fields are
+// documented in reports/README.md.
 //
 // Thread-safety: pure functions over their arguments.
 #pragma once
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/run_facts.h"
 #include "results/store.h"
 
 namespace seqbench {
@@ -22,70 +25,13 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
 std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 std::string RenderGbenchJson(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
-// What a reader of the run's numbers must know first: the run's own warnings (CPU frequency
-// governor, debug build, ...), then one line per timed case whose samples cannot carry a
-// verdict: IQR / median above stats::kNoisyRelativeIqr ("noisy") or
-// stats::kVeryNoisyRelativeIqr ("very noisy"), with its Tukey outliers, or fewer samples than
-// stats::kMinBootstrapSamples. From the stored samples, so older runs get them too. `show`,
-// `report` and `check` print them.
-std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases);
 // RunWarnings as a Markdown list under a bold title; "" when there is none.
 std::string RenderWarnings(const std::vector<std::string>& warnings);
-
-// How much of the cases' wall time (wall_s: checks, warmup, the memory pass and the float64
-// reference included) the timed steps themselves took: every sample times the steps it is
-// the mean of (a benchmark case's iterations; one for a training step).
-struct TimedShare {
-  double timed_s = 0;
-  double wall_s = 0;
-  double share() const { return wall_s > 0 ? timed_s / wall_s : 0; }
-};
-TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
 // report --phases: each case's wall time by phase (kCasePhases, stored as phase_<name>_s),
 // the timed samples inside the timed loop, what no phase covers ("other": the case's
 // bookkeeping), and the samples' share of the case; a total row last. Cases stored before
 // phases were recorded show "–".
 std::string RenderPhaseTable(const RunRecord& run, const std::vector<CaseRecord>& cases);
-
-// The one definition of speedup in seqbench (README, report, check, compare, plot):
-//
-//   speedup = median throughput of `candidate` / median throughput of `reference`,
-//   median throughput = tokens per step / median seconds per step.
-//
-// On the same workload (same tokens per step) this is the ratio of median step times,
-// reference / candidate. nullopt when either case has no samples or no tokens.
-std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& reference);
-// Tokens per step / median seconds per step; nullopt without samples or tokens.
-std::optional<double> MedianThroughput(const CaseRecord& c);
-
-// A case on its run's roofline: the step's FLOPs and compulsory bytes (stored with the
-// case) over its median step time, and the share of the limit that binds it:
-//
-//   % of peak = max(FLOPs / peak GEMM rate, bytes / peak bandwidth) / median step time,
-//
-// with the peaks the run measured at the case's device, dtype and thread count. 100%
-// means the step ran as fast as the machine's measured limits allow. The measured GEMM
-// rate is only as fast as the BLAS kernel that ran (reports/hardware.h), so beside it:
-//
-//   % of HW peak = max(FLOPs / the CPU's theoretical peak, bytes / peak bandwidth)
-//                  / median step time,
-//
-// the theoretical peak from the run's recorded vector extensions, clock and the case's
-// cores (HardwarePeakGflops). CPU cases only.
-struct RooflinePoint {
-  double gflops_per_s = 0;
-  double gbytes_per_s = 0;
-  std::optional<double> percent_of_peak;  // nullopt when the run stored no peaks
-  std::string bound;                      // "compute" or "memory": the binding limit
-  // nullopt for a GPU case, or a run that recorded no cpu_simd/cpu_mhz.
-  std::optional<double> percent_of_hardware_peak;
-};
-// The CPU's theoretical GFLOP/s for a case of `run` on `w` (CpuPeakGflops over the
-// threads it used, at most the physical cores); nullopt for a non-CPU case or a run
-// without the facts.
-std::optional<double> HardwarePeakGflops(const RunRecord& run, const Workload& w);
-// nullopt for a case without samples or a stored cost.
-std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c);
 
 }  // namespace seqbench

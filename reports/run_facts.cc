@@ -1,0 +1,117 @@
+#include "reports/run_facts.h"
+
+#include <algorithm>
+
+#include "reports/hardware.h"
+#include "stats/statistics.h"
+
+namespace seqbench {
+
+std::optional<double> MedianThroughput(const CaseRecord& c) {
+  if (c.samples_s.empty() || c.tokens_per_step <= 0) return std::nullopt;
+  const double median = stats::Median(c.samples_s);
+  if (!(median > 0)) return std::nullopt;
+  return c.tokens_per_step / median;
+}
+
+std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& reference) {
+  const auto candidate_rate = MedianThroughput(candidate);
+  const auto reference_rate = MedianThroughput(reference);
+  if (!candidate_rate || !reference_rate) return std::nullopt;
+  return *candidate_rate / *reference_rate;
+}
+
+std::optional<double> HardwarePeakGflops(const RunRecord& run, const Workload& w) {
+  if (w.device != "cpu") return std::nullopt;  // no GPU table: its column stays empty
+  const int64_t physical = std::atoll(run.Environment("cpu_physical_cores").c_str());
+  const std::string flags = run.Environment("cpu_simd");
+  return CpuPeakGflops({flags, std::atof(run.Environment("cpu_mhz").c_str()),
+                        physical > 0 ? std::min(w.threads, physical) : w.threads, w.dtype});
+}
+
+std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c) {
+  const auto flops = c.MetricValue("step_flops");
+  const auto bytes = c.MetricValue("step_bytes");
+  if (!flops || !bytes || c.samples_s.empty()) return std::nullopt;
+  const double median = stats::Median(c.samples_s);
+  if (!(median > 0)) return std::nullopt;
+  RooflinePoint point;
+  point.gflops_per_s = *flops / median / 1e9;
+  point.gbytes_per_s = *bytes / median / 1e9;
+  const Workload& w = c.workload();
+  const double peak_gflops =
+      std::atof(run.Environment(PeakGemmKey(w.device, w.dtype, w.threads)).c_str());
+  const double peak_gbs = std::atof(run.Environment(PeakStreamKey(w.device, w.threads)).c_str());
+  if (peak_gflops > 0 && peak_gbs > 0) {
+    const double compute_s = *flops / (peak_gflops * 1e9);
+    const double memory_s = *bytes / (peak_gbs * 1e9);
+    point.bound = compute_s >= memory_s ? "compute" : "memory";
+    point.percent_of_peak = 100 * std::max(compute_s, memory_s) / median;
+  }
+  if (const auto hardware_gflops = HardwarePeakGflops(run, w)) {
+    const double compute_s = *flops / (*hardware_gflops * 1e9);
+    const double memory_s = peak_gbs > 0 ? *bytes / (peak_gbs * 1e9) : 0;
+    point.percent_of_hardware_peak = 100 * std::max(compute_s, memory_s) / median;
+  }
+  return point;
+}
+
+TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  TimedShare total;
+  for (const CaseRecord& c : cases) {
+    const int64_t steps_per_sample = run.kind == kRunKindTraining ? 1 : c.iterations;
+    for (const double seconds : c.samples_s) total.timed_s += seconds * steps_per_sample;
+    total.wall_s += c.wall_s;
+  }
+  return total;
+}
+
+std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<CaseRecord>& cases) {
+  std::vector<std::string> warnings = run.warnings;
+  // The BLAS kernels matter where a case ran on the CPU (or before any case is stored).
+  const bool on_cpu = cases.empty() ||
+                      std::any_of(cases.begin(), cases.end(),
+                                  [](const CaseRecord& c) { return c.workload().device == "cpu"; });
+  const std::string blas =
+      on_cpu ? BlasCoreWarning(run.Environment("blas_core"), run.Environment("cpu_simd"),
+                               run.Environment("env_openblas_coretype"))
+             : "";
+  if (!blas.empty()) warnings.push_back(blas);
+  // A training pipeline's samples are steps of different batches, spread by design.
+  if (run.kind == kRunKindTraining) return warnings;
+  for (const CaseRecord& c : cases) {
+    if (c.samples_s.empty()) continue;  // failed or skipped: its status says so
+    const std::string name = c.name() + " " + ShapeCell(c) + " " + c.workload().mode;
+    const stats::Summary summary = stats::Summarize(c.samples_s);
+    if (summary.count < stats::kMinBootstrapSamples) {
+      warnings.push_back(
+          name + ": " + std::to_string(summary.count) + " sample(s), fewer than the " +
+          std::to_string(stats::kMinBootstrapSamples) + " a verdict needs: raise repetitions");
+      continue;
+    }
+    if (run.settings.max_noise > 0) {
+      const auto noise = stats::MedianRelativeHalfWidth(c.samples_s);
+      if (!noise || *noise > run.settings.max_noise) {
+        warnings.push_back(name + ": did not reach --max-noise " +
+                           FormatSignificant(100 * run.settings.max_noise, 3) + "% within " +
+                           FormatSignificant(run.settings.max_time_s, 3) +
+                           " s: the median's interval is ±" +
+                           (noise ? FormatSignificant(100 * *noise, 3) + "%" : "unknown") +
+                           " after " + std::to_string(summary.count) + " samples");
+      }
+    }
+    const double spread = summary.RelativeIqr();
+    if (spread <= stats::kNoisyRelativeIqr) continue;
+    const bool very = spread > stats::kVeryNoisyRelativeIqr;
+    warnings.push_back(
+        name + ": " + (very ? "very noisy" : "noisy") + ", IQR/median " +
+        FormatSignificant(100 * spread, 3) + "% (over " +
+        FormatSignificant(100 * (very ? stats::kVeryNoisyRelativeIqr : stats::kNoisyRelativeIqr),
+                          2) +
+        "%), " + std::to_string(summary.outliers) + " Tukey outlier(s) in " +
+        std::to_string(summary.count) + " samples");
+  }
+  return warnings;
+}
+
+}  // namespace seqbench
