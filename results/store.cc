@@ -12,215 +12,13 @@
 #include <type_traits>
 #include <variant>
 
-#include "results/legacy_facts.h"
 #include "results/run_columns.h"
+#include "results/store_internal.h"
 
 namespace seqbench {
 namespace {
 
 constexpr int kBusyTimeoutMs = 30000;
-
-constexpr const char* kSchema = R"sql(
-CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE runs (
-  run_id       INTEGER PRIMARY KEY,
-  uuid         TEXT NOT NULL UNIQUE,
-  suite_name   TEXT NOT NULL,
-  suite_path   TEXT NOT NULL,
-  suite_text   TEXT NOT NULL,
-  suite_hash   TEXT NOT NULL,
-  command_line TEXT NOT NULL,
-  shard        TEXT NOT NULL,
-  seed         INTEGER NOT NULL,
-  status       TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
-  started_at   TEXT NOT NULL,
-  finished_at  TEXT
-);
-CREATE TABLE environment (
-  run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-  key    TEXT NOT NULL,
-  value  TEXT NOT NULL,
-  PRIMARY KEY (run_id, key)
-);
-CREATE TABLE warnings (
-  run_id  INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-  message TEXT NOT NULL
-);
-CREATE TABLE cases (
-  case_id         INTEGER PRIMARY KEY,
-  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-  case_key        TEXT NOT NULL,
-  position        INTEGER NOT NULL,
-  variant_name    TEXT NOT NULL,
-  variant_key     TEXT NOT NULL,
-  options         TEXT NOT NULL,
-  mode            TEXT NOT NULL,
-  dtype           TEXT NOT NULL,
-  device          TEXT NOT NULL,
-  batch           INTEGER NOT NULL,
-  seq_len         INTEGER NOT NULL,
-  min_len         INTEGER NOT NULL,
-  generate_tokens INTEGER NOT NULL,
-  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped')),
-  message         TEXT NOT NULL,
-  reference       TEXT NOT NULL,
-  iterations      INTEGER NOT NULL,
-  tokens_per_step INTEGER NOT NULL,
-  wall_s          REAL NOT NULL,
-  UNIQUE (run_id, case_key)
-);
-CREATE TABLE samples (
-  case_id    INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
-  repetition INTEGER NOT NULL,
-  seconds    REAL NOT NULL,
-  PRIMARY KEY (case_id, repetition)
-);
-CREATE TABLE metrics (
-  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
-  name    TEXT NOT NULL,
-  value   REAL NOT NULL,
-  unit    TEXT NOT NULL,
-  PRIMARY KEY (case_id, name)
-);
-)sql";
-
-// Each step from version N-1 to N; a new database is created at version 1 and brought up.
-struct Migration {
-  int version;
-  const char* sql;
-};
-constexpr Migration kMigrations[] = {
-    {2,
-     "ALTER TABLE cases ADD COLUMN category TEXT NOT NULL DEFAULT '';"
-     "ALTER TABLE cases ADD COLUMN description TEXT NOT NULL DEFAULT '';"},
-    {3,
-     "ALTER TABLE cases ADD COLUMN layers INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE cases ADD COLUMN width INTEGER NOT NULL DEFAULT 0;"},
-    {4,
-     "CREATE TABLE training_steps ("
-     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-     "  case_key        TEXT NOT NULL,"
-     "  step            INTEGER NOT NULL,"
-     "  loss            REAL NOT NULL,"
-     "  validation_loss REAL,"
-     "  learning_rate   REAL NOT NULL,"
-     "  grad_norm       REAL,"
-     "  loss_scale      REAL NOT NULL,"
-     "  skipped         INTEGER NOT NULL,"
-     "  tokens          INTEGER NOT NULL,"
-     "  elapsed_s       REAL NOT NULL,"
-     "  PRIMARY KEY (run_id, case_key, step));"},
-    // v5: the run's measurement facts as typed columns and its expectations as rows, so
-    // that reports never parse the stored suite text; every case carries its whole model.
-    // BackfillV5() fills them for runs stored before.
-    {5,
-     "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'benchmark' "
-     "  CHECK (kind IN ('benchmark', 'training'));"
-     "ALTER TABLE runs ADD COLUMN baseline TEXT NOT NULL DEFAULT '';"
-     "ALTER TABLE runs ADD COLUMN repetitions INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE runs ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE runs ADD COLUMN min_time_s REAL NOT NULL DEFAULT 0;"
-     "ALTER TABLE runs ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE runs ADD COLUMN check_policy TEXT NOT NULL DEFAULT 'full';"
-     "ALTER TABLE cases ADD COLUMN heads INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE cases ADD COLUMN vocab_size INTEGER NOT NULL DEFAULT 0;"
-     "ALTER TABLE cases ADD COLUMN threads INTEGER NOT NULL DEFAULT 1;"
-     "CREATE TABLE expectations ("
-     "  run_id   INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-     "  position INTEGER NOT NULL,"
-     "  what     TEXT NOT NULL,"
-     "  variant  TEXT NOT NULL,"
-     "  over     TEXT NOT NULL,"
-     "  at_least REAL,"
-     "  at_most  REAL,"
-     "  filters  TEXT NOT NULL,"
-     "  line     INTEGER NOT NULL,"
-     "  PRIMARY KEY (run_id, position));"},
-    // v6: NaN is a result, not a constraint violation. SQLite stores a NaN REAL as NULL, so
-    // a metric's value and a step's loss become nullable (NULL reads back as NaN); a case
-    // may also have timed out (run --case-timeout) or, as a training pipeline, diverged; a
-    // step keeps its padded tokens, so that a resumed pipeline's metrics cover all its steps.
-    // SQLite cannot relax a column's constraint in place: each table is rebuilt and
-    // renamed (https://sqlite.org/lang_altertable.html, "other kinds of table schema
-    // changes"), with foreign keys off while the old table is dropped (Store::Store), and
-    // rowids kept, since they order a case's metrics.
-    {6,
-     "CREATE TABLE cases_v6 ("
-     "  case_id         INTEGER PRIMARY KEY,"
-     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-     "  case_key        TEXT NOT NULL,"
-     "  position        INTEGER NOT NULL,"
-     "  variant_name    TEXT NOT NULL,"
-     "  variant_key     TEXT NOT NULL,"
-     "  options         TEXT NOT NULL,"
-     "  mode            TEXT NOT NULL,"
-     "  dtype           TEXT NOT NULL,"
-     "  device          TEXT NOT NULL,"
-     "  batch           INTEGER NOT NULL,"
-     "  seq_len         INTEGER NOT NULL,"
-     "  min_len         INTEGER NOT NULL,"
-     "  generate_tokens INTEGER NOT NULL,"
-     "  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped',"
-     "                                                  'timeout', 'diverged')),"
-     "  message         TEXT NOT NULL,"
-     "  reference       TEXT NOT NULL,"
-     "  iterations      INTEGER NOT NULL,"
-     "  tokens_per_step INTEGER NOT NULL,"
-     "  wall_s          REAL NOT NULL,"
-     "  category        TEXT NOT NULL DEFAULT '',"
-     "  description     TEXT NOT NULL DEFAULT '',"
-     "  layers          INTEGER NOT NULL DEFAULT 0,"
-     "  width           INTEGER NOT NULL DEFAULT 0,"
-     "  heads           INTEGER NOT NULL DEFAULT 0,"
-     "  vocab_size      INTEGER NOT NULL DEFAULT 0,"
-     "  threads         INTEGER NOT NULL DEFAULT 1,"
-     "  UNIQUE (run_id, case_key));"
-     "INSERT INTO cases_v6 SELECT case_id, run_id, case_key, position, variant_name, variant_key,"
-     "  options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, message,"
-     "  reference, iterations, tokens_per_step, wall_s, category, description, layers, width,"
-     "  heads, vocab_size, threads FROM cases;"
-     "DROP TABLE cases;"
-     "ALTER TABLE cases_v6 RENAME TO cases;"
-     "CREATE TABLE metrics_v6 ("
-     "  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
-     "  name    TEXT NOT NULL,"
-     "  value   REAL,"
-     "  unit    TEXT NOT NULL,"
-     "  PRIMARY KEY (case_id, name));"
-     "INSERT INTO metrics_v6 (rowid, case_id, name, value, unit)"
-     "  SELECT rowid, case_id, name, value, unit FROM metrics;"
-     "DROP TABLE metrics;"
-     "ALTER TABLE metrics_v6 RENAME TO metrics;"
-     "CREATE TABLE training_steps_v6 ("
-     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
-     "  case_key        TEXT NOT NULL,"
-     "  step            INTEGER NOT NULL,"
-     "  loss            REAL,"
-     "  validation_loss REAL,"
-     "  learning_rate   REAL NOT NULL,"
-     "  grad_norm       REAL,"
-     "  loss_scale      REAL NOT NULL,"
-     "  skipped         INTEGER NOT NULL,"
-     "  tokens          INTEGER NOT NULL,"
-     "  elapsed_s       REAL NOT NULL,"
-     "  padded_tokens   INTEGER NOT NULL DEFAULT 0,"
-     "  PRIMARY KEY (run_id, case_key, step));"
-     "INSERT INTO training_steps_v6 (run_id, case_key, step, loss, validation_loss,"
-     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s)"
-     "  SELECT run_id, case_key, step, loss, validation_loss, learning_rate, grad_norm,"
-     "  loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
-     "DROP TABLE training_steps;"
-     "ALTER TABLE training_steps_v6 RENAME TO training_steps;"},
-    // A free label given at `run --label`, so that a CI can pick its base run by name;
-    // adaptive stopping's target and budget (run --max-noise, --max-time).
-    {7,
-     "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';"
-     "ALTER TABLE runs ADD COLUMN max_noise REAL NOT NULL DEFAULT 0;"
-     "ALTER TABLE runs ADD COLUMN max_time_s REAL NOT NULL DEFAULT 0;"},
-    // The attention family's feed-forward activation, a model field of every case; the
-    // cases stored before had none, which reads as the default (and keeps their keys).
-    {8, "ALTER TABLE cases ADD COLUMN ffn TEXT NOT NULL DEFAULT 'gelu';"},
-};
 
 // `where` filters as stored: "field=value" pairs separated by spaces. Workload values are
 // integers or fixed choices, so neither holds a space or '='.
@@ -242,140 +40,7 @@ std::map<std::string, std::string> DecodeFilters(const std::string& text) {
   return filters;
 }
 
-// The schema version that added a workload field's column to `cases`, for the fields added
-// after v5 (whose backfill reads cases mid-migration).
-int ColumnAddedIn(const WorkloadField& field) { return field.name == "ffn" ? 8 : 0; }
-
-// The cases table's workload columns, in WorkloadFields() order: "mode, layers, ...". A
-// field the schema `version` does not have yet reads as its default, which a later field
-// always has (WorkloadField::omit_in_key), so that old rows keep their keys.
-std::string WorkloadColumns(int version = kSchemaVersion) {
-  std::string columns;
-  for (const WorkloadField& field : WorkloadFields()) {
-    columns += columns.empty() ? "" : ", ";
-    if (ColumnAddedIn(field) > 5 && field.omit_in_key.empty()) {
-      throw std::logic_error("workload field '" + std::string(field.name) +
-                             "' was added after v5 without a default left out of keys");
-    }
-    columns += ColumnAddedIn(field) <= version
-                   ? std::string(field.name)
-                   : "'" + std::string(field.omit_in_key) + "' AS " + std::string(field.name);
-  }
-  return columns;
-}
-
 }  // namespace
-
-// A prepared statement; binds by 1-based index, reads columns by 0-based index.
-class Store::Statement {
- public:
-  Statement(const Store& store, const char* sql) : store_(store), sql_(sql) {
-    store_.Check(sqlite3_prepare_v2(store_.db_, sql, -1, &statement_, nullptr), sql);
-  }
-  ~Statement() { sqlite3_finalize(statement_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& Bind(int index, const std::string& value) {
-    store_.Check(sqlite3_bind_text(statement_, index, value.c_str(), static_cast<int>(value.size()),
-                                   SQLITE_TRANSIENT),
-                 sql_);
-    return *this;
-  }
-  Statement& Bind(int index, int64_t value) {
-    store_.Check(sqlite3_bind_int64(statement_, index, value), sql_);
-    return *this;
-  }
-  // NaN is stored as NULL (SQLite's own conversion), so only nullable columns take it;
-  // infinities are stored as they are.
-  Statement& Bind(int index, double value) {
-    store_.Check(sqlite3_bind_double(statement_, index, value), sql_);
-    return *this;
-  }
-  Statement& Bind(int index, const std::optional<double>& value) {
-    // NaN too: SQLite would store it as NULL anyway.
-    if (!value || std::isnan(*value)) {
-      store_.Check(sqlite3_bind_null(statement_, index), sql_);
-      return *this;
-    }
-    return Bind(index, *value);
-  }
-  Statement& BindNullIfEmpty(int index, const std::string& value) {
-    if (value.empty()) {
-      store_.Check(sqlite3_bind_null(statement_, index), sql_);
-      return *this;
-    }
-    return Bind(index, value);
-  }
-
-  // Advances; true while a row is available.
-  bool Step() {
-    const int rc = sqlite3_step(statement_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    store_.Check(rc, sql_);
-    return false;
-  }
-  // For statements that return nothing; re-arms the statement for the next bindings.
-  void Run() {
-    while (Step()) {
-    }
-    store_.Check(sqlite3_reset(statement_), sql_);
-    store_.Check(sqlite3_clear_bindings(statement_), sql_);
-  }
-
-  std::string Text(int column) const {
-    const auto* text = sqlite3_column_text(statement_, column);
-    return text == nullptr ? "" : reinterpret_cast<const char*>(text);
-  }
-  int64_t Integer(int column) const { return sqlite3_column_int64(statement_, column); }
-  double Real(int column) const { return sqlite3_column_double(statement_, column); }
-  std::optional<double> OptionalReal(int column) const {
-    if (sqlite3_column_type(statement_, column) == SQLITE_NULL) return std::nullopt;
-    return Real(column);
-  }
-
- private:
-  const Store& store_;
-  const char* sql_;
-  sqlite3_stmt* statement_ = nullptr;
-};
-
-// BEGIN IMMEDIATE ... COMMIT; rolled back if not committed (an exception unwinds it).
-// Inside another transaction on the same Store, a savepoint: released on Commit(), rolled
-// back to on failure, and written only when the outermost one commits.
-class Store::Transaction {
- public:
-  explicit Transaction(const Store& store)
-      : store_(store), savepoint_("s" + std::to_string(store.transaction_depth_)) {
-    store_.Execute(store_.transaction_depth_ == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT " + savepoint_);
-    ++store_.transaction_depth_;
-  }
-  ~Transaction() {
-    if (committed_) return;
-    --store_.transaction_depth_;
-    const std::string undo = store_.transaction_depth_ == 0
-                                 ? "ROLLBACK"
-                                 : "ROLLBACK TO " + savepoint_ + "; RELEASE " + savepoint_;
-    sqlite3_exec(store_.db_, undo.c_str(), nullptr, nullptr, nullptr);
-  }
-  // Every write commits here: first the check that the file is still the one opened.
-  void Commit() {
-    if (store_.transaction_depth_ == 1) {
-      store_.CheckFileIsStillThere();
-      store_.Execute("COMMIT");
-    } else {
-      store_.Execute("RELEASE " + savepoint_);
-    }
-    --store_.transaction_depth_;
-    committed_ = true;
-  }
-
- private:
-  const Store& store_;
-  const std::string savepoint_;
-  bool committed_ = false;
-};
 
 std::string PeakGemmKey(const std::string& device, const std::string& dtype, int64_t threads) {
   return "peak_gemm_gflops." + device + "." + dtype + ".t" + std::to_string(threads);
@@ -499,37 +164,6 @@ void Store::Close() {
   db_ = nullptr;
 }
 
-int64_t Store::ReadSchemaVersion() const {
-  int64_t version = 0;
-  try {
-    Statement exists(
-        *this,
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
-    if (!exists.Step() || exists.Integer(0) == 0) return 0;
-    Statement select(*this, "SELECT version FROM schema_version");
-    if (!select.Step()) throw UnusableDatabase(path_ + ": its schema_version table is empty");
-    version = select.Integer(0);
-  } catch (const UnusableDatabase&) {
-    throw;
-  } catch (const StoreError&) {
-    // The first read of a file that is not SQLite fails with SQLITE_NOTADB.
-    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOTADB) {
-      throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
-    }
-    // A page that its schema lives on is damaged.
-    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_CORRUPT) {
-      throw DamagedDatabase(sqlite3_errmsg(db_));
-    }
-    throw;
-  }
-  if (version > kSchemaVersion) {
-    throw UnusableDatabase(path_ + ": database schema version " + std::to_string(version) +
-                           " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
-                           "); use a newer seqbench or another --db");
-  }
-  return version;
-}
-
 UnusableDatabase Store::DamagedDatabase(const std::string& finding) const {
   return UnusableDatabase(path_ + ": the results database is damaged (" + finding +
                           "); restore it from a copy, or give another --db");
@@ -621,35 +255,6 @@ void Store::Execute(const std::string& sql) const {
   }
 }
 
-void Store::EnsureSchema() {
-  Transaction transaction(*this);
-  int64_t version = ReadSchemaVersion();  // again, under the write lock
-  bool migrated = false;
-  if (version == 0) {
-    Execute(kSchema);
-    Execute("INSERT INTO schema_version (version) VALUES (1)");
-    version = 1;
-  }
-  for (const Migration& migration : kMigrations) {
-    if (migration.version <= version) continue;
-    Execute(migration.sql);
-    if (migration.version == 5) BackfillV5();
-    Statement update(*this, "UPDATE schema_version SET version = ?1");
-    update.Bind(1, int64_t{migration.version}).Run();
-    version = migration.version;
-    migrated = true;
-  }
-  if (migrated) {
-    Statement dangling(*this, "PRAGMA foreign_key_check");
-    if (dangling.Step()) {
-      throw StoreError(path_ + ": migration left a row of table " + dangling.Text(0) +
-                       " without its parent in " + dangling.Text(2) +
-                       "; the database is unchanged");
-    }
-  }
-  transaction.Commit();
-}
-
 void Store::BindRunRow(Statement& insert, const RunRecord& run) {
   int index = 0;
   for (const RunColumn& column : RunColumns()) {
@@ -711,7 +316,8 @@ void Store::InsertCase(int64_t run_id, const CaseRecord& record) {
   std::string sql =
       "INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, options, "
       "status, message, reference, iterations, tokens_per_step, wall_s, category, description, " +
-      WorkloadColumns() + ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14";
+      internal::WorkloadColumns() +
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14";
   constexpr int kFirstWorkloadColumn = 15;
   for (size_t i = 0; i < fields.size(); ++i) {
     sql += ", ?" + std::to_string(kFirstWorkloadColumn + i);
@@ -868,7 +474,7 @@ std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case
   const std::string sql =
       "SELECT case_id, position, variant_name, variant_key, options, status, message, "
       "reference, iterations, tokens_per_step, wall_s, category, description, " +
-      WorkloadColumns(schema_version) + " FROM cases WHERE run_id = ?1" +
+      internal::WorkloadColumns(schema_version) + " FROM cases WHERE run_id = ?1" +
       (case_key != nullptr ? " AND case_key = ?2" : "") + " ORDER BY position, case_id";
   constexpr int kFirstWorkloadColumn = 13;
   Statement select(*this, sql.c_str());
@@ -1037,81 +643,6 @@ void Store::AddExpectations(int64_t run_id, const std::vector<Expectation>& expe
     insert.Bind(1, run_id).Bind(2, static_cast<int64_t>(i)).Bind(3, e.what).Bind(4, e.variant);
     insert.Bind(5, e.over).Bind(6, e.at_least).Bind(7, e.at_most);
     insert.Bind(8, EncodeFilters(e.where)).Bind(9, e.line).Run();
-  }
-}
-
-void Store::BackfillV5() {
-  // Only the columns v5 has: later migrations add more, which Runs() would read.
-  std::vector<RunRecord> runs;
-  {
-    Statement select(*this, "SELECT run_id, suite_text FROM runs ORDER BY run_id");
-    while (select.Step()) {
-      RunRecord run;
-      run.run_id = select.Integer(0);
-      run.suite_text = select.Text(1);
-      runs.push_back(std::move(run));
-    }
-  }
-  Statement environment(*this,
-                        "SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY rowid");
-  for (RunRecord& run : runs) {
-    environment.Bind(1, run.run_id);
-    while (environment.Step())
-      run.environment.emplace_back(environment.Text(0), environment.Text(1));
-    environment.Run();
-  }
-  for (const RunRecord& run : runs) {
-    const legacy::LegacyFacts facts = legacy::ReadLegacyFacts(run.suite_text, run.environment);
-    int64_t threads = 0;
-    if (const std::string value = run.Environment("torch_threads"); !value.empty()) {
-      threads = std::atoll(value.c_str());
-    }
-    Statement update(*this,
-                     "UPDATE runs SET kind = ?1, baseline = ?2, repetitions = ?3, warmup = ?4, "
-                     "min_time_s = ?5, threads = ?6 WHERE run_id = ?7");
-    update.Bind(1, facts.kind).Bind(2, facts.baseline).Bind(3, facts.repetitions);
-    update.Bind(4, facts.warmup).Bind(5, facts.min_time_s).Bind(6, threads).Bind(7, run.run_id);
-    update.Run();
-    AddExpectations(run.run_id, facts.expectations);
-
-    // Cases before v3 stored no model sizes, and none stored heads or vocabulary: they ran
-    // the suite's [model] unless the workload overrode layers or width.
-    Statement sizes(*this,
-                    "UPDATE cases SET layers = CASE layers WHEN 0 THEN ?1 ELSE layers END, "
-                    "width = CASE width WHEN 0 THEN ?2 ELSE width END, heads = ?3, "
-                    "vocab_size = ?4, threads = ?5 WHERE run_id = ?6");
-    sizes.Bind(1, facts.layers).Bind(2, facts.width).Bind(3, facts.heads);
-    // The LibTorch threads of the run: all that older runs recorded (OpenBLAS's pool was
-    // neither set nor recorded then).
-    sizes.Bind(4, facts.vocab_size).Bind(5, std::max<int64_t>(threads, 1)).Bind(6, run.run_id);
-    sizes.Run();
-    if (facts.kind == kRunKindTraining) {
-      // A pipeline's description of its options was kept in `options`, which is now the
-      // variant's options (part of the case key): move it to `description`.
-      Statement move(*this,
-                     "UPDATE cases SET description = options, options = '' WHERE run_id = ?1");
-      move.Bind(1, run.run_id).Run();
-    }
-
-    // Every stored key becomes the one canonical key of its case.
-    Statement rekey_case(*this,
-                         "UPDATE cases SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
-    Statement rekey_steps(
-        *this, "UPDATE training_steps SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
-    // Same order as Cases(), so that the two lists pair up row by row.
-    Statement old_keys(*this,
-                       "SELECT case_key FROM cases WHERE run_id = ?1 ORDER BY position, case_id");
-    old_keys.Bind(1, run.run_id);
-    std::vector<std::string> stored_keys;
-    while (old_keys.Step()) stored_keys.push_back(old_keys.Text(0));
-    const std::vector<CaseRecord> cases = ReadCases(run.run_id, nullptr, /*schema_version=*/5);
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const CaseRecord& record = cases[i];
-      const std::string& old_key = stored_keys.at(i);
-      if (old_key == record.key()) continue;
-      rekey_case.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
-      rekey_steps.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
-    }
   }
 }
 

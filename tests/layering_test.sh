@@ -26,5 +26,15 @@ for layer in "${!allowed[@]}"; do
                --include='*.h' --include='*.cc' --include='*.cu' --include='*.in' || true)
   done
 done
+# A layer's internal headers (*_internal.h) stay inside its folder.
+while IFS= read -r hit; do
+  layer=${hit%%/*}
+  header=$(sed -E 's/.*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/' <<<"${hit#*:*:}")
+  if [[ ${header%%/*} != "$layer" ]]; then
+    echo "FAIL: $header is internal to ${header%%/*}/, included by $hit" >&2
+    bad=1
+  fi
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]*_internal\.h"' $all tests \
+           --include='*.h' --include='*.cc' --include='*.cu' || true)
 [[ $bad -eq 0 ]] || exit 1
 echo "layering: every include within its layer's list"

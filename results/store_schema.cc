@@ -1,0 +1,379 @@
+// The store's schema: the tables a new database is created with, each migration from one
+// version to the next, and the v5 backfill of older runs' typed facts.
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "results/legacy_facts.h"
+#include "results/store.h"
+#include "results/store_internal.h"
+
+namespace seqbench {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (
+  run_id       INTEGER PRIMARY KEY,
+  uuid         TEXT NOT NULL UNIQUE,
+  suite_name   TEXT NOT NULL,
+  suite_path   TEXT NOT NULL,
+  suite_text   TEXT NOT NULL,
+  suite_hash   TEXT NOT NULL,
+  command_line TEXT NOT NULL,
+  shard        TEXT NOT NULL,
+  seed         INTEGER NOT NULL,
+  status       TEXT NOT NULL CHECK (status IN ('running', 'complete', 'interrupted')),
+  started_at   TEXT NOT NULL,
+  finished_at  TEXT
+);
+CREATE TABLE environment (
+  run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  key    TEXT NOT NULL,
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+CREATE TABLE warnings (
+  run_id  INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  message TEXT NOT NULL
+);
+CREATE TABLE cases (
+  case_id         INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  case_key        TEXT NOT NULL,
+  position        INTEGER NOT NULL,
+  variant_name    TEXT NOT NULL,
+  variant_key     TEXT NOT NULL,
+  options         TEXT NOT NULL,
+  mode            TEXT NOT NULL,
+  dtype           TEXT NOT NULL,
+  device          TEXT NOT NULL,
+  batch           INTEGER NOT NULL,
+  seq_len         INTEGER NOT NULL,
+  min_len         INTEGER NOT NULL,
+  generate_tokens INTEGER NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped')),
+  message         TEXT NOT NULL,
+  reference       TEXT NOT NULL,
+  iterations      INTEGER NOT NULL,
+  tokens_per_step INTEGER NOT NULL,
+  wall_s          REAL NOT NULL,
+  UNIQUE (run_id, case_key)
+);
+CREATE TABLE samples (
+  case_id    INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
+  repetition INTEGER NOT NULL,
+  seconds    REAL NOT NULL,
+  PRIMARY KEY (case_id, repetition)
+);
+CREATE TABLE metrics (
+  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,
+  name    TEXT NOT NULL,
+  value   REAL NOT NULL,
+  unit    TEXT NOT NULL,
+  PRIMARY KEY (case_id, name)
+);
+)sql";
+
+// Each step from version N-1 to N; a new database is created at version 1 and brought up.
+struct Migration {
+  int version;
+  const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {2,
+     "ALTER TABLE cases ADD COLUMN category TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE cases ADD COLUMN description TEXT NOT NULL DEFAULT '';"},
+    {3,
+     "ALTER TABLE cases ADD COLUMN layers INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN width INTEGER NOT NULL DEFAULT 0;"},
+    {4,
+     "CREATE TABLE training_steps ("
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  step            INTEGER NOT NULL,"
+     "  loss            REAL NOT NULL,"
+     "  validation_loss REAL,"
+     "  learning_rate   REAL NOT NULL,"
+     "  grad_norm       REAL,"
+     "  loss_scale      REAL NOT NULL,"
+     "  skipped         INTEGER NOT NULL,"
+     "  tokens          INTEGER NOT NULL,"
+     "  elapsed_s       REAL NOT NULL,"
+     "  PRIMARY KEY (run_id, case_key, step));"},
+    // v5: the run's measurement facts as typed columns and its expectations as rows, so
+    // that reports never parse the stored suite text; every case carries its whole model.
+    // BackfillV5() fills them for runs stored before.
+    {5,
+     "ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'benchmark' "
+     "  CHECK (kind IN ('benchmark', 'training'));"
+     "ALTER TABLE runs ADD COLUMN baseline TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE runs ADD COLUMN repetitions INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN warmup INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN min_time_s REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN check_policy TEXT NOT NULL DEFAULT 'full';"
+     "ALTER TABLE cases ADD COLUMN heads INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN vocab_size INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE cases ADD COLUMN threads INTEGER NOT NULL DEFAULT 1;"
+     "CREATE TABLE expectations ("
+     "  run_id   INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  position INTEGER NOT NULL,"
+     "  what     TEXT NOT NULL,"
+     "  variant  TEXT NOT NULL,"
+     "  over     TEXT NOT NULL,"
+     "  at_least REAL,"
+     "  at_most  REAL,"
+     "  filters  TEXT NOT NULL,"
+     "  line     INTEGER NOT NULL,"
+     "  PRIMARY KEY (run_id, position));"},
+    // v6: NaN is a result, not a constraint violation. SQLite stores a NaN REAL as NULL, so
+    // a metric's value and a step's loss become nullable (NULL reads back as NaN); a case
+    // may also have timed out (run --case-timeout) or, as a training pipeline, diverged; a
+    // step keeps its padded tokens, so that a resumed pipeline's metrics cover all its steps.
+    // SQLite cannot relax a column's constraint in place: each table is rebuilt and
+    // renamed (https://sqlite.org/lang_altertable.html, "other kinds of table schema
+    // changes"), with foreign keys off while the old table is dropped (Store::Store), and
+    // rowids kept, since they order a case's metrics.
+    {6,
+     "CREATE TABLE cases_v6 ("
+     "  case_id         INTEGER PRIMARY KEY,"
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  position        INTEGER NOT NULL,"
+     "  variant_name    TEXT NOT NULL,"
+     "  variant_key     TEXT NOT NULL,"
+     "  options         TEXT NOT NULL,"
+     "  mode            TEXT NOT NULL,"
+     "  dtype           TEXT NOT NULL,"
+     "  device          TEXT NOT NULL,"
+     "  batch           INTEGER NOT NULL,"
+     "  seq_len         INTEGER NOT NULL,"
+     "  min_len         INTEGER NOT NULL,"
+     "  generate_tokens INTEGER NOT NULL,"
+     "  status          TEXT NOT NULL CHECK (status IN ('ok', 'mismatch', 'error', 'skipped',"
+     "                                                  'timeout', 'diverged')),"
+     "  message         TEXT NOT NULL,"
+     "  reference       TEXT NOT NULL,"
+     "  iterations      INTEGER NOT NULL,"
+     "  tokens_per_step INTEGER NOT NULL,"
+     "  wall_s          REAL NOT NULL,"
+     "  category        TEXT NOT NULL DEFAULT '',"
+     "  description     TEXT NOT NULL DEFAULT '',"
+     "  layers          INTEGER NOT NULL DEFAULT 0,"
+     "  width           INTEGER NOT NULL DEFAULT 0,"
+     "  heads           INTEGER NOT NULL DEFAULT 0,"
+     "  vocab_size      INTEGER NOT NULL DEFAULT 0,"
+     "  threads         INTEGER NOT NULL DEFAULT 1,"
+     "  UNIQUE (run_id, case_key));"
+     "INSERT INTO cases_v6 SELECT case_id, run_id, case_key, position, variant_name, variant_key,"
+     "  options, mode, dtype, device, batch, seq_len, min_len, generate_tokens, status, message,"
+     "  reference, iterations, tokens_per_step, wall_s, category, description, layers, width,"
+     "  heads, vocab_size, threads FROM cases;"
+     "DROP TABLE cases;"
+     "ALTER TABLE cases_v6 RENAME TO cases;"
+     "CREATE TABLE metrics_v6 ("
+     "  case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  name    TEXT NOT NULL,"
+     "  value   REAL,"
+     "  unit    TEXT NOT NULL,"
+     "  PRIMARY KEY (case_id, name));"
+     "INSERT INTO metrics_v6 (rowid, case_id, name, value, unit)"
+     "  SELECT rowid, case_id, name, value, unit FROM metrics;"
+     "DROP TABLE metrics;"
+     "ALTER TABLE metrics_v6 RENAME TO metrics;"
+     "CREATE TABLE training_steps_v6 ("
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  step            INTEGER NOT NULL,"
+     "  loss            REAL,"
+     "  validation_loss REAL,"
+     "  learning_rate   REAL NOT NULL,"
+     "  grad_norm       REAL,"
+     "  loss_scale      REAL NOT NULL,"
+     "  skipped         INTEGER NOT NULL,"
+     "  tokens          INTEGER NOT NULL,"
+     "  elapsed_s       REAL NOT NULL,"
+     "  padded_tokens   INTEGER NOT NULL DEFAULT 0,"
+     "  PRIMARY KEY (run_id, case_key, step));"
+     "INSERT INTO training_steps_v6 (run_id, case_key, step, loss, validation_loss,"
+     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s)"
+     "  SELECT run_id, case_key, step, loss, validation_loss, learning_rate, grad_norm,"
+     "  loss_scale, skipped, tokens, elapsed_s FROM training_steps;"
+     "DROP TABLE training_steps;"
+     "ALTER TABLE training_steps_v6 RENAME TO training_steps;"},
+    // A free label given at `run --label`, so that a CI can pick its base run by name;
+    // adaptive stopping's target and budget (run --max-noise, --max-time).
+    {7,
+     "ALTER TABLE runs ADD COLUMN label TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE runs ADD COLUMN max_noise REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN max_time_s REAL NOT NULL DEFAULT 0;"},
+    // The attention family's feed-forward activation, a model field of every case; the
+    // cases stored before had none, which reads as the default (and keeps their keys).
+    {8, "ALTER TABLE cases ADD COLUMN ffn TEXT NOT NULL DEFAULT 'gelu';"},
+};
+
+}  // namespace
+
+namespace internal {
+namespace {
+// The schema version that added a workload field's column to `cases`, for the fields added
+// after v5 (whose backfill reads cases mid-migration).
+int ColumnAddedIn(const WorkloadField& field) { return field.name == "ffn" ? 8 : 0; }
+
+}  // namespace
+
+std::string WorkloadColumns(int version) {
+  std::string columns;
+  for (const WorkloadField& field : WorkloadFields()) {
+    columns += columns.empty() ? "" : ", ";
+    if (ColumnAddedIn(field) > 5 && field.omit_in_key.empty()) {
+      throw std::logic_error("workload field '" + std::string(field.name) +
+                             "' was added after v5 without a default left out of keys");
+    }
+    columns += ColumnAddedIn(field) <= version
+                   ? std::string(field.name)
+                   : "'" + std::string(field.omit_in_key) + "' AS " + std::string(field.name);
+  }
+  return columns;
+}
+
+}  // namespace internal
+
+int64_t Store::ReadSchemaVersion() const {
+  int64_t version = 0;
+  try {
+    Statement exists(
+        *this,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    if (!exists.Step() || exists.Integer(0) == 0) return 0;
+    Statement select(*this, "SELECT version FROM schema_version");
+    if (!select.Step()) throw UnusableDatabase(path_ + ": its schema_version table is empty");
+    version = select.Integer(0);
+  } catch (const UnusableDatabase&) {
+    throw;
+  } catch (const StoreError&) {
+    // The first read of a file that is not SQLite fails with SQLITE_NOTADB.
+    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOTADB) {
+      throw UnusableDatabase(path_ + ": not an SQLite database (give seqbench's --db file)");
+    }
+    // A page that its schema lives on is damaged.
+    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_CORRUPT) {
+      throw DamagedDatabase(sqlite3_errmsg(db_));
+    }
+    throw;
+  }
+  if (version > kSchemaVersion) {
+    throw UnusableDatabase(path_ + ": database schema version " + std::to_string(version) +
+                           " is newer than this seqbench's (" + std::to_string(kSchemaVersion) +
+                           "); use a newer seqbench or another --db");
+  }
+  return version;
+}
+
+void Store::EnsureSchema() {
+  Transaction transaction(*this);
+  int64_t version = ReadSchemaVersion();  // again, under the write lock
+  bool migrated = false;
+  if (version == 0) {
+    Execute(kSchema);
+    Execute("INSERT INTO schema_version (version) VALUES (1)");
+    version = 1;
+  }
+  for (const Migration& migration : kMigrations) {
+    if (migration.version <= version) continue;
+    Execute(migration.sql);
+    if (migration.version == 5) BackfillV5();
+    Statement update(*this, "UPDATE schema_version SET version = ?1");
+    update.Bind(1, int64_t{migration.version}).Run();
+    version = migration.version;
+    migrated = true;
+  }
+  if (migrated) {
+    Statement dangling(*this, "PRAGMA foreign_key_check");
+    if (dangling.Step()) {
+      throw StoreError(path_ + ": migration left a row of table " + dangling.Text(0) +
+                       " without its parent in " + dangling.Text(2) +
+                       "; the database is unchanged");
+    }
+  }
+  transaction.Commit();
+}
+
+void Store::BackfillV5() {
+  // Only the columns v5 has: later migrations add more, which Runs() would read.
+  std::vector<RunRecord> runs;
+  {
+    Statement select(*this, "SELECT run_id, suite_text FROM runs ORDER BY run_id");
+    while (select.Step()) {
+      RunRecord run;
+      run.run_id = select.Integer(0);
+      run.suite_text = select.Text(1);
+      runs.push_back(std::move(run));
+    }
+  }
+  Statement environment(*this,
+                        "SELECT key, value FROM environment WHERE run_id = ?1 ORDER BY rowid");
+  for (RunRecord& run : runs) {
+    environment.Bind(1, run.run_id);
+    while (environment.Step())
+      run.environment.emplace_back(environment.Text(0), environment.Text(1));
+    environment.Run();
+  }
+  for (const RunRecord& run : runs) {
+    const legacy::LegacyFacts facts = legacy::ReadLegacyFacts(run.suite_text, run.environment);
+    int64_t threads = 0;
+    if (const std::string value = run.Environment("torch_threads"); !value.empty()) {
+      threads = std::atoll(value.c_str());
+    }
+    Statement update(*this,
+                     "UPDATE runs SET kind = ?1, baseline = ?2, repetitions = ?3, warmup = ?4, "
+                     "min_time_s = ?5, threads = ?6 WHERE run_id = ?7");
+    update.Bind(1, facts.kind).Bind(2, facts.baseline).Bind(3, facts.repetitions);
+    update.Bind(4, facts.warmup).Bind(5, facts.min_time_s).Bind(6, threads).Bind(7, run.run_id);
+    update.Run();
+    AddExpectations(run.run_id, facts.expectations);
+
+    // Cases before v3 stored no model sizes, and none stored heads or vocabulary: they ran
+    // the suite's [model] unless the workload overrode layers or width.
+    Statement sizes(*this,
+                    "UPDATE cases SET layers = CASE layers WHEN 0 THEN ?1 ELSE layers END, "
+                    "width = CASE width WHEN 0 THEN ?2 ELSE width END, heads = ?3, "
+                    "vocab_size = ?4, threads = ?5 WHERE run_id = ?6");
+    sizes.Bind(1, facts.layers).Bind(2, facts.width).Bind(3, facts.heads);
+    // The LibTorch threads of the run: all that older runs recorded (OpenBLAS's pool was
+    // neither set nor recorded then).
+    sizes.Bind(4, facts.vocab_size).Bind(5, std::max<int64_t>(threads, 1)).Bind(6, run.run_id);
+    sizes.Run();
+    if (facts.kind == kRunKindTraining) {
+      // A pipeline's description of its options was kept in `options`, which is now the
+      // variant's options (part of the case key): move it to `description`.
+      Statement move(*this,
+                     "UPDATE cases SET description = options, options = '' WHERE run_id = ?1");
+      move.Bind(1, run.run_id).Run();
+    }
+
+    // Every stored key becomes the one canonical key of its case.
+    Statement rekey_case(*this,
+                         "UPDATE cases SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
+    Statement rekey_steps(
+        *this, "UPDATE training_steps SET case_key = ?1 WHERE run_id = ?2 AND case_key = ?3");
+    // Same order as Cases(), so that the two lists pair up row by row.
+    Statement old_keys(*this,
+                       "SELECT case_key FROM cases WHERE run_id = ?1 ORDER BY position, case_id");
+    old_keys.Bind(1, run.run_id);
+    std::vector<std::string> stored_keys;
+    while (old_keys.Step()) stored_keys.push_back(old_keys.Text(0));
+    const std::vector<CaseRecord> cases = ReadCases(run.run_id, nullptr, /*schema_version=*/5);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const CaseRecord& record = cases[i];
+      const std::string& old_key = stored_keys.at(i);
+      if (old_key == record.key()) continue;
+      rekey_case.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
+      rekey_steps.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
+    }
+  }
+}
+
+}  // namespace seqbench
