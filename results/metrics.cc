@@ -17,6 +17,20 @@ bool FillsPlaceholder(std::string_view placeholder, std::string_view value) {
       if (!std::isdigit(static_cast<unsigned char>(c))) return false;
     return true;
   }
+  if (placeholder == "<D>") {  // a recall distance
+    if (value.empty() || value[0] == '0') return false;
+    for (const char c : value)
+      if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    return true;
+  }
+  if (placeholder == "<K>") {  // a registered variant key
+    if (value.empty()) return false;
+    for (const char c : value)
+      if (!std::islower(static_cast<unsigned char>(c)) &&
+          !std::isdigit(static_cast<unsigned char>(c)) && c != '_')
+        return false;
+    return true;
+  }
   if (placeholder == "<phase>") {
     for (const char* phase : kCasePhases)
       if (value == phase) return true;
@@ -87,6 +101,60 @@ const std::vector<MetricSpec>& CaseMetrics() {
       {"phase_<phase>_s", "s", "the case's wall time in one phase", false},
   };
   return table;
+}
+
+const std::vector<MetricSpec>& TrainingMetrics() {
+  static const std::vector<MetricSpec> table = {
+      {"tokens_per_s", "tokens/s", "non-padding tokens / wall time after timing_warmup", false},
+      {"tokens_per_s_stddev", "tokens/s", "standard deviation of the per-step rate", false},
+      {"runtime_mean_s", "s", "mean seconds per optimizer step", false},
+      {"runtime_stddev_s", "s", "their standard deviation", false},
+      {"padding_efficiency", "ratio", "non-padding tokens / B*T_max over the steps", false},
+      {"epoch_padding_efficiency", "ratio", "the same over one whole epoch's plan", false},
+      {"final_train_loss", "nats/token", "mean training loss over the last 10% of steps", false},
+      {"final_validation_loss", "nats/token", "validation loss after the last step", false},
+      {"skipped_steps", "count", "steps skipped for inf/NaN gradients", false},
+      {"final_loss_scale", "ratio", "the loss scale at the end", false},
+      {"peak_bytes", "bytes", "peak live tensor bytes of the whole training", false},
+      {"max_rss_bytes", "bytes", "the process's resident-set peak at the end", false},
+      {"optimizer_state_bytes", "bytes", "the optimizer's per-parameter state", false},
+      {"optimizer_host_bytes", "bytes", "every host byte of the offloaded optimizer", false},
+      {"parameters", "count", "the model's trainable parameters", false},
+      {"ranks", "count", "the data-parallel ranks the pipeline trained on", false},
+      {"network_alpha_s", "s", "the ring model's latency per message", false},
+      {"network_beta_s_per_byte", "s/B", "the ring model's seconds per byte", false},
+      {"bucket_mb", "MiB", "the gradient bucket size", false},
+      {"allreduce_buckets_per_step", "count", "gradient buckets reduced a step", false},
+      {"allreduce_bytes_per_step", "bytes", "gradient bytes reduced a step", false},
+      {"allreduce_s_per_step", "s", "seconds in the gradients' all-reduces a step", false},
+      {"count_allreduces_per_step", "count", "the other all-reduces a step", false},
+      {"count_allreduce_s_per_step", "s", "seconds in them a step", false},
+      {"recall_accuracy_d<D>", "ratio", "recall answers right at distance D", false},
+      {"recall_samples_d<D>", "count", "recall samples at distance D", false},
+      {"inference_loss_<K>", "nats/token", "held-out loss through variant K", false},
+      {"inference_reference_loss_<K>", "nats/token", "through the pipeline's own", false},
+      {"inference_argmax_agreement_<K>", "ratio", "positions with the same argmax", false},
+      {"inference_logit_rms_error_<K>", "logit", "RMS of the logits' difference", false},
+      {"inference_generated_agreement_<K>", "ratio", "generated tokens the same", false},
+      {"inference_generated_prefix_<K>", "tokens", "mean tokens before a difference", false},
+      {"inference_generated_tokens_<K>", "count", "generated tokens compared", false},
+      {"inference_weight_bytes_<K>", "bytes", "what K holds once set up and run", false},
+  };
+  return table;
+}
+
+const MetricSpec* FindTrainingMetric(std::string_view name) {
+  for (const MetricSpec& spec : TrainingMetrics())
+    if (Matches(spec.name, name)) return &spec;
+  return nullptr;
+}
+
+Metric TrainingMetric(const std::string& name, double value) {
+  const MetricSpec* spec = FindTrainingMetric(name);
+  if (spec == nullptr)
+    throw std::logic_error("training metric '" + name +
+                           "' has no row in results/metrics.cc's TrainingMetrics()");
+  return {name, value, spec->unit};
 }
 
 const MetricSpec* FindCaseMetric(std::string_view name) {

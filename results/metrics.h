@@ -3,13 +3,17 @@
 // (harness/case_record.cc) takes each unit from it, `report --format csv` its leading
 // columns, and results/README.md's "Metrics" table lists the same names
 // (tests/metrics_test.cc checks both ways). A new metric is one row here, plus the code that
-// measures it. Training pipelines' metrics (harness/training/pipeline.cc) are another vocabulary.
+// measures it. Training pipelines' metrics are a second table of the same shape,
+// TrainingMetrics(), through which harness/training/pipeline.cc stores every one.
 //
 // Thread-safety: the table is built once, on first use, and never changes.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "results/store.h"
 
 namespace seqbench {
 
@@ -29,6 +33,15 @@ const std::vector<MetricSpec>& CaseMetrics();
 
 // The row that names `name`, or whose pattern it matches; nullptr when none does.
 const MetricSpec* FindCaseMetric(std::string_view name);
+
+// A training pipeline's metrics: every name `seqbench train` stores, with its unit; the
+// second table under results/README.md's "Metrics" lists the same names (placeholders:
+// <D> a recall distance, <K> a registered variant key).
+const std::vector<MetricSpec>& TrainingMetrics();
+const MetricSpec* FindTrainingMetric(std::string_view name);
+// `name` = `value` with its unit from TrainingMetrics(). Throws std::logic_error naming it
+// when no row has it.
+Metric TrainingMetric(const std::string& name, double value);
 
 // `name`'s unit from its row. Throws std::logic_error naming it when no row has it: a
 // metric recorded without its row in the table.

@@ -16,8 +16,9 @@
 namespace seqbench {
 namespace {
 
-// The names in the first column of the first table under "## Metrics" in results/README.md.
-std::vector<std::string> ReadmeMetricNames() {
+// The names in the first column of table `which` (0: the first) under "## Metrics" in
+// results/README.md.
+std::vector<std::string> ReadmeMetricNames(int which = 0) {
   std::ifstream file(std::string(SEQBENCH_SOURCE_DIR) + "/results/README.md");
   REQUIRE(file.good());
   std::vector<std::string> names;
@@ -26,16 +27,41 @@ std::vector<std::string> ReadmeMetricNames() {
     if (line.rfind("## ", 0) == 0) in_section = line == "## Metrics";
     if (!in_section) continue;
     if (line.rfind("|", 0) != 0) {
-      if (in_table) break;  // the table ended
+      if (in_table && which-- == 0) break;  // the table asked for ended
+      in_table = false;
       continue;
     }
     in_table = true;
+    if (which > 0) continue;
     const std::string first_cell = line.substr(1, line.find('|', 1) - 1);
     const std::regex quoted("`([^`]+)`");
     for (std::sregex_iterator m(first_cell.begin(), first_cell.end(), quoted), end; m != end; ++m)
       names.push_back((*m)[1]);
   }
   return names;
+}
+
+TEST_CASE("results/README.md's training table lists exactly TrainingMetrics()' names",
+          "[metrics]") {
+  const std::vector<std::string> readme = ReadmeMetricNames(1);
+  REQUIRE(readme.size() > 20);
+  std::set<std::string> listed(readme.begin(), readme.end());
+  for (const std::string& name : readme) {
+    INFO(name << " is in results/README.md's training metrics table");
+    bool has_row = false;
+    for (const MetricSpec& row : TrainingMetrics()) has_row = has_row || name == row.name;
+    CHECK(has_row);
+  }
+  for (const MetricSpec& row : TrainingMetrics()) {
+    INFO(row.name << " has a row in results/metrics.cc's TrainingMetrics()");
+    CHECK(listed.count(row.name) == 1);
+  }
+  // The placeholders stand for what pipeline.cc fills in, and only that.
+  CHECK(TrainingMetric("recall_accuracy_d12", 0.5).unit == "ratio");
+  CHECK(TrainingMetric("inference_weight_bytes_lstm_int8_dynamic", 1).unit == "bytes");
+  CHECK(FindTrainingMetric("recall_accuracy_dx") == nullptr);
+  CHECK(FindTrainingMetric("inference_loss_") == nullptr);
+  CHECK_THROWS_WITH(TrainingMetric("nope", 1), Catch::Contains("TrainingMetrics()"));
 }
 
 TEST_CASE("results/README.md lists exactly the metric table's names", "[metrics]") {

@@ -13,6 +13,7 @@
 #include "harness/training/inference_comparison.h"
 #include "harness/training/offloaded_adamw.h"
 #include "harness/training/recall_task.h"
+#include "results/metrics.h"
 #include "stats/ring_model.h"
 #include "stats/statistics.h"
 #include "variants/core/registry.h"
@@ -44,19 +45,19 @@ void AddInferenceComparison(Trainer& trainer, const std::string& key,
   }
   try {
     const InferenceComparison c = CompareInference(trainer, key);
-    auto add = [&](const std::string& name, double value, const char* unit) {
-      record.metrics.push_back({"inference_" + name + "_" + key, value, unit});
+    auto add = [&](const std::string& name, double value) {
+      record.metrics.push_back(TrainingMetric("inference_" + name + "_" + key, value));
     };
-    add("loss", c.loss, "nats/token");
-    add("reference_loss", c.reference_loss, "nats/token");
-    add("argmax_agreement", c.argmax_agreement, "ratio");
-    add("logit_rms_error", c.logit_rms_error, "logit");
+    add("loss", c.loss);
+    add("reference_loss", c.reference_loss);
+    add("argmax_agreement", c.argmax_agreement);
+    add("logit_rms_error", c.logit_rms_error);
     if (c.generated_tokens > 0) {
-      add("generated_agreement", c.generated_agreement, "ratio");
-      add("generated_prefix", c.generated_common_prefix, "tokens");
-      add("generated_tokens", static_cast<double>(c.generated_tokens), "count");
+      add("generated_agreement", c.generated_agreement);
+      add("generated_prefix", c.generated_common_prefix);
+      add("generated_tokens", static_cast<double>(c.generated_tokens));
     }
-    if (c.weight_bytes >= 0) add("weight_bytes", static_cast<double>(c.weight_bytes), "bytes");
+    if (c.weight_bytes >= 0) add("weight_bytes", static_cast<double>(c.weight_bytes));
     say("through " + key + ": held-out loss " + FormatNumber(c.loss) + " (trained " +
         FormatNumber(c.reference_loss) + "), argmax agreement " +
         FormatNumber(c.argmax_agreement * 100) + "%");
@@ -109,30 +110,30 @@ void AddPipelineMetrics(const std::vector<TrainingStepRecord>& steps, const Pipe
     rates.push_back(steps[i].tokens / seconds);
   }
   record.tokens_per_step = all_tokens / static_cast<int64_t>(steps.size());
-  const auto add = [&](const std::string& name, double value, const char* unit) {
-    record.metrics.push_back({name, value, unit});
+  const auto add = [&](const std::string& name, double value) {
+    record.metrics.push_back(TrainingMetric(name, value));
   };
   if (timed_seconds > 0) {
-    add("tokens_per_s", timed_tokens / timed_seconds, "tokens/s");
-    if (rates.size() >= 2) add("tokens_per_s_stddev", stats::SampleStddev(rates), "tokens/s");
-    add("runtime_mean_s", stats::Mean(record.samples_s), "s");
-    if (rates.size() >= 2) add("runtime_stddev_s", stats::SampleStddev(record.samples_s), "s");
+    add("tokens_per_s", timed_tokens / timed_seconds);
+    if (rates.size() >= 2) add("tokens_per_s_stddev", stats::SampleStddev(rates));
+    add("runtime_mean_s", stats::Mean(record.samples_s));
+    if (rates.size() >= 2) add("runtime_stddev_s", stats::SampleStddev(record.samples_s));
   }
   // Steps logged before v6 have no padded count.
   if (padded_tokens > 0) {
-    add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens, "ratio");
+    add("padding_efficiency", static_cast<double>(all_tokens) / padded_tokens);
   }
   const size_t tail = std::max<size_t>(1, steps.size() / 10);
   double tail_loss = 0;
   for (size_t i = steps.size() - tail; i < steps.size(); ++i) tail_loss += steps[i].loss;
-  add("final_train_loss", tail_loss / tail, "nats/token");
-  if (last_validation) add("final_validation_loss", *last_validation, "nats/token");
-  add("skipped_steps", skipped, "count");
+  add("final_train_loss", tail_loss / tail);
+  if (last_validation) add("final_validation_loss", *last_validation);
+  add("skipped_steps", skipped);
   if (spec.config.loss_scaling || spec.config.precision == training::Precision::kFloat16) {
-    add("final_loss_scale", steps.back().loss_scale, "ratio");
+    add("final_loss_scale", steps.back().loss_scale);
   }
-  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes, "bytes");
-  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes, "bytes");
+  if (memory.peak_bytes >= 0) add("peak_bytes", memory.activation_bytes);
+  if (memory.max_rss_bytes >= 0) add("max_rss_bytes", memory.max_rss_bytes);
 }
 
 void AddCommunicationMetrics(const std::vector<CommunicationStats>& steps, const PipelineSpec& spec,
@@ -144,16 +145,17 @@ void AddCommunicationMetrics(const std::vector<CommunicationStats>& steps, const
     sum += steps[i];
   if (timed == 0) return;
   const double per_step = 1.0 / static_cast<double>(timed);
-  record.metrics.push_back({"bucket_mb", spec.config.data_parallel.bucket_mb, "MiB"});
+  record.metrics.push_back(TrainingMetric("bucket_mb", spec.config.data_parallel.bucket_mb));
   record.metrics.push_back(
-      {"allreduce_buckets_per_step", static_cast<double>(sum.buckets) * per_step, "count"});
+      TrainingMetric("allreduce_buckets_per_step", static_cast<double>(sum.buckets) * per_step));
   record.metrics.push_back(
-      {"allreduce_bytes_per_step", static_cast<double>(sum.bytes) * per_step, "bytes"});
-  record.metrics.push_back({"allreduce_s_per_step", sum.allreduce_seconds * per_step, "s"});
+      TrainingMetric("allreduce_bytes_per_step", static_cast<double>(sum.bytes) * per_step));
   record.metrics.push_back(
-      {"count_allreduces_per_step", static_cast<double>(sum.count_allreduces) * per_step, "count"});
+      TrainingMetric("allreduce_s_per_step", sum.allreduce_seconds * per_step));
+  record.metrics.push_back(TrainingMetric("count_allreduces_per_step",
+                                          static_cast<double>(sum.count_allreduces) * per_step));
   record.metrics.push_back(
-      {"count_allreduce_s_per_step", sum.count_allreduce_seconds * per_step, "s"});
+      TrainingMetric("count_allreduce_s_per_step", sum.count_allreduce_seconds * per_step));
 }
 
 namespace {
@@ -268,7 +270,7 @@ class PipelineRun {
           std::remove_if(metrics.begin(), metrics.end(),
                          [](const Metric& m) { return m.name == "final_validation_loss"; }),
           metrics.end());
-      metrics.push_back({"final_validation_loss", *diverged_validation_, "nats/token"});
+      metrics.push_back(TrainingMetric("final_validation_loss", *diverged_validation_));
     }
   }
 
@@ -291,8 +293,8 @@ class PipelineRun {
     }
     std::shared_ptr<DataParallelGroup> group = world_->Group(spec_.name, members, parallel.timeout);
     const RingModel network = MeasureRingModel(*group);
-    record_.metrics.push_back({"network_alpha_s", network.alpha_s, "s"});
-    record_.metrics.push_back({"network_beta_s_per_byte", network.beta_s_per_byte, "s/B"});
+    record_.metrics.push_back(TrainingMetric("network_alpha_s", network.alpha_s));
+    record_.metrics.push_back(TrainingMetric("network_beta_s_per_byte", network.beta_s_per_byte));
     return group;
   }
 
@@ -388,15 +390,15 @@ class PipelineRun {
   void AddModelMetrics(Trainer& trainer, const std::vector<CommunicationStats>& communication) {
     int64_t parameters = 0;
     for (const auto& item : trainer.variant().parameters()) parameters += item.value().numel();
-    record_.metrics.push_back({"parameters", static_cast<double>(parameters), "count"});
+    record_.metrics.push_back(TrainingMetric("parameters", static_cast<double>(parameters)));
     const bool finished = record_.status == kStatusOk && !outcome_.interrupted;
     if (suite_.data.corpus == "recall" && finished) {
       // What the long-range study reads: the trained model's greedy answers, by distance.
       for (const RecallScore& score : ScoreRecall(trainer, suite_.data.recall)) {
         const std::string suffix = "_d" + std::to_string(score.distance);
-        record_.metrics.push_back({"recall_accuracy" + suffix, score.accuracy(), "ratio"});
+        record_.metrics.push_back(TrainingMetric("recall_accuracy" + suffix, score.accuracy()));
         record_.metrics.push_back(
-            {"recall_samples" + suffix, static_cast<double>(score.total), "count"});
+            TrainingMetric("recall_samples" + suffix, static_cast<double>(score.total)));
       }
     }
     if (finished) {
@@ -405,15 +407,15 @@ class PipelineRun {
         AddInferenceComparison(trainer, key, say, record_);
     }
     const auto padding = trainer.loader().EpochPadding();
-    record_.metrics.push_back({"epoch_padding_efficiency", padding.efficiency(), "ratio"});
+    record_.metrics.push_back(TrainingMetric("epoch_padding_efficiency", padding.efficiency()));
     const int64_t ranks = spec_.config.data_parallel.ranks;
-    record_.metrics.push_back({"ranks", static_cast<double>(ranks), "count"});
+    record_.metrics.push_back(TrainingMetric("ranks", static_cast<double>(ranks)));
     // After a resume the moments were loaded, so the size is the same as in one process.
-    record_.metrics.push_back(
-        {"optimizer_state_bytes", static_cast<double>(trainer.optimizer_state_bytes()), "bytes"});
+    record_.metrics.push_back(TrainingMetric("optimizer_state_bytes",
+                                             static_cast<double>(trainer.optimizer_state_bytes())));
     if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&trainer.optimizer())) {
       record_.metrics.push_back(
-          {"optimizer_host_bytes", static_cast<double>(offloaded->HostBytes()), "bytes"});
+          TrainingMetric("optimizer_host_bytes", static_cast<double>(offloaded->HostBytes())));
     }
     if (ranks > 1) AddCommunicationMetrics(communication, spec_, record_);
   }
