@@ -110,6 +110,10 @@ const std::vector<PeerEntry>& Peers() {
        "PyTorch eager, per-step loop over tensors unbound once"},
       {"pytorch_chunk", "simple_rnn", "pytorch/simple_rnn.py", "chunk",
        "PyTorch eager, chunkwise form (chunk 32, log-space decays)"},
+      {"pytorch_lstm", "lstm", "pytorch/lstm.py", "nn_lstm",
+       "PyTorch eager, torch.nn.LSTM (packed where ragged)"},
+      {"pytorch_attention", "attention", "pytorch/attention.py", "naive",
+       "PyTorch eager, naive causal attention (the [T,T] scores)"},
   };
   return peers;
 }
@@ -222,7 +226,8 @@ std::string PeerProcess::Setup(const ModelConfig& config, const ParameterSet& we
                           {{"vocab_size", config.vocab_size},
                            {"width", config.width},
                            {"layers", config.num_layers},
-                           {"heads", config.num_heads}}},
+                           {"heads", config.num_heads},
+                           {"ffn", config.ffn}}},
                          {"parameters", parameters},
                          {"batch", {batch.batch_size(), batch.max_length()}},
                          {"dtype", dtype},

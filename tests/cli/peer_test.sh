@@ -92,6 +92,66 @@ set -e
 [[ $(query bad.db "SELECT status FROM cases WHERE variant_name = 'pytorch_unbind'") == ok ]] ||
   fail "the loop forms broke with the chunk form"
 
+# 2b. The LSTM (torch.nn.LSTM) and attention (naive) peers beside their families'
+# references, on a ragged batch and swiglu feed-forward; each caught when planted wrong:
+# the LSTM loading its gates in another order (rolled one gate), attention without RoPE on k.
+cat >"$work/families.toml" <<'TOML'
+name = "tiny_family_peers"
+description = "the lstm and attention peers on a tiny ragged workload"
+family = "lstm"
+baseline = "lstm_loop"
+seed = 5
+[references]
+attention = "naive"
+[model]
+vocab_size = 32
+width = 16
+layers = 2
+heads = 2
+ffn = "swiglu"
+[measure]
+repetitions = 2
+warmup = 1
+[[variants]]
+key = "lstm_loop"
+[[variants]]
+key = "naive"
+[[peers]]
+key = "pytorch_lstm"
+[[peers]]
+key = "pytorch_attention"
+[grid]
+variants = ["pytorch_lstm", "pytorch_attention"]
+mode = "train"
+batch = 5
+seq_len = 24
+min_len = 9
+TOML
+"$seqbench" run "$work/families.toml" --db "$work/families.db" >"$work/out" 2>&1 || {
+  cat "$work/out"
+  fail "run with the lstm and attention peers"
+}
+checked=$(query families.db "SELECT group_concat(variant_name || ':' || status || ':' || reference, ' ')
+                              FROM cases")
+[[ $checked == "pytorch_lstm:ok:lstm_loop float64 pytorch_attention:ok:naive float64" ]] ||
+  fail "family peers: $(query families.db "SELECT variant_name, status, reference FROM cases")"
+cp -r "$source_dir/peers" "$work/swapped"
+sed -i 's/parameter.copy_(weights\[f"layers.{layer}.{name}"\])/parameter.copy_(weights[f"layers.{layer}.{name}"].roll(width, 0))/' \
+  "$work/swapped/pytorch/lstm.py"
+sed -i 's/k, v = rope(split(u @ p("w_k"))), split/k, v = split(u @ p("w_k")), split/' \
+  "$work/swapped/pytorch/attention.py"
+grep -q '{name}"\].roll(width, 0))' "$work/swapped/pytorch/lstm.py" &&
+  grep -q 'k, v = split(u @ p("w_k"))' "$work/swapped/pytorch/attention.py" ||
+  fail "the planted family bugs did not take"
+set +e
+SEQBENCH_PEERS_DIR="$work/swapped" "$seqbench" run "$work/families.toml" \
+  --db "$work/swapped.db" >"$work/out" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "mismatching family peers: exit $rc, not 1"
+[[ $(query swapped.db "SELECT group_concat(status, ' ') FROM cases") == "mismatch mismatch" ]] ||
+  fail "planted family peers: $(query swapped.db "SELECT variant_name, status FROM cases")"
+
 # 3. Without its script the peer is skipped with the reason, and the run goes on.
 SEQBENCH_PEERS_DIR="$work/none" "$seqbench" run "$work/peers.toml" --db "$work/none.db" \
   --filter 'pytorch_unbind.*mode=train' >/dev/null
@@ -101,8 +161,8 @@ query none.db "SELECT status, message FROM cases" | grep -q "^skipped|the peer's
 # 4. A peer that dies mid-conversation is that case's error, with its last words; no hang.
 cp -r "$source_dir/peers" "$work/dying"
 sed -i 's/    def check(self, request):/    def check(self, request):\n        print("planted: dying at check", file=sys.stderr, flush=True)\n        os._exit(3)/' \
-  "$work/dying/pytorch/simple_rnn.py"
-grep -q '_exit(3)' "$work/dying/pytorch/simple_rnn.py" || fail "the planted exit did not take"
+  "$work/dying/pytorch/peer_protocol.py"
+grep -q '_exit(3)' "$work/dying/pytorch/peer_protocol.py" || fail "the planted exit did not take"
 set +e
 SEQBENCH_PEERS_DIR="$work/dying" timeout 300 "$seqbench" run "$work/peers.toml" \
   --db "$work/dying.db" --filter 'pytorch_unbind.*mode=train' >/dev/null 2>&1
