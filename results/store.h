@@ -40,7 +40,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -256,6 +256,10 @@ class Store {
   void EnsureSchema();
   // Replaces the read-only connection with an in-memory copy of its database.
   void CopyIntoMemory();
+  // Creates the case_results view, or recreates it where the stored one differs from
+  // internal::CaseResultsView() (a workload field or CSV metric added since), inside
+  // EnsureSchema's transaction.
+  void RefreshCaseResultsView();
   // Fills v5's typed run facts and model columns of runs stored before v5.
   void BackfillV5();
   void AddExpectations(int64_t run_id, const std::vector<Expectation>& expectations);

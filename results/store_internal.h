@@ -130,6 +130,10 @@ namespace internal {
 // field the schema `version` does not have yet reads as its default, which a later field
 // always has (WorkloadField::omit_in_key), so that old rows keep their keys.
 std::string WorkloadColumns(int version = kSchemaVersion);
+// The case_results view's CREATE statement: one row per case with its run's facts, the
+// commit and machine from its environment, every workload field (WorkloadFields()) and
+// every fixed CSV metric (CaseMetrics()) as columns, NULL where a case lacks one.
+std::string CaseResultsView();
 }  // namespace internal
 
 }  // namespace seqbench

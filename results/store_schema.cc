@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "results/legacy_facts.h"
+#include "results/metrics.h"
 #include "results/store.h"
 #include "results/store_internal.h"
 
@@ -212,6 +213,9 @@ constexpr Migration kMigrations[] = {
     // The attention family's feed-forward activation, a model field of every case; the
     // cases stored before had none, which reads as the default (and keeps their keys).
     {8, "ALTER TABLE cases ADD COLUMN ffn TEXT NOT NULL DEFAULT 'gelu';"},
+    // The case_results view (CaseResultsView) for SQL and pandas; EnsureSchema keeps it in
+    // step with the workload fields and metrics from then on.
+    {9, "DROP VIEW IF EXISTS case_results;"},
 };
 
 }  // namespace
@@ -237,6 +241,33 @@ std::string WorkloadColumns(int version) {
                    : "'" + std::string(field.omit_in_key) + "' AS " + std::string(field.name);
   }
   return columns;
+}
+
+// Environment entries of a run that case_results carries as columns: the commit and
+// what the machine was.
+constexpr const char* kViewEnvironment[] = {"git_sha",   "git_dirty",     "cpu_model",
+                                            "blas_core", "torch_version", "gpu_name"};
+
+std::string CaseResultsView() {
+  std::string sql =
+      "CREATE VIEW case_results AS SELECT c.case_id, r.run_id, r.uuid AS run_uuid, "
+      "r.suite_name, r.label, r.kind, r.status AS run_status, r.started_at, r.baseline";
+  for (const char* key : kViewEnvironment) {
+    sql +=
+        std::string(", (SELECT value FROM environment e WHERE e.run_id = r.run_id AND e.key = '") +
+        key + "') AS " + key;
+  }
+  sql +=
+      ", c.case_key, c.variant_name, c.variant_key, c.options, c.status, c.message, "
+      "c.reference, c.iterations, c.tokens_per_step, c.wall_s";
+  for (const WorkloadField& field : WorkloadFields()) sql += ", c." + std::string(field.name);
+  for (const MetricSpec& metric : CaseMetrics()) {
+    const std::string name = metric.name;
+    if (!metric.csv_column || name.find('<') != std::string::npos) continue;
+    sql += ", (SELECT value FROM metrics m WHERE m.case_id = c.case_id AND m.name = '" + name +
+           "') AS " + name;
+  }
+  return sql + " FROM cases c JOIN runs r ON r.run_id = c.run_id";
 }
 
 }  // namespace internal
@@ -290,6 +321,7 @@ void Store::EnsureSchema() {
     version = migration.version;
     migrated = true;
   }
+  RefreshCaseResultsView();
   if (migrated) {
     Statement dangling(*this, "PRAGMA foreign_key_check");
     if (dangling.Step()) {
@@ -374,6 +406,15 @@ void Store::BackfillV5() {
       rekey_steps.Bind(1, record.key()).Bind(2, run.run_id).Bind(3, old_key).Run();
     }
   }
+}
+
+void Store::RefreshCaseResultsView() {
+  const std::string view = internal::CaseResultsView();
+  Statement stored(*this,
+                   "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'case_results'");
+  if (stored.Step() && stored.Text(0) == view) return;
+  Execute("DROP VIEW IF EXISTS case_results");
+  Execute(view);
 }
 
 }  // namespace seqbench

@@ -254,9 +254,9 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
-  // v8's feed-forward activation, then v7's run facts (label, adaptive stopping): every
-  // older schema lacks them.
-  ExecuteAll(path, {"ALTER TABLE cases DROP COLUMN ffn"});
+  // v9's view, v8's feed-forward activation, then v7's run facts (label, adaptive
+  // stopping): every older schema lacks them.
+  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE cases DROP COLUMN ffn"});
   if (version == 7) {
     ExecuteAll(path, {"UPDATE schema_version SET version = 7"});
     return;
@@ -336,6 +336,51 @@ TEST_CASE("a version-7 database gains v8's feed-forward activation, its keys unc
   CHECK(swiglu.identity.Key().find("ffn=swiglu") != std::string::npos);
   migrated.AddCase(1, swiglu);
   CHECK(migrated.Cases(1).back().identity.workload.ffn == "swiglu");
+  std::filesystem::remove(path);
+}
+
+// A column of `path`'s case_results view for its first case, as text ("" for NULL), or
+// "no such column".
+std::string ViewValue(const std::string& path, const std::string& column) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  const std::string sql = "SELECT " + column + " FROM case_results ORDER BY case_id LIMIT 1";
+  std::string value = "no such column";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &select, nullptr) == SQLITE_OK) {
+    value = sqlite3_step(select) == SQLITE_ROW && sqlite3_column_text(select, 0) != nullptr
+                ? reinterpret_cast<const char*>(sqlite3_column_text(select, 0))
+                : "";
+  }
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  return value;
+}
+
+TEST_CASE("case_results: a v8 database gains the view; a stale one is rebuilt", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_view.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    CaseRecord record = SampleCase("fast", 0);
+    record.metrics.push_back({"runtime_median_s", 0.125, "s"});
+    store.AddCase(store.CreateRun(SampleRun("uuid-view")), record);
+  }
+  // As v8 wrote it: no view. A writer's migration creates it.
+  ExecuteAll(path, {"DROP VIEW case_results", "UPDATE schema_version SET version = 8"});
+  CHECK(ViewValue(path, "variant_name") == "no such column");
+  { Store migrated(path); }
+  CHECK(ViewValue(path, "variant_name") == "fast");
+  CHECK(ViewValue(path, "runtime_median_s") == "0.125");
+  CHECK(ViewValue(path, "batch") == "4");
+  CHECK(ViewValue(path, "label") == "nightly");
+  CHECK(ViewValue(path, "cpu_model") == "test cpu");
+  CHECK(ViewValue(path, "tokens_per_s").empty());  // a metric the case lacks: NULL
+  // A view out of step with the tables (an older binary's, or a hand edit) is rebuilt
+  // when a writer opens the file.
+  ExecuteAll(path, {"DROP VIEW case_results", "CREATE VIEW case_results AS SELECT 1 AS one"});
+  { Store reopened(path); }
+  CHECK(ViewValue(path, "runtime_median_s") == "0.125");
   std::filesystem::remove(path);
 }
 

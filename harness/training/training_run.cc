@@ -35,6 +35,7 @@ RunRecord DescribeTrainingRun(const TrainingRunRequest& request, const TrainingS
 }
 
 namespace {
+// Whether run `run_id` holds case `key` with the error status.
 bool FailedCase(const Store& store, int64_t run_id, const std::string& key) {
   for (const CaseRecord& record : store.Cases(run_id)) {
     if (record.key() == key) return record.status == kStatusError;
