@@ -42,6 +42,7 @@ int RunCompare(const std::vector<std::string>& args);
 int RunAbCommand(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
 int RunPlot(const std::vector<std::string>& args);
+int RunHistory(const std::vector<std::string>& args);
 
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();

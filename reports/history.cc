@@ -1,0 +1,195 @@
+#include "reports/history.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "reports/escape/csv.h"
+#include "reports/escape/json.h"
+#include "reports/escape/markdown.h"
+#include "reports/format.h"
+#include "reports/markdown.h"
+#include "reports/run_facts.h"
+#include "stats/statistics.h"
+
+namespace seqbench {
+
+const std::vector<HistoryMetric>& HistoryMetrics() {
+  static const std::vector<HistoryMetric> metrics = {
+      {"runtime", "s",
+       [](const CaseRecord& c) -> std::optional<double> {
+         if (c.samples_s.empty()) return std::nullopt;
+         return stats::Median(c.samples_s);
+       }},
+      {"tokens_per_s", "tokens/s", MedianThroughput},
+      {"peak_memory", "bytes", [](const CaseRecord& c) { return c.MetricValue("peak_bytes"); }},
+      {"activation_memory", "bytes",
+       [](const CaseRecord& c) { return c.MetricValue("activation_bytes"); }},
+      {"instructions", "instructions",
+       [](const CaseRecord& c) { return c.MetricValue("instructions_per_step"); }},
+  };
+  return metrics;
+}
+
+const HistoryMetric* FindHistoryMetric(const std::string& name) {
+  for (const HistoryMetric& metric : HistoryMetrics())
+    if (name == metric.name) return &metric;
+  return nullptr;
+}
+
+const std::vector<std::string>& MachineKeys() {
+  static const std::vector<std::string> keys = {
+      "cpu_model",    "cpu_logical_cores", "gpu_name",           "torch_version",
+      "blas_library", "blas_core",         "aten_cpu_capability"};
+  return keys;
+}
+
+namespace {
+
+std::string MachineOf(const RunRecord& run) {
+  std::string machine;
+  for (const std::string& key : MachineKeys()) {
+    const std::string value = run.Environment(key);
+    if (value.empty()) continue;
+    machine += (machine.empty() ? "" : ", ") + key + "=" + value;
+  }
+  return machine;
+}
+
+// The suite's complete benchmark runs of every store, by start time.
+std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<const Store*>& stores,
+                                                          const std::string& suite) {
+  std::vector<std::pair<const Store*, RunRecord>> runs;
+  for (const Store* store : stores) {
+    for (const RunRecord& listed : store->Runs()) {
+      if (listed.suite_name != suite || listed.kind != kRunKindBenchmark ||
+          listed.status != "complete")
+        continue;
+      runs.emplace_back(store, *store->FindRun(listed.run_id));
+    }
+  }
+  std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
+    return a.second.started_at < b.second.started_at;
+  });
+  return runs;
+}
+
+}  // namespace
+
+std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
+                                        const HistoryRequest& request) {
+  std::map<std::pair<std::string, std::string>, HistorySeries> by_case_and_machine;
+  std::vector<std::pair<std::string, std::string>> order;
+  for (const auto& [store, run] : SuiteRuns(stores, request.suite)) {
+    const std::string machine = MachineOf(run);
+    for (const CaseRecord& c : store->Cases(run.run_id)) {
+      const std::optional<double> value = request.metric->of(c);
+      if (c.status != kStatusOk || !value || !(*value > 0)) continue;
+      const auto key = std::make_pair(c.key(), machine);
+      HistorySeries& series = by_case_and_machine[key];
+      if (series.points.empty()) {
+        series.case_key = c.key();
+        series.machine = machine;
+        order.push_back(key);
+      }
+      series.points.push_back({run.run_id, store->path(), run.Environment("git_sha"), run.label,
+                               run.started_at, *value});
+    }
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<HistorySeries> all;
+  for (const auto& key : order) {
+    HistorySeries& series = by_case_and_machine[key];
+    std::vector<double> values;
+    for (const HistoryPoint& point : series.points) values.push_back(point.value);
+    series.changes = stats::FindChangePoints(values, request.change_points);
+    all.push_back(std::move(series));
+  }
+  return all;
+}
+
+namespace {
+
+std::string ShortSha(const std::string& sha) { return sha.empty() ? "-" : sha.substr(0, 10); }
+
+std::string ChangeText(const stats::ChangePoint& change) {
+  return FormatSignificant(change.ratio.estimate, 3) + "× (" +
+         FormatSignificant(change.ratio.low, 3) + "–" + FormatSignificant(change.ratio.high, 3) +
+         "), p " + FormatSignificant(change.p_value, 2);
+}
+
+}  // namespace
+
+std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
+                                  const HistoryRequest& request) {
+  std::string text = "**history of suite " + escape::MarkdownText(request.suite) + "**, " +
+                     request.metric->name + " (" + request.metric->unit +
+                     "), runs in start order; a change is the ratio of medians after/before "
+                     "it, its 95% interval and corrected p\n\n";
+  MarkdownTable table({"case", "machine", "runs", "first", "last", "changes"});
+  for (const HistorySeries& s : series) {
+    std::string changes;
+    for (const stats::ChangePoint& change : s.changes) {
+      const HistoryPoint& at = s.points[change.index];
+      changes += (changes.empty() ? "" : "; ") + ChangeText(change) + " at run " +
+                 std::to_string(at.run_id) + " (" + ShortSha(at.git_sha) + ")";
+    }
+    table.AddRow({s.case_key, s.machine, std::to_string(s.points.size()),
+                  FormatSignificant(s.points.front().value, 3),
+                  FormatSignificant(s.points.back().value, 3), changes.empty() ? "none" : changes});
+  }
+  return text + table.Render();
+}
+
+std::string RenderHistoryCsv(const std::vector<HistorySeries>& series) {
+  std::string text = "case_key,machine,database,run_id,git_sha,label,started_at,value,change\n";
+  for (const HistorySeries& s : series) {
+    for (size_t i = 0; i < s.points.size(); ++i) {
+      const HistoryPoint& p = s.points[i];
+      std::string change;
+      for (const stats::ChangePoint& c : s.changes)
+        if (c.index == i) change = ChangeText(c);
+      for (const std::string& field : {s.case_key, s.machine, p.database, std::to_string(p.run_id),
+                                       p.git_sha, p.label, p.started_at}) {
+        text += escape::CsvField(field) + ",";
+      }
+      text += FormatSignificant(p.value, 6) + "," + escape::CsvField(change) + "\n";
+    }
+  }
+  return text;
+}
+
+std::string RenderHistoryJson(const std::vector<HistorySeries>& series,
+                              const HistoryRequest& request) {
+  nlohmann::json document = {{"suite", request.suite},
+                             {"metric", request.metric->name},
+                             {"unit", request.metric->unit},
+                             {"series", nlohmann::json::array()}};
+  for (const HistorySeries& s : series) {
+    nlohmann::json points = nlohmann::json::array(), changes = nlohmann::json::array();
+    for (const HistoryPoint& p : s.points) {
+      points.push_back({{"database", p.database},
+                        {"run_id", p.run_id},
+                        {"git_sha", p.git_sha},
+                        {"label", p.label},
+                        {"started_at", p.started_at},
+                        {"value", p.value}});
+    }
+    for (const stats::ChangePoint& c : s.changes) {
+      changes.push_back({{"index", c.index},
+                         {"run_id", s.points[c.index].run_id},
+                         {"ratio", c.ratio.estimate},
+                         {"ratio_low", c.ratio.low},
+                         {"ratio_high", c.ratio.high},
+                         {"p_value", c.p_value}});
+    }
+    document["series"].push_back({{"case_key", s.case_key},
+                                  {"machine", s.machine},
+                                  {"points", points},
+                                  {"changes", changes}});
+  }
+  return escape::DumpJson(document) + "\n";
+}
+
+}  // namespace seqbench

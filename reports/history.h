@@ -1,0 +1,68 @@
+// A suite's history across runs: for each case identity, the series of one metric over
+// the stored runs of the suite, in run order (started_at), split where the machine
+// changes, with the change points found in each series (stats/change_points.h).
+// `seqbench history` renders it as Markdown, CSV or JSON.
+//
+// The runs are ordered by their start time, not by git's topology: a store does not hold
+// the commit graph, and reports/ reads nothing but the store.
+//
+// Thread-safety: pure functions over the stores they are given.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+#include "stats/change_points.h"
+
+namespace seqbench {
+
+// What a series measures, per case and run.
+struct HistoryMetric {
+  const char* name;  // as `history --metric` takes it
+  const char* unit;
+  // The case's value in its run; nullopt where it has none (a skipped case, no samples).
+  std::optional<double> (*of)(const CaseRecord& c);
+};
+// runtime (median step, s), tokens_per_s, peak_memory, activation_memory (bytes),
+// instructions (per step, from run --count).
+const std::vector<HistoryMetric>& HistoryMetrics();
+const HistoryMetric* FindHistoryMetric(const std::string& name);
+
+// The environment entries that name a machine: a series never spans two values of them.
+const std::vector<std::string>& MachineKeys();
+
+struct HistoryPoint {
+  int64_t run_id = 0;
+  std::string database;  // the store it came from
+  std::string git_sha, label, started_at;
+  double value = 0;
+};
+
+struct HistorySeries {
+  std::string case_key;
+  std::string machine;  // "cpu_model=..., blas_core=...": the MachineKeys() values
+  std::vector<HistoryPoint> points;
+  std::vector<stats::ChangePoint> changes;  // indices into points
+};
+
+struct HistoryRequest {
+  std::string suite;  // required: the suite's name
+  const HistoryMetric* metric = nullptr;
+  stats::ChangePointOptions change_points;
+};
+
+// Every series of `request.suite`'s complete benchmark runs in `stores`, by case key, then
+// machine, then first run. Runs are read once per store; a case's value in a run counts
+// only where the case is ok.
+std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
+                                        const HistoryRequest& request);
+
+std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
+                                  const HistoryRequest& request);
+std::string RenderHistoryCsv(const std::vector<HistorySeries>& series);
+std::string RenderHistoryJson(const std::vector<HistorySeries>& series,
+                              const HistoryRequest& request);
+
+}  // namespace seqbench

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `seqbench history` end to end on a published database (20 A/A runs of suites/ci.toml):
+# every format reads the same series, a planted step in a copy is found at its run, bad
+# input is exit 2 with the fix, and reading never writes the database.
+# Usage: history_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+db="$source_dir/results/published/gate.db"
+before=$(sha256sum "$db")
+
+"$seqbench" history --suite ci --db "$db" >"$work/md" || fail "history md"
+grep -q "^| batched mode=train .* | none |$" "$work/md" || fail "an A/A series shows a change"
+"$seqbench" history --suite ci --db "$db" --format csv >"$work/csv" || fail "history csv"
+"$seqbench" history --suite ci --db "$db" --format json >"$work/json" || fail "history json"
+points=$(python3 -c "import json,sys; print(sum(len(s['points']) for s in json.load(open('$work/json'))['series']))")
+[[ $points -eq $(($(wc -l <"$work/csv") - 1)) ]] || fail "json has $points points, csv $(wc -l <"$work/csv")"
+
+# A copy whose last ten runs of one case are 3x slower (the A/A series spread about 25%):
+# found at the first of them, give or take one run.
+cp "$db" "$work/step.db"
+sqlite3 "$work/step.db" "UPDATE samples SET seconds = seconds * 3 WHERE case_id IN
+  (SELECT case_id FROM cases WHERE variant_name = 'scan' AND mode = 'train' AND run_id IN
+   (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 10))"
+first=$(sqlite3 "$work/step.db" "SELECT run_id FROM (SELECT run_id, started_at FROM runs
+  ORDER BY started_at DESC LIMIT 10) ORDER BY started_at LIMIT 1")
+"$seqbench" history --suite ci --db "$work/step.db" --format csv >"$work/step.csv"
+changes=$(python3 - "$work/step.csv" <<'PY'
+import csv, sys
+for row in csv.DictReader(open(sys.argv[1])):
+    if row["change"]:
+        print(row["case_key"].split(" ")[0], row["case_key"].split(" ")[1], row["run_id"],
+              row["change"].split("×")[0])
+PY
+)
+read -r key mode at ratio <<<"$changes"
+[[ "$key $mode" == "scan{chunk_size=8} mode=train" && $at -ge $((first - 1)) && $at -le $((first + 1)) &&
+  $(awk -v r="$ratio" 'BEGIN { print (r > 2.5 && r < 3.5) }') == 1 ]] || fail "the planted step at run $first: changes found: $changes"
+
+# Bad input: exit 2, the fix named, nothing written.
+expect_2() {
+  local what=$1 pattern=$2
+  shift 2
+  set +e
+  "$seqbench" history "$@" >/dev/null 2>"$work/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$what: exit $rc, not 2"
+  grep -q "$pattern" "$work/err" || fail "$what: $(cat "$work/err")"
+}
+expect_2 "no suite" "give --suite NAME" --db "$db"
+expect_2 "unknown suite" "no complete benchmark run of suite 'nope'" --suite nope --db "$db"
+expect_2 "unknown metric" "unknown --metric 'latency'; give runtime|" --suite ci --db "$db" --metric latency
+expect_2 "bad max-p" "max-p must be in (0, 1)" --suite ci --db "$db" --max-p 0
+expect_2 "missing database" "history" --suite ci --db "$work/none.db"
+[[ ! -e $work/none.db ]] || fail "a missing database was created"
+[[ $(sha256sum "$db") == "$before" ]] || fail "history wrote the database"
+echo "history tests passed"
