@@ -43,6 +43,7 @@ int RunAbCommand(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
 int RunPlot(const std::vector<std::string>& args);
 int RunHistory(const std::vector<std::string>& args);
+int RunSite(const std::vector<std::string>& args);
 
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();

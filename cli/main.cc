@@ -36,6 +36,7 @@ const std::vector<Command>& Commands() {
       {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"history", "a suite's metric across its runs, case by case, with change points", RunHistory},
+      {"site", "write a static HTML site of the runs: trends, change points, reports", RunSite},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
       {"train", "train on real text: pipelines side by side, every step's loss stored", RunTrain},
       {"generate", "greedy generation from a training checkpoint, with per-token latency",

@@ -1,9 +1,11 @@
 #include "reports/history.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <tuple>
+#include <set>
 
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
@@ -47,26 +49,52 @@ const std::vector<std::string>& MachineKeys() {
 
 namespace {
 
-std::string MachineOf(const RunRecord& run) {
-  std::string machine;
+using Machine = std::map<std::string, std::string>;  // MachineKeys() a run recorded
+
+Machine MachineOf(const RunRecord& run) {
+  Machine machine;
   for (const std::string& key : MachineKeys()) {
-    const std::string value = run.Environment(key);
-    if (value.empty()) continue;
-    machine += (machine.empty() ? "" : ", ") + key + "=" + value;
+    if (std::string value = run.Environment(key); !value.empty()) machine[key] = value;
   }
   return machine;
 }
 
-// The suite's complete benchmark runs of every store, by start time.
+// Whether two runs may be the same machine: no key both recorded differs. A key one of
+// them lacks (recorded only by a later seqbench) is unknown, not different.
+bool Compatible(const Machine& a, const Machine& b) {
+  for (const auto& [key, value] : a) {
+    const auto other = b.find(key);
+    if (other != b.end() && other->second != value) return false;
+  }
+  return true;
+}
+
+std::string MachineText(const Machine& machine) {
+  std::string text;
+  for (const std::string& key : MachineKeys()) {
+    if (const auto it = machine.find(key); it != machine.end())
+      text += (text.empty() ? "" : ", ") + key + "=" + it->second;
+  }
+  return text;
+}
+
+// The suite's complete benchmark runs of every store, by start time, each once (a run
+// merged into two of the stores counts once). Runs that do not measure the code as it is
+// are left out: a test-only --test-slowdown run, and the sides of an A/B (seqbench ab),
+// whose two binaries alternate.
 std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<const Store*>& stores,
                                                           const std::string& suite) {
   std::vector<std::pair<const Store*, RunRecord>> runs;
+  std::set<std::string> seen;
   for (const Store* store : stores) {
     for (const RunRecord& listed : store->Runs()) {
       if (listed.suite_name != suite || listed.kind != kRunKindBenchmark ||
-          listed.status != "complete")
+          listed.status != "complete" || !seen.insert(listed.uuid).second)
         continue;
-      runs.emplace_back(store, *store->FindRun(listed.run_id));
+      RunRecord run = *store->FindRun(listed.run_id);
+      if (!run.Environment("test_slowdown").empty() || !run.Environment("ab_side").empty())
+        continue;
+      runs.emplace_back(store, std::move(run));
     }
   }
   std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
@@ -75,36 +103,52 @@ std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<cons
   return runs;
 }
 
+// A case's point in its run: the value, and for runtime the samples' quartiles as its band.
+HistoryPoint PointOf(const Store& store, const RunRecord& run, const CaseRecord& c, double value,
+                     const HistoryMetric& metric) {
+  HistoryPoint point{run.run_id, store.path(),   run.Environment("git_sha"),
+                     run.label,  run.started_at, value,
+                     value,      value};
+  if (std::string(metric.name) == "runtime") {
+    point.low = stats::Quantile(c.samples_s, 0.25);
+    point.high = stats::Quantile(c.samples_s, 0.75);
+  }
+  return point;
+}
+
 }  // namespace
 
 std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
                                         const HistoryRequest& request) {
-  std::map<std::pair<std::string, std::string>, HistorySeries> by_case_and_machine;
-  std::vector<std::pair<std::string, std::string>> order;
+  // Per case key, its series in the order they began, each with the machine keys known so
+  // far: a run joins the first series it is compatible with.
+  std::map<std::string, std::vector<std::pair<Machine, HistorySeries>>> by_case;
   for (const auto& [store, run] : SuiteRuns(stores, request.suite)) {
-    const std::string machine = MachineOf(run);
+    const Machine machine = MachineOf(run);
     for (const CaseRecord& c : store->Cases(run.run_id)) {
       const std::optional<double> value = request.metric->of(c);
-      if (c.status != kStatusOk || !value || !(*value > 0)) continue;
-      const auto key = std::make_pair(c.key(), machine);
-      HistorySeries& series = by_case_and_machine[key];
-      if (series.points.empty()) {
-        series.case_key = c.key();
-        series.machine = machine;
-        order.push_back(key);
+      if (c.status != kStatusOk || !value || !std::isfinite(*value) || !(*value > 0)) continue;
+      auto& candidates = by_case[c.key()];
+      auto series = std::find_if(candidates.begin(), candidates.end(),
+                                 [&](const auto& s) { return Compatible(s.first, machine); });
+      if (series == candidates.end()) {
+        candidates.push_back({machine, HistorySeries{}});
+        series = std::prev(candidates.end());
+        series->second.case_key = c.key();
       }
-      series.points.push_back({run.run_id, store->path(), run.Environment("git_sha"), run.label,
-                               run.started_at, *value});
+      series->first.insert(machine.begin(), machine.end());
+      series->second.points.push_back(PointOf(*store, run, c, *value, *request.metric));
     }
   }
-  std::sort(order.begin(), order.end());
   std::vector<HistorySeries> all;
-  for (const auto& key : order) {
-    HistorySeries& series = by_case_and_machine[key];
-    std::vector<double> values;
-    for (const HistoryPoint& point : series.points) values.push_back(point.value);
-    series.changes = stats::FindChangePoints(values, request.change_points);
-    all.push_back(std::move(series));
+  for (auto& [key, candidates] : by_case) {
+    for (auto& [machine, series] : candidates) {
+      series.machine = MachineText(machine);
+      std::vector<double> values;
+      for (const HistoryPoint& point : series.points) values.push_back(point.value);
+      series.changes = stats::FindChangePoints(values, request.change_points);
+      all.push_back(std::move(series));
+    }
   }
   return all;
 }

@@ -1,6 +1,6 @@
 // A suite's history across runs: for each case identity, the series of one metric over
 // the stored runs of the suite, in run order (started_at), split where the machine
-// changes, with the change points found in each series (stats/change_points.h).
+// changes (MachineKeys()), with the change points found in each (stats/change_points.h).
 // `seqbench history` renders it as Markdown, CSV or JSON.
 //
 // The runs are ordered by their start time, not by git's topology: a store does not hold
@@ -38,6 +38,7 @@ struct HistoryPoint {
   std::string database;  // the store it came from
   std::string git_sha, label, started_at;
   double value = 0;
+  double low = 0, high = 0;  // runtime: the samples' first and third quartiles; else value
 };
 
 struct HistorySeries {
@@ -53,9 +54,11 @@ struct HistoryRequest {
   stats::ChangePointOptions change_points;
 };
 
-// Every series of `request.suite`'s complete benchmark runs in `stores`, by case key, then
-// machine, then first run. Runs are read once per store; a case's value in a run counts
-// only where the case is ok.
+// Every series of `request.suite`'s complete benchmark runs in `stores` (each run once, by
+// uuid; no --test-slowdown run, no A/B side), by case key, then by the series' first run.
+// A run joins a case's series unless a machine key both recorded differs (a key only one
+// recorded is unknown, not different). A case's value counts only where the case is ok and
+// the value is finite and positive.
 std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
                                         const HistoryRequest& request);
 

@@ -23,14 +23,7 @@ bool FillsPlaceholder(std::string_view placeholder, std::string_view value) {
       if (!std::isdigit(static_cast<unsigned char>(c))) return false;
     return true;
   }
-  if (placeholder == "<K>") {  // a registered variant key
-    if (value.empty()) return false;
-    for (const char c : value)
-      if (!std::islower(static_cast<unsigned char>(c)) &&
-          !std::isdigit(static_cast<unsigned char>(c)) && c != '_')
-        return false;
-    return true;
-  }
+  if (placeholder == "<K>") return !value.empty();  // a registered variant key, any spelling
   if (placeholder == "<phase>") {
     for (const char* phase : kCasePhases)
       if (value == phase) return true;

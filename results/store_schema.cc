@@ -312,6 +312,9 @@ void Store::EnsureSchema() {
     Execute("INSERT INTO schema_version (version) VALUES (1)");
     version = 1;
   }
+  // A migration may rebuild a table the view reads (as v6 did), which SQLite refuses while
+  // the view names it; RefreshCaseResultsView creates it again below.
+  if (version < kSchemaVersion) Execute("DROP VIEW IF EXISTS case_results");
   for (const Migration& migration : kMigrations) {
     if (migration.version <= version) continue;
     Execute(migration.sql);

@@ -37,8 +37,9 @@ struct ChangePoint {
   double p_value = 1;  // corrected: the split's Mann-Whitney p times the splits tried
 };
 
-// The changes in `values` (in series order), sorted by index. Values must be positive
-// (step times, throughputs, bytes, counts). A series shorter than 2 * min_side has none.
+// The changes in `values` (in series order), sorted by index. Values are positive (step
+// times, throughputs, bytes, counts): a split whose earlier median is not positive, or
+// whose later one is not finite, is no change. A series shorter than 2 * min_side has none.
 std::vector<ChangePoint> FindChangePoints(const std::vector<double>& values,
                                           const ChangePointOptions& options = {});
 

@@ -77,7 +77,13 @@ TEST_CASE("change points: a 10% step with 10 points a side is found at its commi
 
 TEST_CASE("change points: too short a series, or too small a move, is no change",
           "[change_points]") {
-  CHECK(FindChangePoints({1, 1, 1, 2, 2, 2}).empty());  // 3 a side under min_side 4
+  CHECK(FindChangePoints({}).empty());
+  CHECK(FindChangePoints({1, 1, 1, 2, 2, 2}).empty());            // 3 a side under min_side 4
+  CHECK(FindChangePoints(std::vector<double>(20, 3.0)).empty());  // constant: p = 1
+  // Zeros before a step: no ratio to report, no change (and no throw).
+  std::vector<double> zeros(10, 0.0);
+  zeros.insert(zeros.end(), 10, 1.0);
+  CHECK(FindChangePoints(zeros).empty());
   // A clean 1% step: significant, but under min_magnitude (2%).
   CHECK(FindChangePoints(Series(10, 10, 1.01, 0.0001, 3)).empty());
   ChangePointOptions loose;

@@ -61,6 +61,7 @@ TEST_CASE("results/README.md's training table lists exactly TrainingMetrics()' n
   CHECK(TrainingMetric("inference_weight_bytes_lstm_int8_dynamic", 1).unit == "bytes");
   CHECK(FindTrainingMetric("recall_accuracy_dx") == nullptr);
   CHECK(FindTrainingMetric("inference_loss_") == nullptr);
+  CHECK(FindTrainingMetric("inference_loss_My-Plugin") != nullptr);  // a plugin's key
   CHECK_THROWS_WITH(TrainingMetric("nope", 1), Catch::Contains("TrainingMetrics()"));
 }
 

@@ -2,9 +2,9 @@
 # Tidy access from Python (results/README.md, "From Python"): the case_results view gives
 # pandas one typed row per case, and the README's recipe, run as written, pivots a run's
 # median step times into speedups over its baseline that agree with seqbench's own
-# `report --format csv`. Also: the view follows the workload-field and metric tables, and
-# an older database gets it when a writer opens it. Skipped (exit 77) where no python3
-# imports pandas (Debian's python3-pandas).
+# `report --format csv`. Also: the view has every workload field and fixed CSV metric as a
+# column (tests/store_test.cc checks that an older or stale view is rebuilt). Skipped
+# (exit 77) where no python3 imports pandas (Debian's python3-pandas).
 # Usage: pandas_test.sh SEQBENCH_BINARY SOURCE_DIR
 set -euo pipefail
 seqbench=$1

@@ -1,0 +1,85 @@
+// `seqbench site OUT_DIR`: the static site over the given databases (reports/site.h),
+// written page by page into OUT_DIR and nowhere else.
+#include "reports/site.h"
+
+#include <sys/stat.h>
+
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "cli/command.h"
+#include "results/output_file.h"
+
+namespace po = boost::program_options;
+
+namespace seqbench::cli {
+namespace {
+
+// OUT_DIR as a folder seqbench may write into: created if missing; a symbolic link or a
+// file there is refused (exit 2), so that no page lands outside the folder named.
+void PrepareOutputFolder(const std::string& folder) {
+  struct stat info {};
+  if (::lstat(folder.c_str(), &info) == 0) {
+    if (S_ISLNK(info.st_mode))
+      throw UsageError("site: " + folder + " is a symbolic link; name a real folder");
+    if (!S_ISDIR(info.st_mode))
+      throw UsageError("site: " + folder + " exists and is not a folder; name a folder");
+    return;
+  }
+  if (::mkdir(folder.c_str(), 0755) != 0)
+    throw UsageError("site: cannot create " + folder + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+int RunSite(const std::vector<std::string>& args) {
+  std::string folder;
+  std::vector<std::string> db_paths;
+  po::options_description options(
+      "Usage: seqbench site OUT_DIR [--db FILE]...\n\n"
+      "Writes a static site (plain HTML and SVG, no script; opens from file://) into\n"
+      "OUT_DIR: index.html with the suites and every run, a page per suite with one trend\n"
+      "chart per case and machine (the median step over the runs, its IQR band, change\n"
+      "points; seqbench history), and a page per run (its report, warnings, check and\n"
+      "environment). Pages are named from numbers only; nothing is written outside\n"
+      "OUT_DIR, which is created if missing.\n\nOptions");
+  options.add_options()("help,h", "show this help")(
+      "db",
+      po::value(&db_paths)
+          ->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)
+          ->composing(),
+      "results database; repeat it to read several");
+  po::options_description hidden;
+  hidden.add_options()("out", po::value(&folder));
+  po::positional_options_description positional;
+  positional.add("out", 1);
+  const auto values = ParseArguments(args, options, hidden, positional, "site");
+  if (!values) return 0;
+  if (folder.empty()) throw UsageError("site: give the folder to write, e.g. docs/site");
+  std::vector<std::unique_ptr<Store>> opened;
+  std::vector<const Store*> stores;
+  for (const std::string& path : db_paths) {
+    opened.push_back(OpenExistingStore(path, "site"));
+    stores.push_back(opened.back().get());
+  }
+  const std::vector<SitePage> pages = BuildSite(stores);
+  PrepareOutputFolder(folder);
+  size_t bytes = 0;
+  for (const SitePage& page : pages) {
+    const std::string path = folder + "/" + page.name;
+    try {
+      for (const std::string& db : db_paths) RefuseDatabaseOutput(path, db, "OUT_DIR");
+      WriteFileAtomically(path, page.html);
+    } catch (const OutputRefused& refused) {
+      throw UsageError("site: " + std::string(refused.what()));
+    }
+    bytes += page.html.size();
+  }
+  std::cout << "site: " << pages.size() << " pages, " << bytes / 1024 << " KiB in " << folder
+            << "/index.html\n";
+  return 0;
+}
+
+}  // namespace seqbench::cli

@@ -1,0 +1,31 @@
+// A static site over one or more stores: plain HTML with inline SVG, no script, no server,
+// readable from file://. index.html lists the suites and every run; a suite's page has one
+// trend chart per case and machine (reports/history.h: the median step over the runs with
+// its IQR band, the change points marked, each point a link to its run); a run's page is
+// its Markdown report rendered to HTML by cmark-gfm, with its warnings, its `check`
+// verdicts and its environment. Every user-written string is HTML-escaped
+// (escape::HtmlText) or Markdown-escaped before cmark-gfm renders it; file names are made
+// here from numbers only, so no user text reaches a path.
+//
+// Thread-safety: pure functions over the stores they are given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+
+namespace seqbench {
+
+struct SitePage {
+  std::string name;  // "index.html", "suite-2.html", "run-1-42.html": made from numbers
+  std::string html;
+};
+
+// Every page of the site over `stores` (store k is "run-k-ID.html"'s k, from 1).
+std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores);
+
+// Markdown (GitHub's dialect with tables) as HTML through cmark-gfm, raw HTML left out.
+std::string MarkdownToHtml(const std::string& markdown);
+
+}  // namespace seqbench

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# `seqbench site` end to end: every page of a site over a published database and a tiny
+# run parses as HTML, every link resolves to a page of the site, a suite page has one chart
+# per case and machine (history's series), a suite name holding markup shows as text, and
+# nothing is written outside OUT_DIR (a symlinked or file OUT_DIR is refused, exit 2).
+# With Debian's chromium, every page also loads headless without a console error.
+# Usage: site_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat >"$work/tiny.toml" <<'TOML'
+name = "x<script>alert(1)</script>"
+description = "a suite whose name is markup"
+family = "simple_rnn"
+baseline = "baseline"
+[model]
+vocab_size = 32
+width = 16
+layers = 1
+heads = 2
+[measure]
+repetitions = 3
+warmup = 1
+[[variants]]
+key = "baseline"
+[[variants]]
+key = "batched"
+[grid]
+mode = "train"
+batch = 2
+seq_len = 8
+[[expect]]
+what = "all_correct"
+TOML
+for i in 1 2; do
+  "$seqbench" run "$work/tiny.toml" --db "$work/tiny.db" --label "<b>$i</b>" >/dev/null 2>&1 ||
+    fail "tiny run $i"
+done
+gate="$source_dir/results/published/gate.db"
+"$seqbench" site "$work/site" --db "$gate" --db "$work/tiny.db" >"$work/out" ||
+  fail "site: $(cat "$work/out")"
+
+SITE="$work/site" EXPECTED=$("$seqbench" history --suite ci --db "$gate" --format csv |
+  python3 -c 'import csv,sys; print(len({(r["case_key"], r["machine"]) for r in csv.DictReader(sys.stdin)}))') \
+  python3 - <<'PY' || fail "the site's pages"
+import html.parser, os, re
+site = os.environ["SITE"]
+class Page(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.svgs, self.scripts, self.title = [], 0, 0, ""
+        self.in_title = self.titled = False
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a" and "href" in attrs: self.links.append(attrs["href"])
+        if tag == "svg": self.svgs += 1
+        if tag == "script": self.scripts += 1
+        self.in_title = tag == "title"
+    def handle_data(self, data):  # the page's own title: the first <title>, not the charts'
+        if self.in_title and not self.titled: self.title += data
+    def handle_endtag(self, tag):
+        self.titled = self.titled or (tag == "title" and self.in_title)
+        self.in_title = False
+pages = {}
+for name in os.listdir(site):
+    assert re.fullmatch(r"(index|suite-\d+|run-\d+-\d+)\.html", name), name
+    page = Page()
+    page.feed(open(os.path.join(site, name), encoding="utf-8").read())
+    pages[name] = page
+    assert page.scripts == 0, f"{name}: a <script> element"
+    for link in page.links:
+        assert os.path.isfile(os.path.join(site, link)), f"{name}: {link} is not a page"
+runs = [n for n in pages if n.startswith("run-")]
+assert len(runs) == 20 + 2, runs  # gate.db's 20 runs and the tiny database's 2
+ci = [p for n, p in pages.items() if p.title == "suite ci"]
+assert len(ci) == 1 and ci[0].svgs == int(os.environ["EXPECTED"]), (len(ci), ci and ci[0].svgs)
+marked = [p for p in pages.values() if p.title == "suite x<script>alert(1)</script>"]
+assert len(marked) == 1 and marked[0].svgs == 2, "the markup-named suite's page"
+print("pages ok:", len(pages))
+PY
+grep -q "<script" "$work/site"/*.html && fail "a page holds a <script> tag"
+grep -q "x&lt;script&gt;alert(1)&lt;/script&gt;" "$work/site/index.html" ||
+  fail "the suite's name is not escaped text in the index"
+
+# OUT_DIR as a symlink, or as a file: refused, nothing written through it.
+mkdir "$work/elsewhere"
+ln -s "$work/elsewhere" "$work/link"
+set +e
+"$seqbench" site "$work/link" --db "$work/tiny.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "a symlinked OUT_DIR: exit $rc"
+[[ -z $(ls -A "$work/elsewhere") ]] || fail "pages written through a symlink"
+touch "$work/file"
+set +e
+"$seqbench" site "$work/file" --db "$work/tiny.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "a file as OUT_DIR: exit $rc"
+
+# Headless Chromium, where installed: every page loads with no console error.
+chromium=$(command -v chromium || command -v chromium-browser || true)
+if [[ -n $chromium ]]; then
+  for page in "$work/site"/index.html "$work/site"/suite-*.html "$work/site"/run-2-1.html; do
+    timeout 60 "$chromium" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
+      --dump-dom "file://$page" >"$work/dom" 2>"$work/console" || fail "chromium on $page"
+    grep -q "</html>" "$work/dom" || fail "chromium did not load $page"
+    if grep -i "console" "$work/console" | grep -qiv "devtools"; then
+      fail "console output on $page: $(grep -i console "$work/console" | head -3)"
+    fi
+  done
+  echo "chromium: every page loaded"
+else
+  echo "chromium absent: the browser checks were skipped"
+fi
+echo "site tests passed"
