@@ -100,9 +100,13 @@ ratio=$(sqlite3 "$db" "SELECT b.value / a.value FROM metrics a JOIN cases ca USI
     AND a.name = 'instructions_per_step' AND b.name = a.name")
 awk -v r="$ratio" 'BEGIN { exit !(r > 1.48 && r < 1.52) }' ||
   fail "slowed by 1.5: counted $ratio times the unslowed steps"
-# 7. cycles-estimate: the same instructions as run 1 (the cache simulator observes, it does
-#    not change what runs), a cycle estimate of at least one cycle an instruction, and the
-#    pinned cache sizes recorded.
+# 7. cycles-estimate: the same instructions as run 1 within 0.5% (the cache simulator
+#    observes, it does not change the code that runs), a cycle estimate of at least one
+#    cycle an instruction, and the pinned cache sizes recorded. The two counts are not
+#    identical: they agreed within 0.1% until the binary linked one more shared library
+#    (cmark-gfm, for `seqbench site`), after which the ratio was 0.99894 in two clones,
+#    every run. The process's layout reaches the counted steps under one tool setting
+#    and not the other, by less than the counts gate's 1% threshold.
 "$seqbench" run "$work/tiny.toml" --db "$db" --in-process --filter 'fused.*train' \
   --count instructions,cycles-estimate >"$work/cycles.out" 2>&1 || fail "cycles run: $(cat "$work/cycles.out")"
 read -r ir_ratio cycles_ratio < <(sqlite3 -separator ' ' "$db" "SELECT b.value / a.value, c.value / b.value
@@ -111,7 +115,7 @@ read -r ir_ratio cycles_ratio < <(sqlite3 -separator ' ' "$db" "SELECT b.value /
   JOIN metrics b ON b.case_id = cb.case_id AND b.name = 'instructions_per_step'
   JOIN metrics c ON c.case_id = cb.case_id AND c.name = 'cycles_estimate_per_step'
   WHERE ca.run_id = 1") || true  # nothing read: judged missing below
-awk -v r="$ir_ratio" 'BEGIN { exit !(r > 0.999 && r < 1.001) }' ||
+awk -v r="$ir_ratio" 'BEGIN { exit !(r > 0.995 && r < 1.005) }' ||
   fail "instructions under the cache simulator are ${ir_ratio:-missing} times run 1's"
 awk -v r="$cycles_ratio" 'BEGIN { exit !(r >= 1) }' || fail "cycles / instructions = ${cycles_ratio:-missing}"
 sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 6 AND key = 'count_cache'" |
