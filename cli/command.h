@@ -66,6 +66,16 @@ std::optional<boost::program_options::variables_map> ParseArguments(
 // naming `command`, rather than a new empty database. For the commands that only read.
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command);
 
+// --db FILE, repeatable, for the commands that read several databases at once (readme,
+// history, site): `paths` defaults to the default database.
+void DeclareDatabases(boost::program_options::options_description& options,
+                      std::vector<std::string>& paths);
+// OpenExistingStore for each of `paths`, in order.
+std::vector<std::unique_ptr<Store>> OpenExistingStores(const std::vector<std::string>& paths,
+                                                       const std::string& command);
+// The stores as the reports' pointers.
+std::vector<const Store*> StorePointers(const std::vector<std::unique_ptr<Store>>& stores);
+
 // Which stored runs a command may pick, as the user names them; every given field must
 // match. One meaning in every command (show, report, check, plot, compare).
 struct RunFilter {

@@ -43,13 +43,9 @@ std::optional<HistoryFlags> ParseHistoryFlags(const std::vector<std::string>& ar
       "corrected for the splits tried. A change is reported with the ratio of medians after/\n"
       "before it and its bootstrap 95% interval. Defaults and how they were chosen:\n"
       "reports/README.md, \"Change points\".\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db",
-      po::value(&f.db_paths)
-          ->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)
-          ->composing(),
-      "results database; repeat it to read several")("suite", po::value(&f.suite),
-                                                     "the suite's name (required)")(
+  options.add_options()("help,h", "show this help");
+  DeclareDatabases(options, f.db_paths);
+  options.add_options()("suite", po::value(&f.suite), "the suite's name (required)")(
       "metric", po::value(&f.metric)->default_value("runtime"),
       "runtime (median step, s), tokens_per_s, peak_memory, activation_memory, instructions")(
       "format", po::value(&f.format)->default_value("md"), "md, csv or json")(
@@ -81,13 +77,8 @@ int RunHistory(const std::vector<std::string>& args) {
   HistoryRequest request;
   const std::optional<HistoryFlags> f = ParseHistoryFlags(args, request);
   if (!f) return 0;
-  std::vector<std::unique_ptr<Store>> opened;
-  std::vector<const Store*> stores;
-  for (const std::string& path : f->db_paths) {
-    opened.push_back(OpenExistingStore(path, "history"));
-    stores.push_back(opened.back().get());
-  }
-  const std::vector<HistorySeries> series = BuildHistory(stores, request);
+  const std::vector<std::unique_ptr<Store>> stores = OpenExistingStores(f->db_paths, "history");
+  const std::vector<HistorySeries> series = BuildHistory(StorePointers(stores), request);
   if (series.empty()) {
     throw UsageError("history: no complete benchmark run of suite '" + request.suite +
                      "' with a case that has " + request.metric->name +

@@ -82,6 +82,26 @@ std::optional<po::variables_map> ParseArguments(
   return values;
 }
 
+void DeclareDatabases(po::options_description& options, std::vector<std::string>& paths) {
+  options.add_options()(
+      "db",
+      po::value(&paths)->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)->composing(),
+      "results database; repeat it to read several");
+}
+
+std::vector<std::unique_ptr<Store>> OpenExistingStores(const std::vector<std::string>& paths,
+                                                       const std::string& command) {
+  std::vector<std::unique_ptr<Store>> stores;
+  for (const std::string& path : paths) stores.push_back(OpenExistingStore(path, command));
+  return stores;
+}
+
+std::vector<const Store*> StorePointers(const std::vector<std::unique_ptr<Store>>& stores) {
+  std::vector<const Store*> pointers;
+  for (const auto& store : stores) pointers.push_back(store.get());
+  return pointers;
+}
+
 std::unique_ptr<Store> OpenExistingStore(const std::string& path, const std::string& command) {
   if (!std::filesystem::exists(path)) {
     throw UsageError(command + ": no results database at " + path +

@@ -181,12 +181,8 @@ int RunReadme(const std::vector<std::string>& args) {
       "With several --db (e.g. results/published/cpu.db and gpu.db), each section comes\n"
       "from the first database that has a matching run.\n\n"
       "Options");
-  options.add_options()("help,h", "show this help")(
-      "db",
-      po::value(&db_paths)
-          ->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)
-          ->composing(),
-      "results database; repeat it to read several");
+  options.add_options()("help,h", "show this help");
+  DeclareDatabases(options, db_paths);
   po::options_description hidden;
   hidden.add_options()("readme", po::value(&readme_path));
   po::positional_options_description positional;
@@ -196,9 +192,7 @@ int RunReadme(const std::vector<std::string>& args) {
   if (readme_path.empty()) throw UsageError("readme: give the Markdown file to update");
   for (const std::string& db_path : db_paths) RefuseDatabaseOutput(readme_path, db_path);
   const std::string text = ReadFile(readme_path, "readme");
-  std::vector<std::unique_ptr<Store>> stores;
-  for (const std::string& db_path : db_paths)
-    stores.push_back(OpenExistingStore(db_path, "readme"));
+  const std::vector<std::unique_ptr<Store>> stores = OpenExistingStores(db_paths, "readme");
   const std::string readme_dir = std::filesystem::path(readme_path).parent_path().string();
   const SectionRenderer render = [&](const ReadmeSection& section) -> std::string {
     for (size_t i = 0;; ++i) {

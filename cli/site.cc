@@ -45,12 +45,8 @@ int RunSite(const std::vector<std::string>& args) {
       "points; seqbench history), and a page per run (its report, warnings, check and\n"
       "environment). Pages are named from numbers only; nothing is written outside\n"
       "OUT_DIR, which is created if missing.\n\nOptions");
-  options.add_options()("help,h", "show this help")(
-      "db",
-      po::value(&db_paths)
-          ->default_value({kDefaultDatabasePath}, kDefaultDatabasePath)
-          ->composing(),
-      "results database; repeat it to read several");
+  options.add_options()("help,h", "show this help");
+  DeclareDatabases(options, db_paths);
   po::options_description hidden;
   hidden.add_options()("out", po::value(&folder));
   po::positional_options_description positional;
@@ -58,13 +54,8 @@ int RunSite(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "site");
   if (!values) return 0;
   if (folder.empty()) throw UsageError("site: give the folder to write, e.g. docs/site");
-  std::vector<std::unique_ptr<Store>> opened;
-  std::vector<const Store*> stores;
-  for (const std::string& path : db_paths) {
-    opened.push_back(OpenExistingStore(path, "site"));
-    stores.push_back(opened.back().get());
-  }
-  const std::vector<SitePage> pages = BuildSite(stores);
+  const std::vector<std::unique_ptr<Store>> stores = OpenExistingStores(db_paths, "site");
+  const std::vector<SitePage> pages = BuildSite(StorePointers(stores));
   PrepareOutputFolder(folder);
   size_t bytes = 0;
   for (const SitePage& page : pages) {

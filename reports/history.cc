@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
@@ -23,6 +24,10 @@ const std::vector<HistoryMetric>& HistoryMetrics() {
        [](const CaseRecord& c) -> std::optional<double> {
          if (c.samples_s.empty()) return std::nullopt;
          return stats::Median(c.samples_s);
+       },
+       [](const CaseRecord& c) {  // the samples' interquartile range
+         return std::make_pair(stats::Quantile(c.samples_s, 0.25),
+                               stats::Quantile(c.samples_s, 0.75));
        }},
       {"tokens_per_s", "tokens/s", MedianThroughput},
       {"peak_memory", "bytes", [](const CaseRecord& c) { return c.MetricValue("peak_bytes"); }},
@@ -103,16 +108,13 @@ std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<cons
   return runs;
 }
 
-// A case's point in its run: the value, and for runtime the samples' quartiles as its band.
+// A case's point in its run: the value, and the metric's band around it where it has one.
 HistoryPoint PointOf(const Store& store, const RunRecord& run, const CaseRecord& c, double value,
                      const HistoryMetric& metric) {
   HistoryPoint point{run.run_id, store.path(),   run.Environment("git_sha"),
                      run.label,  run.started_at, value,
                      value,      value};
-  if (std::string(metric.name) == "runtime") {
-    point.low = stats::Quantile(c.samples_s, 0.25);
-    point.high = stats::Quantile(c.samples_s, 0.75);
-  }
+  if (metric.band) std::tie(point.low, point.high) = metric.band(c);
   return point;
 }
 

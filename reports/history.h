@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "results/store.h"
@@ -24,6 +25,8 @@ struct HistoryMetric {
   const char* unit;
   // The case's value in its run; nullopt where it has none (a skipped case, no samples).
   std::optional<double> (*of)(const CaseRecord& c);
+  // The spread around it the site draws as a band, {low, high}; null: none (the value).
+  std::pair<double, double> (*band)(const CaseRecord& c) = nullptr;
 };
 // runtime (median step, s), tokens_per_s, peak_memory, activation_memory (bytes),
 // instructions (per step, from run --count).
@@ -38,7 +41,7 @@ struct HistoryPoint {
   std::string database;  // the store it came from
   std::string git_sha, label, started_at;
   double value = 0;
-  double low = 0, high = 0;  // runtime: the samples' first and third quartiles; else value
+  double low = 0, high = 0;  // HistoryMetric::band (runtime: the samples' quartiles); else value
 };
 
 struct HistorySeries {

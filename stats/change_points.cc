@@ -36,8 +36,9 @@ std::optional<ChangePoint> Judge(const std::vector<double>& values, size_t begin
   if (split.at == 0 || split.corrected_p > options.max_p) return std::nullopt;
   const std::vector<double> before = Slice(values, begin, split.at);
   const std::vector<double> after = Slice(values, split.at, end);
-  if (!(Median(before) > 0) || !std::isfinite(Median(after))) return std::nullopt;
-  if (std::fabs(Median(after) / Median(before) - 1) < options.min_magnitude) return std::nullopt;
+  const double median_before = Median(before), median_after = Median(after);
+  if (!(median_before > 0) || !std::isfinite(median_after)) return std::nullopt;
+  if (std::fabs(median_after / median_before - 1) < options.min_magnitude) return std::nullopt;
   ChangePoint change;
   change.index = split.at;
   change.ratio = BootstrapRatioOfMedians(before, after);
