@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "results/run_group.h"
 #include "results/store.h"
 
 namespace seqbench::cli {
@@ -44,6 +45,7 @@ int RunCheck(const std::vector<std::string>& args);
 int RunPlot(const std::vector<std::string>& args);
 int RunHistory(const std::vector<std::string>& args);
 int RunSite(const std::vector<std::string>& args);
+int RunSlurm(const std::vector<std::string>& args);
 
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();
@@ -100,12 +102,13 @@ RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::str
                       int64_t excluded, const std::string& command);
 
 // The options of every command that works on one stored run: --db, a positional RUN_ID,
-// or --latest, --suite, --git and --label (the newest complete run that matches), declared
-// once so that they mean the same everywhere.
+// or --latest, --suite, --git and --label (the newest complete run that matches, shards of
+// a group left out), or --group, declared once so that they mean the same everywhere.
 struct RunSelection {
   std::string db_path;
   int64_t run_id = 0;
   RunFilter filter;
+  std::string group;  // --group: a run group's shards gathered as one run
 
   // Adds --db, --latest, --suite, --git and --label to `options`, RUN_ID as the first
   // positional.
@@ -114,13 +117,28 @@ struct RunSelection {
                boost::program_options::positional_options_description& positional);
   // Whether a run is named at all (RUN_ID, --latest or a filter).
   bool Given(const boost::program_options::variables_map& values) const;
-  // Opens the database (which must exist) and resolves the run.
-  RunRecord Resolve(const boost::program_options::variables_map& values,
-                    std::unique_ptr<Store>& store, const std::string& command) const;
   // The run in an open `store`.
   RunRecord ResolveIn(const boost::program_options::variables_map& values, const Store& store,
                       const std::string& command) const;
+  // Opens the database and reads the run with its cases, or --group's shards gathered
+  // (results/run_group.h): one, or with kSplit one per machine. A group that cannot be
+  // gathered is a UsageError naming its shards.
+  std::vector<GatheredRun> SelectRuns(const boost::program_options::variables_map& values,
+                                      std::unique_ptr<Store>& store, const std::string& command,
+                                      MixedMachines mixed = MixedMachines::kRefuse) const;
+  GatheredRun SelectRun(const boost::program_options::variables_map& values,
+                        std::unique_ptr<Store>& store, const std::string& command) const;
+
+ private:
+  // Refuses none, or more than one, of RUN_ID, --group and --latest with its filters.
+  void CheckNamed(const boost::program_options::variables_map& values,
+                  const std::string& command) const;
 };
+
+// Group `id` of `store` gathered, or a UsageError naming `command`.
+std::vector<GatheredRun> GatherGroupOrFail(const Store& store, const std::string& id,
+                                           const std::string& command,
+                                           MixedMachines mixed = MixedMachines::kRefuse);
 
 // A duration as users write it: a number with a unit, ns, us, ms, s or min ("10ms",
 // "0.5s"). A bare number is refused, since suite keys carry their unit in the name
@@ -139,6 +157,10 @@ void CheckFilterFlag(const std::string& command, const std::string& filter);
 // write. The flag is process-wide and never cleared.
 void InstallStopHandlers();
 bool StopRequested();
+
+// The output lines of `git ARGS...` run in the current directory (argv, no shell), or
+// nullopt when git is missing or fails (not a repository, an unknown revision).
+std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args);
 
 // Where results go when no --db is given.
 inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";

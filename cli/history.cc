@@ -21,11 +21,31 @@ std::string MetricNames() {
 
 struct HistoryFlags {
   std::vector<std::string> db_paths;
-  std::string suite, metric = "runtime", format = "md";
+  std::string suite, metric = "runtime", format = "md", since;
   double max_p = 0, min_magnitude = 0;
 };
 
-// The flags, each checked: unknown metric or format, a threshold out of range, exit 2.
+// Git's topological order of every commit here, oldest first (none outside a repository:
+// the runs then go in start order), and with --since REV the commits from REV on.
+void AskGit(const std::string& since, HistoryRequest& request) {
+  if (auto order = GitLines({"rev-list", "--topo-order", "--reverse", "--all"}))
+    request.commit_order = std::move(*order);
+  if (since.empty()) return;
+  const auto commit =
+      GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", since + "^{commit}"});
+  if (!commit || commit->size() != 1)
+    throw UsageError("history: --since '" + since +
+                     "': git knows no such commit, branch or tag here (run it in the "
+                     "repository the runs were measured from)");
+  const auto descendants =
+      GitLines({"rev-list", "--ancestry-path", "--all", "^" + commit->front()});
+  request.since.emplace();
+  if (descendants) request.since->insert(descendants->begin(), descendants->end());
+  request.since->insert(commit->front());
+}
+
+// The flags, each checked: unknown metric or format, a threshold out of range, a revision
+// git does not know, exit 2.
 std::optional<HistoryFlags> ParseHistoryFlags(const std::vector<std::string>& args,
                                               HistoryRequest& request) {
   HistoryFlags f;
@@ -33,10 +53,11 @@ std::optional<HistoryFlags> ParseHistoryFlags(const std::vector<std::string>& ar
   po::options_description options(
       "Usage: seqbench history --suite NAME [--metric " + MetricNames() +
       "]\n"
-      "                        [--format md|csv|json] [--max-p P] [--min-magnitude M]\n"
-      "                        [--db FILE]...\n\n"
+      "                        [--since REV] [--format md|csv|json] [--max-p P]\n"
+      "                        [--min-magnitude M] [--db FILE]...\n\n"
       "For each case of the suite's complete benchmark runs, the series of one metric over\n"
-      "the runs, in the order they started (every --db together), split where the machine\n"
+      "the runs (every --db together) in commit order, git's topological order, where git\n"
+      "here knows every run's commit, else in the order they started; split where the machine\n"
       "changes (CPU model and cores, GPU, LibTorch, BLAS library and core, ATen's CPU\n"
       "capability; a key an older run lacks is unknown, not a change), and the change\n"
       "points in each series: binary segmentation with Mann-Whitney's test, the p-value\n"
@@ -49,6 +70,8 @@ std::optional<HistoryFlags> ParseHistoryFlags(const std::vector<std::string>& ar
       "metric", po::value(&f.metric)->default_value("runtime"),
       "runtime (median step, s), tokens_per_s, peak_memory, activation_memory, instructions")(
       "format", po::value(&f.format)->default_value("md"), "md, csv or json")(
+      "since", po::value(&f.since),
+      "only runs of this commit (a SHA, branch or tag git knows here) and its descendants")(
       "max-p", po::value(&f.max_p)->default_value(defaults.max_p),
       "the corrected p-value a change must reach, in (0, 1)")(
       "min-magnitude", po::value(&f.min_magnitude)->default_value(defaults.min_magnitude),
@@ -68,6 +91,7 @@ std::optional<HistoryFlags> ParseHistoryFlags(const std::vector<std::string>& ar
     throw UsageError("history: --min-magnitude must be in [0, 10), e.g. 0.02");
   request.change_points.max_p = f.max_p;
   request.change_points.min_magnitude = f.min_magnitude;
+  AskGit(f.since, request);
   return f;
 }
 

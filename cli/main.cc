@@ -37,6 +37,8 @@ const std::vector<Command>& Commands() {
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"history", "a suite's metric across its runs, case by case, with change points", RunHistory},
       {"site", "write a static HTML site of the runs: trends, change points, reports", RunSite},
+      {"slurm", "submit a suite to Slurm as a job array of shards, gathered as one group",
+       RunSlurm},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
       {"train", "train on real text: pipelines side by side, every step's loss stored", RunTrain},
       {"generate", "greedy generation from a training checkpoint, with per-token latency",
@@ -160,8 +162,17 @@ int Main(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("command", 1).add("args", -1);
 
+  // "--" and what follows are the command's (slurm passes them on to run), kept verbatim:
+  // the parser would drop the "--" and treat the rest as its positionals.
+  int parsed_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      parsed_argc = i;
+      break;
+    }
+  }
   po::variables_map values;
-  po::parsed_options parsed = po::command_line_parser(argc, argv)
+  po::parsed_options parsed = po::command_line_parser(parsed_argc, argv)
                                   .options(all)
                                   .positional(positional)
                                   .allow_unregistered()
@@ -181,8 +192,9 @@ int Main(int argc, char** argv) {
   // Everything after the command belongs to it, including its own --help.
   std::vector<std::string> command_args =
       po::collect_unrecognized(parsed.options, po::include_positional);
-  command_args.erase(command_args.begin());  // the command's name
-  if (values.count("help")) command_args.push_back("--help");
+  command_args.erase(command_args.begin());                    // the command's name
+  if (values.count("help")) command_args.push_back("--help");  // before "--": the command's
+  command_args.insert(command_args.end(), argv + parsed_argc, argv + argc);
 
   if (values.count("plugin")) {
     for (const auto& path : values["plugin"].as<std::vector<std::string>>()) {

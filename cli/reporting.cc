@@ -28,6 +28,7 @@
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
+#include "results/machine.h"
 #include "results/output_file.h"
 
 namespace po = boost::program_options;
@@ -102,12 +103,40 @@ std::string ReportFormatNames() {
 
 }  // namespace
 
+namespace {
+
+// The report of one run (or gathered group) as `report` renders it.
+std::string RenderReportText(const po::variables_map& values, const ReportFormat& renderer,
+                             const GatheredRun& selected, const std::string& fit_field) {
+  const RunRecord& run = selected.run;
+  const auto& cases = selected.cases;
+  const std::string& format = values.at("format").as<std::string>();
+  if (values.count("phases")) {
+    if (format != "md") throw UsageError("report: --phases renders Markdown only; drop --format");
+    if (run.kind == kRunKindTraining) throw UsageError("report: --phases needs a benchmark run");
+    return RenderPhaseTable(run, cases);
+  }
+  if (!fit_field.empty()) {
+    if (format != "md") throw UsageError("report: --fit renders Markdown only; drop --format");
+    if (run.kind == kRunKindTraining) throw UsageError("report: --fit needs a benchmark run");
+    try {
+      return RenderFitTable(FitComplexity(cases, fit_field), fit_field);
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(std::string("report: ") + error.what());
+    }
+  }
+  return renderer.render(run, cases);
+}
+
+}  // namespace
+
 int RunReport(const std::vector<std::string>& args) {
   RunSelection selection;
   std::string format, out, fit_field;
   po::options_description options(
-      "Usage: seqbench report [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
-      "                       [--format md|csv|json|gbench-json] [--fit FIELD] [--phases]\n"
+      "Usage: seqbench report [RUN_ID | --group ID | --latest | --suite NAME | --git REV |\n"
+      "                        --label TEXT] [--format md|csv|json|gbench-json] [--fit FIELD]\n"
+      "                       [--phases] [--allow-mixed-machines]\n"
       "                       [--out FILE]\n"
       "                       [--db FILE]\n\n"
       "Renders a stored run: Markdown tables (one per mode, dtype and device), CSV or JSON\n"
@@ -129,7 +158,9 @@ int RunReport(const std::vector<std::string>& args) {
       "fit", po::value(&fit_field),
       "fit exponents, and list each doubling's time ratio, against this "
       "workload field (md only)")(
-      "phases", "each case's wall time by phase, and its timed samples' share (md only)");
+      "phases", "each case's wall time by phase, and its timed samples' share (md only)")(
+      "allow-mixed-machines",
+      "with --group: shards measured on different machines, a table set per machine");
   const auto values = ParseArguments(args, options, hidden, positional, "report");
   if (!values) return 0;
   RefuseDatabaseOutput(out, selection.db_path);
@@ -138,25 +169,22 @@ int RunReport(const std::vector<std::string>& args) {
     throw UsageError("report: --format must be " + ReportFormatNames() + ", got '" + format + "'");
   }
   std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "report");
-  const auto cases = store->Cases(run.run_id);
-  if (values->count("phases")) {
-    if (format != "md") throw UsageError("report: --phases renders Markdown only; drop --format");
-    if (run.kind == kRunKindTraining) throw UsageError("report: --phases needs a benchmark run");
-    WriteOutput(RenderPhaseTable(run, cases), out);
+  const auto parts = selection.SelectRuns(
+      *values, store, "report",
+      values->count("allow-mixed-machines") ? MixedMachines::kSplit : MixedMachines::kRefuse);
+  if (parts.size() == 1) {
+    WriteOutput(RenderReportText(*values, *renderer, parts[0], fit_field), out);
     return 0;
   }
-  if (!fit_field.empty()) {
-    if (format != "md") throw UsageError("report: --fit renders Markdown only; drop --format");
-    if (run.kind == kRunKindTraining) throw UsageError("report: --fit needs a benchmark run");
-    try {
-      WriteOutput(RenderFitTable(FitComplexity(cases, fit_field), fit_field), out);
-    } catch (const std::invalid_argument& error) {
-      throw UsageError(std::string("report: ") + error.what());
-    }
-    return 0;
+  if (format != "md")
+    throw UsageError("report: a group split by machine renders Markdown only; drop --format");
+  std::string text;
+  for (const GatheredRun& part : parts) {  // a heading per machine, its shards' tables
+    text += "## " + escape::MarkdownText(RunName(part.run)) + ": " +
+            escape::MarkdownText(MachineText(MachineOf(part.run))) + "\n\n" +
+            RenderReportText(*values, *renderer, part, fit_field) + "\n";
   }
-  WriteOutput(renderer->render(run, cases), out);
+  WriteOutput(text, out);
   return 0;
 }
 
@@ -242,6 +270,8 @@ json RunSummaryJson(const RunRecord& run) {
           {"suite", run.suite_name},
           {"git_sha", run.Environment("git_sha")},
           {"label", run.label},
+          {"group", run.group},  // with shard "": the run is that group gathered
+          {"shard", run.shard},
           {"started_at", run.started_at},
           {"cpu_model", run.Environment("cpu_model")}};
 }
@@ -347,6 +377,7 @@ namespace {
 // `compare`'s flags, as given.
 struct CompareFlags {
   std::string base_db, threshold_text, count_threshold_text, format, base_latest_on, gate_text;
+  std::string base_group;  // --base-group: the base is a run group
   int64_t base_id = 0;
   RunSelection selection;  // the new run
   CompareSettings settings;
@@ -357,7 +388,8 @@ struct CompareFlags {
 constexpr char kCompareUsage[] =
     "Usage: seqbench compare BASE_RUN NEW_RUN [OPTIONS]\n"
     "       seqbench compare BASE_RUN (--latest | --suite NAME | --git REV | --label TEXT)\n"
-    "       seqbench compare --base-latest-on BRANCH-or-LABEL (NEW_RUN | --latest ...)\n\n"
+    "       seqbench compare --base-latest-on BRANCH-or-LABEL (NEW_RUN | --latest ...)\n"
+    "       seqbench compare --base-group ID --group ID   (run groups: shards gathered)\n\n"
     "Matches the two runs' cases by their identity (variant, options and every workload\n"
     "field, model sizes included; cases on one side only are listed) and judges each on\n"
     "the ratio of median runtimes (new / base, the inverse of the speedup, which is the\n"
@@ -388,6 +420,8 @@ bool ParseCompareFlags(const std::vector<std::string>& args, CompareFlags& f) {
   positional.add("base", 1);
   f.selection.Declare(options, hidden, positional);  // NEW_RUN: the second positional
   options.add_options()("base-db", po::value(&f.base_db), "database of the base run, if another")(
+      "base-group", po::value(&f.base_group),
+      "base: a run group (run --group), its shards gathered as one run")(
       "base-latest-on", po::value(&f.base_latest_on),
       "base: the newest complete run of the new run's suite with this --label, or else from a "
       "commit on this branch's history (CI: --base-latest-on main)")(
@@ -420,14 +454,23 @@ bool ParseCompareFlags(const std::vector<std::string>& args, CompareFlags& f) {
     f.selection.run_id = f.base_id;
     f.base_id = 0;
   }
-  const bool new_given = f.Given("run") || (f.Given("base-latest-on") && f.selection.run_id > 0) ||
-                         f.Given("latest") || !f.selection.filter.empty();
-  if (!new_given || (f.base_id <= 0 && !f.Given("base-latest-on")))
+  if (f.Given("base-group") && f.Given("base") && !f.Given("run")) {
+    f.selection.run_id = f.base_id;  // the one id given is the new run
+    f.base_id = 0;
+  }
+  const int bases = (f.base_id > 0 ? 1 : 0) + (f.Given("base-latest-on") ? 1 : 0) +
+                    (f.Given("base-group") ? 1 : 0);
+  if (bases > 1) throw UsageError("compare: give one of BASE_RUN, --base-group, --base-latest-on");
+  const bool new_given = f.selection.run_id > 0 || f.Given("latest") ||
+                         !f.selection.filter.empty() || !f.selection.group.empty();
+  if (!new_given || bases == 0)
     throw UsageError(
         "compare: give BASE_RUN and NEW_RUN ids (or BASE_RUN --latest, or --base-latest-on "
         "BRANCH)");
-  if (f.selection.run_id > 0 && (f.Given("latest") || !f.selection.filter.empty()))
-    throw UsageError("compare: give NEW_RUN or --latest/--suite/--git/--label, not both");
+  const int news = (f.selection.run_id > 0 ? 1 : 0) + (f.selection.group.empty() ? 0 : 1) +
+                   (f.Given("latest") || !f.selection.filter.empty() ? 1 : 0);
+  if (news > 1)
+    throw UsageError("compare: give one of NEW_RUN, --group, or --latest/--suite/--git/--label");
   return true;
 }
 
@@ -444,20 +487,32 @@ ComparedRuns ResolveComparedRuns(const CompareFlags& f) {
   if (!f.base_db.empty()) runs.base_store = OpenExistingStore(f.base_db, "compare");
   const Store& base_source = runs.base_store ? *runs.base_store : *runs.new_store;
   const int64_t avoid = runs.base_store ? 0 : f.base_id;  // NEW is not BASE in one store
-  runs.next = f.selection.run_id > 0
-                  ? FindRunOrFail(*runs.new_store, f.selection.run_id, "compare")
-                  : LatestRun(*runs.new_store, f.selection.filter, "compare", avoid);
-  runs.base = f.base_id > 0 ? FindRunOrFail(base_source, f.base_id, "compare")
-                            : LatestRunOn(base_source, f.base_latest_on, runs.next.suite_name,
-                                          runs.base_store ? 0 : runs.next.run_id, "compare");
+  if (!f.selection.group.empty()) {
+    GatheredRun group = GatherGroupOrFail(*runs.new_store, f.selection.group, "compare")[0];
+    runs.next = std::move(group.run);
+    runs.new_cases = std::move(group.cases);
+  } else {
+    runs.next = f.selection.run_id > 0
+                    ? FindRunOrFail(*runs.new_store, f.selection.run_id, "compare")
+                    : LatestRun(*runs.new_store, f.selection.filter, "compare", avoid);
+    runs.new_cases = runs.new_store->Cases(runs.next.run_id);
+  }
+  if (!f.base_group.empty()) {
+    GatheredRun group = GatherGroupOrFail(base_source, f.base_group, "compare")[0];
+    runs.base = std::move(group.run);
+    runs.base_cases = std::move(group.cases);
+  } else {
+    runs.base = f.base_id > 0 ? FindRunOrFail(base_source, f.base_id, "compare")
+                              : LatestRunOn(base_source, f.base_latest_on, runs.next.suite_name,
+                                            runs.base_store ? 0 : runs.next.run_id, "compare");
+    runs.base_cases = base_source.Cases(runs.base.run_id);
+  }
   for (const RunRecord* run : {&runs.base, &runs.next}) {
     if (run->status != "complete") {
       std::cerr << "seqbench: warning: run " << run->run_id << " is " << run->status
                 << ": only its stored cases are compared\n";
     }
   }
-  runs.base_cases = base_source.Cases(runs.base.run_id);
-  runs.new_cases = runs.new_store->Cases(runs.next.run_id);
   return runs;
 }
 
@@ -546,7 +601,7 @@ void PrintCompareTable(const ComparedRuns& runs, const CompareSettings& settings
   for (const auto& note : notes)
     std::cerr << "seqbench: warning: " << escape::TerminalText(note) << "\n";
   const bool counted = HasCounts(runs.base_cases) && HasCounts(runs.new_cases);
-  std::cout << "compare run " << runs.base.run_id << " (base) with run " << runs.next.run_id
+  std::cout << "compare " << RunName(runs.base) << " (base) with " << RunName(runs.next)
             << " (new), suite " << escape::MarkdownText(runs.next.suite_name)
             << "; gate: " << GateName(gate) << "\n\n"
             << CompareTable(comparisons, counted) << "\n";
@@ -592,7 +647,8 @@ int RunCompare(const std::vector<std::string>& args) {
 int RunCheck(const std::vector<std::string>& args) {
   RunSelection selection;
   po::options_description options(
-      "Usage: seqbench check [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "Usage: seqbench check [RUN_ID | --group ID | --latest | --suite NAME | --git REV |\n"
+      "                       --label TEXT]\n"
       "                      [--db FILE]\n\n"
       "Evaluates the expectations stored with the run (its suite's [[expect]] entries:\n"
       "ratios measured side by side in that run; speedup is the ratio of median\n"
@@ -605,7 +661,9 @@ int RunCheck(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "check");
   if (!values) return 0;
   std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "check");
+  const GatheredRun selected = selection.SelectRun(*values, store, "check");
+  const RunRecord& run = selected.run;
+  const auto& cases = selected.cases;
   if (run.status != "complete") {
     throw UsageError("check: run " + std::to_string(run.run_id) + " is " + run.status +
                      "; finish it with seqbench run " + run.suite_path + " --resume " +
@@ -614,7 +672,6 @@ int RunCheck(const std::vector<std::string>& args) {
   if (run.expectations.empty()) {
     throw UsageError("check: suite '" + run.suite_name + "' has no [[expect]] entries to check");
   }
-  const auto cases = store->Cases(run.run_id);
   const auto outcomes = run.kind == kRunKindTraining
                             ? EvaluateTrainingExpectations(run.expectations, cases,
                                                            LoadCurves(*store, run.run_id, cases))
@@ -627,8 +684,8 @@ int RunCheck(const std::vector<std::string>& args) {
   }
   // Markdown (a CI job's summary shows it), so the suite's name is Markdown text, which
   // VisibleText also keeps free of terminal control sequences.
-  std::cout << "check of run " << run.run_id << " (suite " << escape::MarkdownText(run.suite_name)
-            << ")\n\n"
+  std::cout << "check of " << escape::MarkdownText(RunName(run)) << " (suite "
+            << escape::MarkdownText(run.suite_name) << ")\n\n"
             << table.Render() << "\n";
   std::cout << (outcomes.size() - failed) << " held, " << failed << " fell short\n";
   // After the verdicts, which stand on intervals; the noise says how wide those were.
@@ -641,7 +698,8 @@ int RunPlot(const std::vector<std::string>& args) {
   RunSelection selection;
   PlotRequest request;
   po::options_description options(
-      "Usage: seqbench plot [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "Usage: seqbench plot [RUN_ID | --group ID | --latest | --suite NAME | --git REV |\n"
+      "                      --label TEXT]\n"
       "                     --x seq_len|batch|layers --y runtime|memory|tokens_per_s|speedup\n"
       "                     [--over VARIANT] [--out FILE.svg] [--db FILE]\n\n"
       "Plots one line per variant through gnuplot (SVG), log axes where the data spans a\n"
@@ -662,12 +720,15 @@ int RunPlot(const std::vector<std::string>& args) {
   const auto values = ParseArguments(args, options, hidden, positional, "plot");
   if (!values) return 0;
   std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "plot");
-  if (request.output.empty())
-    request.output = "run" + std::to_string(run.run_id) + "_" + request.y + ".svg";
+  const GatheredRun selected = selection.SelectRun(*values, store, "plot");
+  const RunRecord& run = selected.run;
+  const auto& cases = selected.cases;
+  // A group id is a file name's characters (IsGroupId).
+  const std::string stem = RunName(run).rfind("group", 0) == 0 ? "group-" + run.group
+                                                               : "run" + std::to_string(run.run_id);
+  if (request.output.empty()) request.output = stem + "_" + request.y + ".svg";
   RefuseDatabaseOutput(request.output, selection.db_path);
-  request.title = run.suite_name + ", run " + std::to_string(run.run_id);
-  const auto cases = store->Cases(run.run_id);
+  request.title = run.suite_name + ", " + RunName(run);
   try {
     if (run.kind == kRunKindTraining) {
       LossPlotRequest loss_request;
@@ -676,8 +737,7 @@ int RunPlot(const std::vector<std::string>& args) {
       loss_request.title = request.title;
       loss_request.over = request.over;
       loss_request.output =
-          values->count("out") ? request.output
-                               : "run" + std::to_string(run.run_id) + "_" + loss_request.y + ".svg";
+          values->count("out") ? request.output : stem + "_" + loss_request.y + ".svg";
       RenderLossPlot(cases, LoadCurves(*store, run.run_id, cases), loss_request);
       std::cout << loss_request.output << "\n";
       return 0;

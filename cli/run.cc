@@ -142,6 +142,7 @@ struct RunFlags {
   int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
   double case_timeout_s = 0;
   std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
+  std::string group;  // --group: the run group this shard belongs to
   int64_t warmup = 0, count_steps = 0, test_extra_head_passes = 0;
   std::string count_kind, count_out;
   std::string lockstep;  // run --lockstep PREFIX: a worker of seqbench ab
@@ -218,6 +219,10 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
       "check, plot, compare)")("resume", po::value(&f.resume),
                                "complete run RUN_ID: skip its finished cases")(
       "shard", po::value(&f.shard_text), "run shard i of n (i/n, 1-based): a deterministic subset")(
+      "group", po::value(&f.group),
+      "with --shard: the run group (one logical run) this shard belongs to, read whole by "
+      "report/check/compare/plot/show --group ID; a shard whose --db already holds its run "
+      "of the group resumes it, or stops at once when it is complete (a requeued Slurm task)")(
       "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
       "measure-limits",
       "measure this machine's GEMM rate and memory bandwidth (the roofline's peaks) again, "
@@ -305,6 +310,11 @@ void CheckModeFlags(const RunFlags& f) {
   }
   if (f.label.find_first_of("\n\r") != std::string::npos)
     throw UsageError("run: --label must be one line");
+  if (f.Given("group") && !IsGroupId(f.group))
+    throw UsageError("run: --group '" + f.group +
+                     "' must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)");
+  if (f.Given("group") && !f.Given("shard"))
+    throw UsageError("run: --group names the shards of one run; give this one's --shard i/n");
   if (f.Given("resume") && f.resume < 1) {
     throw UsageError("run: --resume takes the id of a stored run (1 or more), got " +
                      std::to_string(f.resume) + " (seqbench show --db " + f.db_path +
@@ -525,7 +535,10 @@ RunRecord DescribeRun(const RunFlags& f, const Suite& suite, const std::vector<C
   description.suite_path = f.suite_path;
   description.suite_text = suite.text;
   description.command_line = CommandLine();
-  description.shard = checked.selection.shard.Text();
+  const ShardSpec& shard = checked.selection.shard;  // a group's shard 1/1 is still one
+  description.shard = f.group.empty()
+                          ? shard.Text()
+                          : std::to_string(shard.index) + "/" + std::to_string(shard.count);
   description.seed = suite.seed;
   description.baseline = suite.baseline;
   description.settings = suite.measurement;
@@ -534,6 +547,7 @@ RunRecord DescribeRun(const RunFlags& f, const Suite& suite, const std::vector<C
   description.expectations = suite.expectations;
   description.extra_environment = RunEnvironmentEntries(f, suite, cases, isolate, case_timeout_s);
   RunRecord requested = NewRunRecord(description);
+  requested.group = f.group;
   if (f.test_extra_head_passes > 0) {
     requested.warnings.push_back(
         "test-only --test-extra-head-passes: every variant's head computes its logits " +
@@ -557,21 +571,49 @@ RunRecord DescribeRun(const RunFlags& f, const Suite& suite, const std::vector<C
   return requested;
 }
 
-// Refuses, on a read-only opening, a resume whose run was measured otherwise: a refused
-// resume creates, migrates or changes nothing.
-void RefuseConflictingResume(const RunFlags& f, const RunRecord& requested) {
+// Refuses, on a read-only opening, a resume of run `run_id` measured otherwise (or, for a
+// group's complete shard, a command that asks for another measurement than it holds): a
+// refused resume creates, migrates or changes nothing.
+void RefuseConflictingResume(const RunFlags& f, int64_t run_id, const RunRecord& requested) {
   const auto stored = OpenExistingStore(f.db_path, "run --resume");
-  const auto run = stored->FindRun(f.resume);
+  const auto run = stored->FindRun(run_id);
   if (!run)
-    throw UsageError("run: --resume " + std::to_string(f.resume) + ": no such run in " + f.db_path +
+    throw UsageError("run: --resume " + std::to_string(run_id) + ": no such run in " + f.db_path +
                      " (seqbench show --db " + f.db_path + " lists them)");
   const std::vector<std::string> conflicts = ResumeConflicts(*run, requested);
-  if (!conflicts.empty()) {
-    std::string message =
-        "run: --resume " + std::to_string(f.resume) + " would mix measurements taken differently:";
-    for (const auto& conflict : conflicts) message += "\n  " + conflict;
-    throw UsageError(message);
+  if (conflicts.empty()) return;
+  std::string message = run->status == "complete"
+                            ? "run: shard " + run->shard + " of group " + run->group +
+                                  " is complete in " + f.db_path + " (run " +
+                                  std::to_string(run_id) +
+                                  "), measured otherwise; give a new --group (or --db):"
+                            : "run: --resume " + std::to_string(run_id) +
+                                  " would mix measurements taken differently:";
+  for (const auto& conflict : conflicts) message += "\n  " + conflict;
+  throw UsageError(message);
+}
+
+// A shard of group --group whose --db already holds its run continues that run (Slurm
+// requeues a task whose node died): --resume is set to it. Returns the id of that run when
+// it is complete, which leaves nothing to do once it is known to be measured as asked.
+std::optional<int64_t> FindOwnShard(RunFlags& f) {
+  const auto shard = ParseShard(f.shard_text);
+  std::error_code error;
+  // A new database, or an empty file (sqlite3 makes one by looking): nothing to resume.
+  if (f.group.empty() || f.Given("resume") || !shard ||
+      std::filesystem::file_size(f.db_path, error) == 0 || error)
+    return std::nullopt;
+  const std::string text = std::to_string(shard->index) + "/" + std::to_string(shard->count);
+  const auto store = OpenExistingStore(f.db_path, "run --group");
+  for (const RunRecord& run : GroupShards(*store, f.group)) {
+    if (run.shard != text) continue;
+    if (run.status == "complete") return run.run_id;
+    f.resume = run.run_id;  // the newest unfinished one, should there be several
   }
+  if (f.resume > 0)
+    std::printf("run %lld: resuming shard %s of group %s\n", (long long)f.resume, text.c_str(),
+                f.group.c_str());
+  return std::nullopt;
 }
 
 // The run the cases go into: a new one, or the resumed one with its finished cases.
@@ -726,6 +768,7 @@ int RunRun(const std::vector<std::string>& args) {
   if (!ParseRunFlags(args, f)) return 0;
   CheckedFlags checked;
   CheckModeFlags(f);
+  const std::optional<int64_t> complete_shard = FindOwnShard(f);
   CheckMeasureFlags(f, checked);
   CheckTestFlags(f);
   CheckSelectionFlags(f, checked);
@@ -752,7 +795,14 @@ int RunRun(const std::vector<std::string>& args) {
   const double case_timeout_s =
       f.Given("case-timeout") ? f.case_timeout_s : suite.measurement.case_timeout_s;
   const RunRecord requested = DescribeRun(f, suite, cases, checked, isolate, case_timeout_s);
-  if (f.resume > 0) RefuseConflictingResume(f, requested);
+  if (complete_shard) {
+    RefuseConflictingResume(f, *complete_shard, requested);
+    std::printf("run %lld: shard %s of group %s is complete in %s; nothing to do\n",
+                (long long)*complete_shard, requested.shard.c_str(), f.group.c_str(),
+                escape::TerminalText(f.db_path).c_str());
+    return 0;
+  }
+  if (f.resume > 0) RefuseConflictingResume(f, f.resume, requested);
   Store store(f.db_path);
   const OpenedRun run = OpenRun(f, store, requested);
   std::optional<Isolation> isolation;

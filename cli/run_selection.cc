@@ -12,14 +12,12 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "reports/escape/terminal.h"
 
 namespace po = boost::program_options;
 
 namespace seqbench::cli {
-namespace {
 
-// The output lines of `git ARGS...` run in the current directory, or nullopt when git is
-// missing or fails (not a repository, an unknown revision).
 std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return std::nullopt;
@@ -62,6 +60,8 @@ std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>&
   }
   return lines;
 }
+
+namespace {
 
 bool IsHex(const std::string& text) {
   return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -129,7 +129,8 @@ RunRecord LatestRun(const Store& store, const RunFilter& filter, const std::stri
   }
   const auto runs = store.Runs();
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    if (it->status != "complete" || it->run_id == excluded) continue;
+    // A shard is part of a run: --group reads it whole.
+    if (it->status != "complete" || it->run_id == excluded || !it->group.empty()) continue;
     if (!filter.suite.empty() && it->suite_name != filter.suite) continue;
     if (!filter.label.empty() && it->label != filter.label) continue;
     const RunRecord run = *store.FindRun(it->run_id);  // with its environment: the commit
@@ -137,7 +138,8 @@ RunRecord LatestRun(const Store& store, const RunFilter& filter, const std::stri
   }
   throw UsageError(command + ": no complete run" +
                    (filter.empty() ? "" : " with " + filter.Describe()) + " in " + store.path() +
-                   " (seqbench show --db " + store.path() + " lists them)");
+                   " (seqbench show --db " + store.path() +
+                   " lists them; the shards of a group are read with --group)");
 }
 
 RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::string& suite,
@@ -158,7 +160,9 @@ RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::str
   const std::set<std::string> commits(history->begin(), history->end());
   const auto runs = store.Runs();
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    if (it->status != "complete" || it->run_id == excluded || it->suite_name != suite) continue;
+    if (it->status != "complete" || it->run_id == excluded || it->suite_name != suite ||
+        !it->group.empty())
+      continue;
     const RunRecord run = *store.FindRun(it->run_id);
     if (commits.count(run.Environment("git_sha"))) return run;
   }
@@ -169,8 +173,9 @@ RunRecord LatestRunOn(const Store& store, const std::string& ref, const std::str
 void RunSelection::Declare(po::options_description& options, po::options_description& hidden,
                            po::positional_options_description& positional) {
   DeclareDatabase(options, &db_path);
-  options.add_options()("latest",
-                        "the newest complete run (of those --suite, --git, --label pick)")(
+  options.add_options()("group", po::value(&group),
+                        "a run group (run --group): its shards gathered as one run")(
+      "latest", "the newest complete run (of those --suite, --git, --label pick)")(
       "suite", po::value(&filter.suite), "the newest complete run of this suite")(
       "git", po::value(&filter.git),
       "the newest complete run of this commit (SHA prefix, branch or tag)")(
@@ -180,17 +185,46 @@ void RunSelection::Declare(po::options_description& options, po::options_descrip
 }
 
 bool RunSelection::Given(const po::variables_map& values) const {
-  return values.count("run") || values.count("latest") || !filter.empty();
+  return values.count("run") || values.count("latest") || !filter.empty() || !group.empty();
 }
 
-RunRecord RunSelection::Resolve(const po::variables_map& values, std::unique_ptr<Store>& store,
-                                const std::string& command) const {
-  if (!Given(values)) throw UsageError(command + ": give a RUN_ID or --latest");
-  if (values.count("run") && (values.count("latest") || !filter.empty())) {
-    throw UsageError(command + ": give RUN_ID or --latest/--suite/--git/--label, not both");
+void RunSelection::CheckNamed(const po::variables_map& values, const std::string& command) const {
+  if (!Given(values)) throw UsageError(command + ": give a RUN_ID, --group or --latest");
+  const int named = (values.count("run") ? 1 : 0) + (group.empty() ? 0 : 1) +
+                    (values.count("latest") || !filter.empty() ? 1 : 0);
+  if (named > 1) {
+    throw UsageError(command + ": give one of RUN_ID, --group, or --latest/--suite/--git/--label");
   }
+}
+
+std::vector<GatheredRun> GatherGroupOrFail(const Store& store, const std::string& id,
+                                           const std::string& command, MixedMachines mixed) {
+  if (!IsGroupId(id))  // nor then user text that reaches the messages below
+    throw UsageError(command + ": '" + escape::TerminalText(id) +
+                     "' is no group id (1 to 64 of A-Z a-z 0-9 . _ -, as run --group takes)");
+  try {
+    return GatherGroup(store, id, mixed);
+  } catch (const GroupError& error) {
+    throw UsageError(command + ": " + error.what());
+  }
+}
+
+std::vector<GatheredRun> RunSelection::SelectRuns(const po::variables_map& values,
+                                                  std::unique_ptr<Store>& store,
+                                                  const std::string& command,
+                                                  MixedMachines mixed) const {
+  CheckNamed(values, command);
   store = OpenExistingStore(db_path, command);
-  return ResolveIn(values, *store, command);
+  if (!group.empty()) return GatherGroupOrFail(*store, group, command, mixed);
+  GatheredRun one;
+  one.run = ResolveIn(values, *store, command);
+  one.cases = store->Cases(one.run.run_id);
+  return {std::move(one)};
+}
+
+GatheredRun RunSelection::SelectRun(const po::variables_map& values, std::unique_ptr<Store>& store,
+                                    const std::string& command) const {
+  return SelectRuns(values, store, command)[0];
 }
 
 RunRecord RunSelection::ResolveIn(const po::variables_map& values, const Store& store,

@@ -20,20 +20,21 @@ namespace {
 std::string Shown(const std::string& text) { return escape::TerminalText(text); }
 
 void ListRuns(const Store& store) {
-  std::printf("%-6s %-11s %-12s %-7s %-21s %-12s %s\n", "run", "status", "suite", "shard",
-              "started", "label", "command");
+  std::printf("%-6s %-11s %-12s %-7s %-14s %-21s %-12s %s\n", "run", "status", "suite", "shard",
+              "group", "started", "label", "command");
+  const auto or_dash = [](const std::string& text) { return text.empty() ? "-" : Shown(text); };
   for (const RunRecord& run : store.Runs()) {
-    std::printf("%-6lld %-11s %-12s %-7s %-21s %-12s %s\n", (long long)run.run_id,
+    std::printf("%-6lld %-11s %-12s %-7s %-14s %-21s %-12s %s\n", (long long)run.run_id,
                 Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
-                run.shard.empty() ? "-" : Shown(run.shard).c_str(), Shown(run.started_at).c_str(),
-                run.label.empty() ? "-" : Shown(run.label).c_str(),
+                or_dash(run.shard).c_str(), or_dash(run.group).c_str(),
+                Shown(run.started_at).c_str(), or_dash(run.label).c_str(),
                 Shown(run.command_line).c_str());
   }
 }
 
 // The run's header: provenance, settings and environment.
 void PrintRunHeader(const RunRecord& run) {
-  std::printf("run %lld  %s  suite %s (%s, hash %s)%s\n", (long long)run.run_id,
+  std::printf("%s  %s  suite %s (%s, hash %s)%s\n", Shown(RunName(run)).c_str(),
               Shown(run.status).c_str(), Shown(run.suite_name).c_str(),
               Shown(run.suite_path).c_str(), Shown(run.suite_hash).c_str(),
               run.shard.empty() ? "" : Shown("  shard " + run.shard).c_str());
@@ -99,7 +100,8 @@ void PrintCaseLine(const CaseRecord& c) {
 int RunShow(const std::vector<std::string>& args) {
   RunSelection selection;
   po::options_description options(
-      "Usage: seqbench show [RUN_ID | --latest | --suite NAME | --git REV | --label TEXT]\n"
+      "Usage: seqbench show [RUN_ID | --group ID | --latest | --suite NAME | --git REV |\n"
+      "                      --label TEXT]\n"
       "                     [--db FILE]\n\n"
       "Shows a stored run: its suite, provenance, environment, warnings and every case\n"
       "with status, runtime, memory and correctness. Without a run, lists the runs (an\n"
@@ -116,9 +118,15 @@ int RunShow(const std::vector<std::string>& args) {
     return 0;
   }
   std::unique_ptr<Store> store;
-  const RunRecord run = selection.Resolve(*values, store, "show");
+  const GatheredRun selected = selection.SelectRun(*values, store, "show");
+  const RunRecord& run = selected.run;
+  const std::vector<CaseRecord>& cases = selected.cases;
   PrintRunHeader(run);
-  const std::vector<CaseRecord> cases = store->Cases(run.run_id);
+  for (const RunRecord& shard : selected.shards) {
+    std::printf("shard %s: run %lld, %s to %s\n", Shown(shard.shard).c_str(),
+                (long long)shard.run_id, Shown(shard.started_at).c_str(),
+                Shown(shard.finished_at).c_str());
+  }
   for (const auto& warning : RunWarnings(run, cases)) {
     std::printf("warning: %s\n", Shown(warning).c_str());
   }

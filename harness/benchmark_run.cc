@@ -18,22 +18,6 @@
 
 namespace seqbench {
 
-std::string ShardSpec::Text() const {
-  return count == 1 ? "" : std::to_string(index) + "/" + std::to_string(count);
-}
-
-std::optional<ShardSpec> ParseShard(const std::string& text) {
-  static const std::regex pattern("([0-9]{1,7})/([0-9]{1,7})");
-  std::smatch match;
-  if (!std::regex_match(text, match, pattern)) return std::nullopt;
-  ShardSpec shard{std::stoll(match[1]), std::stoll(match[2])};
-  constexpr int64_t kMaxShards = int64_t{1} << 20;
-  if (shard.index < 1 || shard.index > shard.count || shard.count > kMaxShards) {
-    return std::nullopt;
-  }
-  return shard;
-}
-
 std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selection) {
   const KeyPattern filter(selection.filter.empty() ? ".*" : selection.filter);
   std::vector<CaseSpec> cases;
@@ -43,51 +27,6 @@ std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selec
     if (filter.Matches(spec.Key())) cases.push_back(std::move(spec));
   }
   return Shard(cases, selection.shard.index, selection.shard.count);
-}
-
-std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested) {
-  std::vector<std::string> conflicts;
-  const auto differ = [&](const std::string& what, const std::string& theirs,
-                          const std::string& ours, const std::string& fix) {
-    if (theirs != ours) conflicts.push_back(Conflict(what, theirs, ours, fix));
-  };
-  differ("suite", stored.suite_hash, requested.suite_hash,
-         "resume needs the same suite file, unchanged");
-  differ("shard", stored.shard, requested.shard,
-         stored.shard.empty() ? "drop --shard" : "pass --shard " + stored.shard);
-  for (std::string& conflict : SettingConflicts(stored.settings, requested.settings))
-    conflicts.push_back(std::move(conflict));
-  differ("threads", std::to_string(stored.threads), std::to_string(requested.threads),
-         "run with the same thread count");
-  // Runs stored before these entries existed have none; they are not judged on them.
-  const auto differ_if_stored = [&](const std::string& what, const std::string& key,
-                                    const std::string& fix) {
-    if (!stored.Environment(key).empty())
-      differ(what, stored.Environment(key), requested.Environment(key), fix);
-  };
-  differ_if_stored("filter", "case_filter",
-                   stored.Environment("case_filter") == "none"
-                       ? "drop --filter"
-                       : "pass --filter '" + stored.Environment("case_filter") + "'");
-  const auto build = [](const RunRecord& run) {
-    return run.Environment("git_sha").substr(0, 12) +
-           (run.Environment("git_dirty") == "true" ? " (dirty)" : "") + " " +
-           run.Environment("build_type");
-  };
-  differ("build", build(stored), build(requested),
-         "resume with the binary that started the run, or start a new run");
-  differ("test slowdown",
-         stored.Environment("test_slowdown").empty() ? "off" : stored.Environment("test_slowdown"),
-         requested.Environment("test_slowdown").empty() ? "off"
-                                                        : requested.Environment("test_slowdown"),
-         "pass the run's --test-slowdown and --test-slowdown-filter, or none");
-  differ_if_stored("repetition order", "repetition_order",
-                   stored.Environment("repetition_order") == "case after case"
-                       ? "drop --interleave"
-                       : "pass --interleave");
-  differ("label", stored.label, requested.label,
-         stored.label.empty() ? "drop --label" : "pass --label '" + stored.label + "'");
-  return conflicts;
 }
 
 std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,

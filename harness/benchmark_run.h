@@ -19,19 +19,10 @@
 #include "harness/instruction_count.h"
 #include "harness/lockstep.h"
 #include "harness/suite.h"
+#include "results/run_group.h"
 #include "results/store.h"
 
 namespace seqbench {
-
-struct ShardSpec {
-  int64_t index = 1, count = 1;  // shard `index` of `count`, 1-based
-  // "i/n", or "" for the whole suite.
-  std::string Text() const;
-};
-
-// Parses "i/n" with 1 <= i <= n (n at most 2^20); nullopt for anything else, overflow
-// included.
-std::optional<ShardSpec> ParseShard(const std::string& text);
 
 // What a run's command line asks of a suite.
 struct CaseSelection {
@@ -44,12 +35,6 @@ struct CaseSelection {
 // The suite's cases the selection picks, in expansion order. Throws std::invalid_argument
 // for a filter that is not a valid regex.
 std::vector<CaseSpec> SelectCases(const Suite& suite, const CaseSelection& selection);
-
-// The reasons a stored run cannot be continued by a command that would start `requested`
-// (same suite text, shard, and measurement facts: repetitions, warmup, min time, noise
-// target, check policy, threads, filter, build, label), each naming the stored value and
-// how to match it. Empty: it may.
-std::vector<std::string> ResumeConflicts(const RunRecord& stored, const RunRecord& requested);
 
 // The cases of `cases` whose keys are not in `finished`, in order.
 std::vector<CaseSpec> PendingCases(const std::vector<CaseSpec>& cases,

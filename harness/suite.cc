@@ -12,6 +12,7 @@
 #include "harness/peer.h"
 #include "harness/threads.h"
 #include "harness/toml_reader.h"
+#include "results/run_group.h"
 #include "variants/core/registry.h"
 
 namespace seqbench {
@@ -94,7 +95,8 @@ std::vector<CaseSpec> Shard(const std::vector<CaseSpec>& cases, int64_t index, i
   }
   std::vector<CaseSpec> shard;
   for (size_t position = 0; position < cases.size(); ++position) {
-    if (static_cast<int64_t>(position % count) == index - 1) shard.push_back(cases[position]);
+    if (InShard(static_cast<int64_t>(position), ShardSpec{index, count}))
+      shard.push_back(cases[position]);
   }
   return shard;
 }

@@ -45,60 +45,26 @@ const HistoryMetric* FindHistoryMetric(const std::string& name) {
   return nullptr;
 }
 
-const std::vector<std::string>& MachineKeys() {
-  static const std::vector<std::string> keys = {
-      "cpu_model",    "cpu_logical_cores", "gpu_name",           "torch_version",
-      "blas_library", "blas_core",         "aten_cpu_capability"};
-  return keys;
-}
-
 namespace {
-
-using Machine = std::map<std::string, std::string>;  // MachineKeys() a run recorded
-
-Machine MachineOf(const RunRecord& run) {
-  Machine machine;
-  for (const std::string& key : MachineKeys()) {
-    if (std::string value = run.Environment(key); !value.empty()) machine[key] = value;
-  }
-  return machine;
-}
-
-// Whether two runs may be the same machine: no key both recorded differs. A key one of
-// them lacks (recorded only by a later seqbench) is unknown, not different.
-bool Compatible(const Machine& a, const Machine& b) {
-  for (const auto& [key, value] : a) {
-    const auto other = b.find(key);
-    if (other != b.end() && other->second != value) return false;
-  }
-  return true;
-}
-
-std::string MachineText(const Machine& machine) {
-  std::string text;
-  for (const std::string& key : MachineKeys()) {
-    if (const auto it = machine.find(key); it != machine.end())
-      text += (text.empty() ? "" : ", ") + key + "=" + it->second;
-  }
-  return text;
-}
 
 // The suite's complete benchmark runs of every store, by start time, each once (a run
 // merged into two of the stores counts once). Runs that do not measure the code as it is
 // are left out: a test-only --test-slowdown run, and the sides of an A/B (seqbench ab),
 // whose two binaries alternate.
-std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<const Store*>& stores,
-                                                          const std::string& suite) {
-  std::vector<std::pair<const Store*, RunRecord>> runs;
+using StoredRuns = std::vector<std::pair<const Store*, RunRecord>>;
+
+StoredRuns SuiteRuns(const std::vector<const Store*>& stores, const HistoryRequest& request) {
+  StoredRuns runs;
   std::set<std::string> seen;
   for (const Store* store : stores) {
     for (const RunRecord& listed : store->Runs()) {
-      if (listed.suite_name != suite || listed.kind != kRunKindBenchmark ||
+      if (listed.suite_name != request.suite || listed.kind != kRunKindBenchmark ||
           listed.status != "complete" || !seen.insert(listed.uuid).second)
         continue;
       RunRecord run = *store->FindRun(listed.run_id);
       if (!run.Environment("test_slowdown").empty() || !run.Environment("ab_side").empty())
         continue;
+      if (request.since && request.since->count(run.Environment("git_sha")) == 0) continue;
       runs.emplace_back(store, std::move(run));
     }
   }
@@ -106,6 +72,20 @@ std::vector<std::pair<const Store*, RunRecord>> SuiteRuns(const std::vector<cons
     return a.second.started_at < b.second.started_at;
   });
   return runs;
+}
+
+// Sorts `runs` by commit, stably (start order within a commit), when every run's commit is
+// in `order`; whether it did.
+bool SortByCommit(StoredRuns& runs, const std::vector<std::string>& order) {
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position.emplace(order[i], i);
+  for (const auto& entry : runs)
+    if (position.count(entry.second.Environment("git_sha")) == 0) return false;
+  std::stable_sort(runs.begin(), runs.end(), [&](const auto& a, const auto& b) {
+    return position.at(a.second.Environment("git_sha")) <
+           position.at(b.second.Environment("git_sha"));
+  });
+  return !runs.empty();
 }
 
 // A case's point in its run: the value, and the metric's band around it where it has one.
@@ -125,7 +105,9 @@ std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
   // Per case key, its series in the order they began, each with the machine keys known so
   // far: a run joins the first series it is compatible with.
   std::map<std::string, std::vector<std::pair<Machine, HistorySeries>>> by_case;
-  for (const auto& [store, run] : SuiteRuns(stores, request.suite)) {
+  StoredRuns runs = SuiteRuns(stores, request);
+  const bool by_commit = SortByCommit(runs, request.commit_order);
+  for (const auto& [store, run] : runs) {
     const Machine machine = MachineOf(run);
     for (const CaseRecord& c : store->Cases(run.run_id)) {
       const std::optional<double> value = request.metric->of(c);
@@ -138,6 +120,7 @@ std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
         series = std::prev(candidates.end());
         series->second.case_key = c.key();
       }
+      series->second.by_commit = by_commit;
       series->first.insert(machine.begin(), machine.end());
       series->second.points.push_back(PointOf(*store, run, c, *value, *request.metric));
     }
@@ -169,10 +152,12 @@ std::string ChangeText(const stats::ChangePoint& change) {
 
 std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
                                   const HistoryRequest& request) {
-  std::string text = "**history of suite " + escape::MarkdownText(request.suite) + "**, " +
-                     request.metric->name + " (" + request.metric->unit +
-                     "), runs in start order; a change is the ratio of medians after/before "
-                     "it, its 95% interval and corrected p\n\n";
+  std::string text =
+      "**history of suite " + escape::MarkdownText(request.suite) + "**, " + request.metric->name +
+      " (" + request.metric->unit + "), runs in " +
+      (series.front().by_commit ? "commit order (git's topological order)" : "start order") +
+      "; a change is the ratio of medians after/before it, its 95% interval "
+      "and corrected p\n\n";
   MarkdownTable table({"case", "machine", "runs", "first", "last", "changes"});
   for (const HistorySeries& s : series) {
     std::string changes;
@@ -186,6 +171,33 @@ std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
                   FormatSignificant(s.points.back().value, 3), changes.empty() ? "none" : changes});
   }
   return text + table.Render();
+}
+
+std::string RenderHistorySummary(const std::vector<HistorySeries>& series,
+                                 const HistoryRequest& request) {
+  std::set<int64_t> runs;
+  std::set<std::string> machines;
+  MarkdownTable table({"case", "runs", "changes"});
+  for (const HistorySeries& s : series) {
+    for (const HistoryPoint& point : s.points) runs.insert(point.run_id);
+    machines.insert(s.machine);
+    std::string changes;
+    for (const stats::ChangePoint& change : s.changes) {
+      const HistoryPoint& at = s.points[change.index];
+      changes += (changes.empty() ? "" : "; ") + ChangeText(change) + " at run " +
+                 std::to_string(at.run_id);
+    }
+    if (!changes.empty()) table.AddRow({s.case_key, std::to_string(s.points.size()), changes});
+  }
+  const size_t changed = table.rows();
+  std::string text =
+      "`seqbench history --suite " + escape::MarkdownText(request.suite) + " --metric " +
+      request.metric->name + "`: " + std::to_string(series.size()) + " series over " +
+      std::to_string(runs.size()) + " runs on " + std::to_string(machines.size()) +
+      " machine(s), in " + (series.front().by_commit ? "commit" : "start") + " order; " +
+      (changed == 0 ? "no change in any series.\n"
+                    : "a change in " + std::to_string(changed) + ":\n\n" + table.Render());
+  return text;
 }
 
 std::string RenderHistoryCsv(const std::vector<HistorySeries>& series) {
@@ -208,10 +220,12 @@ std::string RenderHistoryCsv(const std::vector<HistorySeries>& series) {
 
 std::string RenderHistoryJson(const std::vector<HistorySeries>& series,
                               const HistoryRequest& request) {
-  nlohmann::json document = {{"suite", request.suite},
-                             {"metric", request.metric->name},
-                             {"unit", request.metric->unit},
-                             {"series", nlohmann::json::array()}};
+  nlohmann::json document = {
+      {"suite", request.suite},
+      {"metric", request.metric->name},
+      {"unit", request.metric->unit},
+      {"order", !series.empty() && series.front().by_commit ? "commit" : "start"},
+      {"series", nlohmann::json::array()}};
   for (const HistorySeries& s : series) {
     nlohmann::json points = nlohmann::json::array(), changes = nlohmann::json::array();
     for (const HistoryPoint& p : s.points) {

@@ -3,17 +3,20 @@
 // changes (MachineKeys()), with the change points found in each (stats/change_points.h).
 // `seqbench history` renders it as Markdown, CSV or JSON.
 //
-// The runs are ordered by their start time, not by git's topology: a store does not hold
-// the commit graph, and reports/ reads nothing but the store.
+// The runs are ordered by commit where the caller gives git's topological order of the
+// store's commits (a store does not hold the commit graph, and reports/ reads nothing but
+// the store), else by their start time.
 //
 // Thread-safety: pure functions over the stores they are given.
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "results/machine.h"
 #include "results/store.h"
 #include "stats/change_points.h"
 
@@ -33,9 +36,6 @@ struct HistoryMetric {
 const std::vector<HistoryMetric>& HistoryMetrics();
 const HistoryMetric* FindHistoryMetric(const std::string& name);
 
-// The environment entries that name a machine: a series never spans two values of them.
-const std::vector<std::string>& MachineKeys();
-
 struct HistoryPoint {
   int64_t run_id = 0;
   std::string database;  // the store it came from
@@ -45,6 +45,8 @@ struct HistoryPoint {
 };
 
 struct HistorySeries {
+  bool by_commit = false;  // points in commit order (HistoryRequest::commit_order), else in
+                           // start order
   std::string case_key;
   std::string machine;  // "cpu_model=..., blas_core=...": the MachineKeys() values
   std::vector<HistoryPoint> points;
@@ -55,6 +57,12 @@ struct HistoryRequest {
   std::string suite;  // required: the suite's name
   const HistoryMetric* metric = nullptr;
   stats::ChangePointOptions change_points;
+  // Commits in git's topological order, oldest first (the command line asks git; reports/
+  // reads only the store). When every run's commit is among them, runs are ordered by
+  // commit, then by start time; else (or empty) by start time alone.
+  std::vector<std::string> commit_order;
+  // With `history --since REV`: only runs of these commits (REV and its descendants).
+  std::optional<std::set<std::string>> since;
 };
 
 // Every series of `request.suite`'s complete benchmark runs in `stores` (each run once, by
@@ -67,6 +75,10 @@ std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
 
 std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
                                   const HistoryRequest& request);
+// A paragraph for a README: how many series over how many runs and machines, and a table
+// of the series with a change (or that none has one).
+std::string RenderHistorySummary(const std::vector<HistorySeries>& series,
+                                 const HistoryRequest& request);
 std::string RenderHistoryCsv(const std::vector<HistorySeries>& series);
 std::string RenderHistoryJson(const std::vector<HistorySeries>& series,
                               const HistoryRequest& request);

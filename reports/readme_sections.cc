@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -9,10 +11,12 @@
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/gate.h"
+#include "reports/history.h"
 #include "reports/plot.h"
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
+#include "results/run_group.h"
 
 namespace seqbench {
 namespace {
@@ -42,8 +46,31 @@ std::vector<CaseRecord> SelectPipelines(const std::vector<CaseRecord>& cases,
 bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
-         name == "recall" || name == "inference" || name == "judge" || name == "label";
+         name == "recall" || name == "inference" || name == "judge" || name == "label" ||
+         name == "history" || name == "db";
 }
+
+namespace {
+
+// A listed run with its cases, or its whole group gathered; nullopt for a group with gaps
+// (GroupGaps). A group measured on several machines is a ReadmeError: one table must not
+// mix their timings.
+std::optional<GatheredRun> WholeRun(const Store& store, const RunRecord& listed) {
+  if (listed.group.empty()) {
+    GatheredRun one{*store.FindRun(listed.run_id), store.Cases(listed.run_id), {}};
+    return one;
+  }
+  if (!GroupGaps(GroupShards(store, listed.group)).empty()) return std::nullopt;
+  try {
+    return GatherGroup(store, listed.group)[0];
+  } catch (const GroupError& error) {
+    throw ReadmeError(std::string(error.what()) +
+                      " (readme renders one machine's timings per table: `seqbench report "
+                      "--allow-mixed-machines` shows them apart)");
+  }
+}
+
+}  // namespace
 
 SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section) {
   const std::string suite = Attribute(section, "suite");
@@ -57,18 +84,22 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
   // cores), as `report --label` does.
   const std::string label = Attribute(section, "label");
   const auto runs = store.Runs();
+  std::set<std::string> groups_seen;
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
     if (it->status != "complete" || it->suite_name != suite) continue;
     if (!label.empty() && it->label != label) continue;
+    if (!it->group.empty() && !groups_seen.insert(it->group).second) continue;
+    std::optional<GatheredRun> whole = WholeRun(store, *it);
+    if (!whole) continue;  // a group still missing shards, as a run still running
     SelectedRun selected;
-    for (CaseRecord& c : store.Cases(it->run_id)) {
+    for (CaseRecord& c : whole->cases) {
       if (MatchesFilters(c.workload(), filters)) selected.cases.push_back(std::move(c));
     }
     if (selected.cases.empty()) continue;  // before picking pipelines, which would refuse
     if (!Attribute(section, "pipelines").empty()) {
       selected.cases = SelectPipelines(selected.cases, Attribute(section, "pipelines"));
     }
-    selected.run = *store.FindRun(it->run_id);
+    selected.run = std::move(whole->run);
     return selected;
   }
   const std::string device = Attribute(section, "device");
@@ -153,7 +184,7 @@ std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRu
   try {
     if (const std::string x = Attribute(section, "fit"); !x.empty()) {
       if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
-      return "Fitted over run " + std::to_string(run.run_id) + " (" + run.started_at.substr(0, 10) +
+      return "Fitted over " + RunName(run) + " (" + run.started_at.substr(0, 10) +
              "), median step time and activation memory against " + x + ":\n\n" +
              RenderFitTable(FitComplexity(cases, x), x);
     }
@@ -193,8 +224,7 @@ std::string RenderPlotSection(const Store& store, const ReadmeSection& section,
   const std::string output = ResolvePlotFile(readme_dir, file);
   const std::string device = Attribute(section, "device");
   const std::string title = run.suite_name + " (" + (device.empty() ? "all devices" : device) +
-                            "), run " + std::to_string(run.run_id) + ", " +
-                            run.started_at.substr(0, 10);
+                            "), " + RunName(run) + ", " + run.started_at.substr(0, 10);
   std::filesystem::create_directories(std::filesystem::path(output).parent_path());
   const std::string y = Attribute(section, "plot");
   std::string x = Attribute(section, "x");
@@ -230,12 +260,34 @@ std::string RenderPlotSection(const Store& store, const ReadmeSection& section,
          escape::MarkdownDestination(file) + ")\n";
 }
 
+// history=METRIC suite=NAME: the change points `seqbench history` finds in the suite's
+// series in this store (start order: reports/ does not run git).
+std::string RenderHistorySection(const Store& store, const ReadmeSection& section,
+                                 const std::string& metric) {
+  HistoryRequest request;
+  request.suite = Attribute(section, "suite");
+  if (request.suite.empty()) throw ReadmeError("a history section needs suite=NAME");
+  request.metric = FindHistoryMetric(metric);
+  if (request.metric == nullptr) throw ReadmeError("history=" + metric + ": no such metric");
+  const std::vector<HistorySeries> series = BuildHistory({&store}, request);
+  if (series.empty())
+    throw NoMatchingRun("no complete benchmark run of suite '" + request.suite + "' in " +
+                        store.path());
+  return RenderHistorySummary(series, request);
+}
+
 }  // namespace
 
 std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
                                 const std::string& readme_dir) {
+  // db=NAME: only the --db file of that name renders it.
+  if (const std::string db = Attribute(section, "db");
+      !db.empty() && std::filesystem::path(store.path()).filename() != db)
+    throw NoMatchingRun("db=" + db + ": not " + store.path());
   if (const std::string prefix = Attribute(section, "gate"); !prefix.empty())
     return RenderGateSection(store, section, prefix);
+  if (const std::string metric = Attribute(section, "history"); !metric.empty())
+    return RenderHistorySection(store, section, metric);
   const SelectedRun selected = SelectRunForSection(store, section);
   if (std::string analysis = RenderAnalysisSection(section, selected); !analysis.empty())
     return analysis;

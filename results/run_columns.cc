@@ -56,6 +56,8 @@ const std::vector<RunColumn>& RunColumns() {
           "max_noise", [](auto& r) -> auto& { return r.settings.max_noise; }),
       Column<double>(
           "max_time_s", [](auto& r) -> auto& { return r.settings.max_time_s; }),
+      Column<S>(
+          "run_group", [](auto& r) -> auto& { return r.group; }),
   };
   return columns;
 }

@@ -40,7 +40,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -74,6 +74,9 @@ struct RunRecord {
   std::string suite_text;
   std::string command_line;
   std::string shard;  // "i/n", or "" for the whole suite
+  // run --group: the logical run this shard belongs to (results/run_group.h), "" for none
+  // (schema v10).
+  std::string group;
   uint64_t seed = 0;
   std::string status;
   std::string started_at, finished_at;  // ISO 8601 UTC; finished_at empty while running

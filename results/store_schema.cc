@@ -216,6 +216,9 @@ constexpr Migration kMigrations[] = {
     // The case_results view (CaseResultsView) for SQL and pandas; EnsureSchema keeps it in
     // step with the workload fields and metrics from then on.
     {9, "DROP VIEW IF EXISTS case_results;"},
+    // v10: the run group a shard belongs to (run --group), which gathers shards into one
+    // logical run.
+    {10, "ALTER TABLE runs ADD COLUMN run_group TEXT NOT NULL DEFAULT '';"},
 };
 
 }  // namespace
@@ -251,7 +254,8 @@ constexpr const char* kViewEnvironment[] = {"git_sha",   "git_dirty",     "cpu_m
 std::string CaseResultsView() {
   std::string sql =
       "CREATE VIEW case_results AS SELECT c.case_id, r.run_id, r.uuid AS run_uuid, "
-      "r.suite_name, r.label, r.kind, r.status AS run_status, r.started_at, r.baseline";
+      "r.suite_name, r.label, r.run_group, r.shard, r.kind, r.status AS run_status, r.started_at, "
+      "r.baseline";
   for (const char* key : kViewEnvironment) {
     sql +=
         std::string(", (SELECT value FROM environment e WHERE e.run_id = r.run_id AND e.key = '") +

@@ -38,6 +38,7 @@ RunRecord SampleRun(const std::string& uuid) {
   run.threads = 2;
   run.settings.check_policy = "full";
   run.label = "nightly";
+  run.group = "nightly-7";
   run.settings.max_noise = 0.02;
   run.settings.max_time_s = 12.5;
   Expectation speedup{"speedup", "fused", "baseline", 1.5, std::nullopt, {{"batch", "4"}}, 31};
@@ -102,6 +103,8 @@ void CheckRoundTrip(Store& store) {
   CHECK(run->settings.max_noise == 0.02);
   CHECK(run->settings.max_time_s == 12.5);
   CHECK(store.Runs().front().label == "nightly");  // the list has it too (run selection)
+  CHECK(run->group == "nightly-7");
+  CHECK(store.Runs().front().group == "nightly-7");
   REQUIRE(run->expectations.size() == 2);
   CHECK(run->expectations[0].what == "speedup");
   CHECK(run->expectations[0].at_least == 1.5);
@@ -254,9 +257,14 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
-  // v9's view, v8's feed-forward activation, then v7's run facts (label, adaptive
-  // stopping): every older schema lacks them.
-  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE cases DROP COLUMN ffn"});
+  // v10's run group, v9's view, v8's feed-forward activation, then v7's run facts (label,
+  // adaptive stopping): every older schema lacks them.
+  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE runs DROP COLUMN run_group"});
+  if (version == 9) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 9"});
+    return;
+  }
+  ExecuteAll(path, {"ALTER TABLE cases DROP COLUMN ffn"});
   if (version == 7) {
     ExecuteAll(path, {"UPDATE schema_version SET version = 7"});
     return;
@@ -308,6 +316,22 @@ void Downgrade(const std::string& path, int version) {
   }
   statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
   ExecuteAll(path, statements);
+}
+
+TEST_CASE("a version-9 database gains v10's run group, empty for its runs", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v9.db";
+  std::filesystem::remove(path);
+  {
+    Store store(path);
+    store.CreateRun(SampleRun("uuid-v9"));
+  }
+  Downgrade(path, 9);
+  const Store read_only(path, StoreAccess::kReadOnly);  // migrated in memory only
+  CHECK(read_only.FindRun(1)->group.empty());
+  Store migrated(path);
+  CHECK(migrated.FindRun(1)->group.empty());
+  CHECK(migrated.FindRun(1)->shard == "1/2");
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a version-7 database gains v8's feed-forward activation, its keys unchanged",
@@ -367,13 +391,15 @@ TEST_CASE("case_results: a v8 database gains the view; a stale one is rebuilt", 
     store.AddCase(store.CreateRun(SampleRun("uuid-view")), record);
   }
   // As v8 wrote it: no view. A writer's migration creates it.
-  ExecuteAll(path, {"DROP VIEW case_results", "UPDATE schema_version SET version = 8"});
+  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE runs DROP COLUMN run_group",
+                    "UPDATE schema_version SET version = 8"});
   CHECK(ViewValue(path, "variant_name") == "no such column");
   { Store migrated(path); }
   CHECK(ViewValue(path, "variant_name") == "fast");
   CHECK(ViewValue(path, "runtime_median_s") == "0.125");
   CHECK(ViewValue(path, "batch") == "4");
   CHECK(ViewValue(path, "label") == "nightly");
+  CHECK(ViewValue(path, "run_group").empty());  // v10: a run of before groups has none
   CHECK(ViewValue(path, "cpu_model") == "test cpu");
   CHECK(ViewValue(path, "tokens_per_s").empty());  // a metric the case lacks: NULL
   // A view out of step with the tables (an older binary's, or a hand edit) is rebuilt

@@ -36,15 +36,66 @@ int64_t ParseInteger(const char* name, const char* text) {
 
 }  // namespace
 
-std::optional<WorldEnvironment> ReadWorldEnvironment(
-    const std::function<const char*(const char*)>& get_argument) {
-  const auto get = get_argument ? get_argument : [](const char* name) { return std::getenv(name); };
-  const char* world_size = get("WORLD_SIZE");
-  if (world_size == nullptr) return std::nullopt;
+std::string FirstSlurmHost(const std::string& nodelist) {
+  // Up to the first comma outside brackets: "node[01-03,07]" is one item of a hostlist.
+  std::string first;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == ',' && depth == 0) break;
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    first += c;
+  }
+  // Each bracket's first number or range start, with its zero padding: "rack[2-3]n[08]".
+  std::string host;
+  for (size_t i = 0; i < first.size(); ++i) {
+    if (first[i] != '[') {
+      host += first[i];
+      continue;
+    }
+    const size_t close = first.find(']', i);
+    const size_t end = first.find_first_of(",-]", i + 1);
+    if (close == std::string::npos || end == i + 1)
+      throw std::invalid_argument("SLURM_JOB_NODELIST='" + nodelist + "' is not a hostlist");
+    host += first.substr(i + 1, end - i - 1);
+    i = close;
+  }
+  return host;
+}
+
+namespace {
+
+// Slurm's description of an srun step of more than one task: SLURM_PROCID of
+// SLURM_STEP_NUM_TASKS, SLURM_LOCALID on its node, the step's first host as the rendezvous
+// and a port derived from the job id. SLURM_STEP_NUM_TASKS, not SLURM_NTASKS: a batch
+// script of an --ntasks=2 job has SLURM_NTASKS=2 and SLURM_PROCID=0 too, and is no rank
+// (measured, Slurm 22.05); only srun sets the step's count.
+std::optional<WorldEnvironment> ReadSlurmWorld(const std::function<const char*(const char*)>& get) {
+  const char* tasks = get("SLURM_STEP_NUM_TASKS");
+  const char* rank = get("SLURM_PROCID");
+  if (tasks == nullptr || rank == nullptr || ParseInteger("SLURM_STEP_NUM_TASKS", tasks) < 2)
+    return std::nullopt;
+  WorldEnvironment environment;
+  environment.world_size = ParseInteger("SLURM_STEP_NUM_TASKS", tasks);
+  environment.rank = ParseInteger("SLURM_PROCID", rank);
+  if (environment.rank < 0 || environment.rank >= environment.world_size)
+    throw std::invalid_argument("SLURM_PROCID=" + std::string(rank) + " is outside 0.." +
+                                std::to_string(environment.world_size - 1));
+  const char* local = get("SLURM_LOCALID");
+  environment.local_rank = local ? ParseInteger("SLURM_LOCALID", local) : environment.rank;
+  const char* nodes =
+      get("SLURM_STEP_NODELIST") ? get("SLURM_STEP_NODELIST") : get("SLURM_JOB_NODELIST");
+  if (nodes != nullptr) environment.master_address = FirstSlurmHost(nodes);
+  if (const char* job = get("SLURM_JOB_ID"))
+    environment.master_port = kSlurmFirstPort + ParseInteger("SLURM_JOB_ID", job) % kSlurmPorts;
+  return environment;
+}
+
+// torchrun's RANK of WORLD_SIZE, LOCAL_RANK defaulting to RANK.
+WorldEnvironment ReadTorchrunWorld(const std::function<const char*(const char*)>& get) {
   const char* rank = get("RANK");
   if (rank == nullptr) throw std::invalid_argument("WORLD_SIZE is set but RANK is not");
   WorldEnvironment environment;
-  environment.world_size = ParseInteger("WORLD_SIZE", world_size);
+  environment.world_size = ParseInteger("WORLD_SIZE", get("WORLD_SIZE"));
   environment.rank = ParseInteger("RANK", rank);
   if (environment.world_size < 1) throw std::invalid_argument("WORLD_SIZE must be at least 1");
   if (environment.rank < 0 || environment.rank >= environment.world_size) {
@@ -55,11 +106,22 @@ std::optional<WorldEnvironment> ReadWorldEnvironment(
   environment.local_rank = environment.rank;
   if (const char* local = get("LOCAL_RANK"))
     environment.local_rank = ParseInteger("LOCAL_RANK", local);
-  if (const char* address = get("MASTER_ADDR")) environment.master_address = address;
+  return environment;
+}
+
+}  // namespace
+
+std::optional<WorldEnvironment> ReadWorldEnvironment(
+    const std::function<const char*(const char*)>& get_argument) {
+  const auto get = get_argument ? get_argument : [](const char* name) { return std::getenv(name); };
+  std::optional<WorldEnvironment> environment =
+      get("WORLD_SIZE") ? ReadTorchrunWorld(get) : ReadSlurmWorld(get);
+  if (!environment) return std::nullopt;
+  if (const char* address = get("MASTER_ADDR")) environment->master_address = address;
   if (const char* port = get("MASTER_PORT"))
-    environment.master_port = ParseInteger("MASTER_PORT", port);
-  if (environment.master_port < 1 || environment.master_port > 65535) {
-    throw std::invalid_argument("MASTER_PORT=" + std::to_string(environment.master_port) +
+    environment->master_port = ParseInteger("MASTER_PORT", port);
+  if (environment->master_port < 1 || environment->master_port > 65535) {
+    throw std::invalid_argument("MASTER_PORT=" + std::to_string(environment->master_port) +
                                 " is not a TCP port (1..65535)");
   }
   return environment;

@@ -45,11 +45,21 @@ struct WorldEnvironment {
   int64_t master_port = 29500;
 };
 
-// The world described by the environment `get` reads (std::getenv by default), or nullopt
-// when WORLD_SIZE is unset. Throws std::invalid_argument naming the variable for a value
-// that is not a number, a rank outside [0, WORLD_SIZE), or a port outside 1..65535.
+// The world described by the environment `get` reads (std::getenv by default): torchrun's,
+// or else, in an `srun` step of 2 or more tasks, Slurm's (SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+// SLURM_LOCALID; the first host of SLURM_STEP_NODELIST or SLURM_JOB_NODELIST as
+// MASTER_ADDR; port kSlurmFirstPort + SLURM_JOB_ID % kSlurmPorts, the same in every task of
+// the job), MASTER_ADDR and MASTER_PORT overriding. nullopt when neither is set. Throws
+// std::invalid_argument naming the variable for a value that is not a number, a rank
+// outside [0, world size), or a port outside 1..65535.
 std::optional<WorldEnvironment> ReadWorldEnvironment(
     const std::function<const char*(const char*)>& get = nullptr);
+
+inline constexpr int64_t kSlurmFirstPort = 15000, kSlurmPorts = 15000;
+
+// The first host of a Slurm hostlist: "node[07-09,12],gpu1" -> "node07". Throws
+// std::invalid_argument for an unclosed bracket.
+std::string FirstSlurmHost(const std::string& nodelist);
 
 // The variables a launcher sets for rank `rank` of `world_size` ranks on this machine.
 std::vector<std::string> WorldEnvironmentFor(int64_t rank, int64_t world_size, int64_t port);

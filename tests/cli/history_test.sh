@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `seqbench history` end to end on a published database (20 A/A runs of suites/ci.toml):
-# every format reads the same series, a planted step in a copy is found at its run, bad
-# input is exit 2 with the fix, and reading never writes the database.
+# every format reads the same series, a planted step in a copy is found at its run, runs
+# go in git's commit order where git knows their commits (--since REV keeps REV's on),
+# bad input is exit 2 with the fix, and reading never writes the database.
 # Usage: history_test.sh SEQBENCH_BINARY SOURCE_DIR
 set -euo pipefail
 seqbench=$1
@@ -40,6 +41,37 @@ read -r key mode at ratio <<<"$changes"
 [[ "$key $mode" == "scan{chunk_size=8} mode=train" && $at -ge $((first - 1)) && $at -le $((first + 1)) &&
   $(awk -v r="$ratio" 'BEGIN { print (r > 2.5 && r < 3.5) }') == 1 ]] || fail "the planted step at run $first: changes found: $changes"
 
+# Commit order: in a repository with commits c1 <- c2 <- c3, runs stored (by start time)
+# against c3, then c1, then c2 go in commit order; --since c2 keeps c2's and c3's; outside a
+# repository they go in start order.
+repo="$work/repo"
+git init -q "$repo"
+for c in 1 2 3; do git -C "$repo" -c user.name=t -c user.email=t@t commit -q --allow-empty -m "c$c"; done
+sha() { git -C "$repo" rev-parse "HEAD~$((3 - $1))"; }
+cp "$db" "$work/order.db"
+runs=($(sqlite3 "$work/order.db" "SELECT run_id FROM runs WHERE suite_name = 'ci' ORDER BY started_at"))
+third=$((${#runs[@]} / 3))
+for i in "${!runs[@]}"; do
+  commit=$(( i < third ? 3 : (i < 2 * third ? 1 : 2) ))
+  sqlite3 "$work/order.db" "UPDATE environment SET value = '$(sha "$commit")'
+    WHERE key = 'git_sha' AND run_id = ${runs[$i]}"
+done
+first_series() { python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+print(" ".join(r["run_id"] for r in rows if r["case_key"] == rows[0]["case_key"]))'; }
+expected="${runs[*]:$third:$third} ${runs[*]:$((2 * third))} ${runs[*]:0:$third}"
+got=$(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db" --format csv | first_series)
+[[ $got == "$expected" ]] || fail "commit order: got $got, expected $expected"
+(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db") | grep -q "runs in commit order" ||
+  fail "the table does not say it is in commit order"
+got=$(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db" --format csv --since "$(sha 2)" | first_series)
+[[ $got == "${runs[*]:$((2 * third))} ${runs[*]:0:$third}" ]] || fail "--since c2 kept $got"
+mkdir "$work/not_a_repo"
+got=$(cd "$work/not_a_repo" && GIT_CEILING_DIRECTORIES="$work" "$seqbench" history --suite ci \
+  --db "$work/order.db" --format csv | first_series)
+[[ $got == "${runs[*]}" ]] || fail "outside a repository: got $got, expected start order"
+
 # Bad input: exit 2, the fix named, nothing written.
 expect_2() {
   local what=$1 pattern=$2
@@ -55,6 +87,7 @@ expect_2 "no suite" "give --suite NAME" --db "$db"
 expect_2 "unknown suite" "no complete benchmark run of suite 'nope'" --suite nope --db "$db"
 expect_2 "unknown metric" "unknown --metric 'latency'; give runtime|" --suite ci --db "$db" --metric latency
 expect_2 "bad max-p" "max-p must be in (0, 1)" --suite ci --db "$db" --max-p 0
+expect_2 "unknown revision" "git knows no such commit" --suite ci --db "$db" --since no-such-branch
 expect_2 "missing database" "history" --suite ci --db "$work/none.db"
 [[ ! -e $work/none.db ]] || fail "a missing database was created"
 [[ $(sha256sum "$db") == "$before" ]] || fail "history wrote the database"

@@ -241,7 +241,7 @@ rc=$?
 rc2=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "no complete run with label 'nosuch'" "$work/err" || fail "report --label nosuch: rc $rc, $(cat "$work/err")"
-[[ $rc2 -eq 2 ]] && grep -q "not both" "$work/err2" || fail "RUN_ID with --label: rc $rc2, $(cat "$work/err2")"
+[[ $rc2 -eq 2 ]] && grep -q "give one of RUN_ID, --group, or --latest" "$work/err2" || fail "RUN_ID with --label: rc $rc2, $(cat "$work/err2")"
 "$seqbench" compare --base-latest-on base --latest --db "$work/sel.db" --format json >"$work/cmp.json" ||
   [[ $? -eq 1 ]] || fail "compare --base-latest-on base --format json failed"
 tr -d ' \n' <"$work/cmp.json" | grep -q '"base":{[^}]*"label":"base"' &&

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# `seqbench slurm` without a cluster: the dry run prints scripts that run each shard into
+# its own database under one group; bad input (shard counts, group ids, run flags the
+# command owns, no sbatch on PATH, a submission the controller refuses) exits 2 with
+# nothing written; an accepted submission chains the gather job after the array.
+# (tests/scale/slurm.sh runs the jobs on a real Slurm.)
+# Usage: slurm_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+suite=$2/suites/ci.toml
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+
+# Exit 2, the message containing $1, nothing under $work/out.
+refused() {
+  local expected=$1
+  shift
+  set +e
+  "$@" >"$work/stdout" 2>"$work/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$* exited $rc, expected 2: $(cat "$work/err")"
+  grep -qF -- "$expected" "$work/err" || fail "$*: message lacks '$expected': $(cat "$work/err")"
+  [[ ! -e "$work/out" ]] || fail "$* wrote $(ls -R "$work/out")"
+}
+
+# 1. The dry run: the array script, the gather script, the sbatch lines; nothing written.
+"$seqbench" slurm "$suite" --shards 3 --group g1 --db-dir "$work/out" --dry-run -- \
+  --repetitions 2 --label "it's" >"$work/dry"
+[[ ! -e "$work/out" ]] || fail "--dry-run wrote $work/out"
+grep -qF -- "--shard \"\${SLURM_ARRAY_TASK_ID}/3\" --group 'g1'" "$work/dry" || fail "array: $(cat "$work/dry")"
+grep -qF -- "'--label' 'it'\\''s'" "$work/dry" || fail "run flags not quoted: $(cat "$work/dry")"
+grep -qF -- "'--dependency' 'afterany:ARRAY_JOB_ID' '$work/out/gather.sh'" "$work/dry" ||
+  fail "gather's sbatch line: $(cat "$work/dry")"
+grep -qF -- "for db in '$work/out/shard-1.db' '$work/out/shard-2.db' '$work/out/shard-3.db'" "$work/dry" &&
+  grep -qF -- "merge \"\${shards[@]}\" --into '$work/out/group-g1.db'" "$work/dry" ||
+  fail "gather: $(cat "$work/dry")"
+grep -qF -- "report --group 'g1'" "$work/dry" || fail "gather reports no group"
+grep -qF -- "'--array' '1-3' '--requeue' '--hold'" "$work/dry" || fail "sbatch line: $(cat "$work/dry")"
+
+# 2. Bad input: exit 2, nothing written.
+refused "--shards must be 1 to" "$seqbench" slurm "$suite" --shards 0 --db-dir "$work/out"
+refused "--shards must be 1 to" "$seqbench" slurm "$suite" --shards 100000 --db-dir "$work/out"
+refused "--group 'a/b' must be" "$seqbench" slurm "$suite" --shards 2 --group a/b --db-dir "$work/out"
+refused "--shard (here --shard) is set for each task" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --shard 1/2
+refused "--group (here --gro=x) is set" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --gro=x
+refused "backslash" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out\\x"
+refused "cannot open the suite file" "$seqbench" slurm "$work/nosuch.toml" --shards 2 --db-dir "$work/out"
+refused "sbatch is not on PATH" env PATH=/nonexistent "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out"
+
+# 3. A controller that refuses the submission: its words, exit 2, no database.
+mkdir "$work/bin"
+for tool in scontrol scancel; do  # they log what they are asked
+  printf '#!/bin/bash\necho "%s $*" >>"%s/tools.log"\n' "$tool" "$work" >"$work/bin/$tool"
+  chmod +x "$work/bin/$tool"
+done
+cat >"$work/bin/sbatch" <<'FAKE'
+#!/bin/bash
+echo "sbatch: error: invalid partition specified: nosuch" >&2
+exit 1
+FAKE
+chmod +x "$work/bin/sbatch"
+set +e
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --partition nosuch --db-dir "$work/out" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "a refused submission exited $rc: $(cat "$work/err")"
+grep -qF "invalid partition specified: nosuch" "$work/err" || fail "refusal: $(cat "$work/err")"
+[[ -z $(find "$work/out" -name '*.db') ]] || fail "a refused submission left a database"
+rm -rf "$work/out"
+
+# 3b. The array accepted (held), the gather job refused: the array is cancelled, not left
+#     to run without it.
+cat >"$work/bin/sbatch" <<FAKE
+#!/bin/bash
+if [[ " \$* " == *" --dependency "* ]]; then echo "sbatch: error: dependency refused" >&2; exit 1; fi
+echo 31
+FAKE
+set +e
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "array job 31 cancelled" "$work/err" || fail "gather refused: $rc $(cat "$work/err")"
+grep -qx "scancel 31" "$work/tools.log" || fail "the held array was not cancelled: $(cat "$work/tools.log")"
+rm -rf "$work/out" "$work/tools.log"
+
+# 4. An accepted one: the array first, then the gather job after it (afterany).
+cat >"$work/bin/sbatch" <<FAKE
+#!/bin/bash
+printf '%s\n' "\$@" >>"$work/sbatch.log"
+echo "---" >>"$work/sbatch.log"
+n=\$(grep -c -- '---' "$work/sbatch.log")
+echo "\$((40 + n));cluster"
+FAKE
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --group g2 --db-dir "$work/out" >"$work/submitted"
+grep -q "array job 41" "$work/submitted" || fail "job ids: $(cat "$work/submitted")"
+grep -q "gather job 42" "$work/submitted" || fail "job ids: $(cat "$work/submitted")"
+grep -q "squeue -j 41,42" "$work/submitted" || fail "watch: $(cat "$work/submitted")"
+grep -qx "afterany:41" "$work/sbatch.log" || fail "no afterany dependency: $(cat "$work/sbatch.log")"
+grep -qx -- "--requeue" "$work/sbatch.log" || fail "the array is not requeued"
+grep -qx -- "--hold" "$work/sbatch.log" || fail "the array is not submitted held"
+grep -qx "scontrol release 41" "$work/tools.log" || fail "the array was not released: $(cat "$work/tools.log")"
+
+# 5. The same folder again: its shard databases would resume as complete; refused.
+touch "$work/out/shard-1.db"
+set +e
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --group g2 --db-dir "$work/out" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "shard-1.db exists" "$work/err" || fail "a used folder: $rc $(cat "$work/err")"
+bash -n "$work/out/array.sh" && bash -n "$work/out/gather.sh" || fail "scripts do not parse"
+echo "slurm command tests passed"
