@@ -525,8 +525,12 @@ void ReadCases(const TomlReader& reader, const toml::node& cases_node,
 
 // [[expect]]: what `check` holds the run to, each optionally `where` a workload matches.
 std::vector<Expectation> ReadSuiteExpectations(const TomlReader& reader, const toml::table& root,
-                                               const std::set<std::string>& names) {
+                                               const std::set<std::string>& names,
+                                               const Suite& suite) {
   const std::vector<std::string> workload_keys = WorkloadKeys();
+  std::set<std::string> peers;
+  for (const VariantSpec& spec : suite.variants)
+    if (spec.peer) peers.insert(spec.name);
   return ReadExpectations(
       reader, root,
       {"speedup", "memory_ratio", "recompute_ratio", "instructions_ratio", "time_per_doubling",
@@ -546,7 +550,8 @@ std::vector<Expectation> ReadSuiteExpectations(const TomlReader& reader, const t
             expectation.where[field] = reader.String(value, field);
           }
         }
-      });
+      },
+      peers);
 }
 
 }  // namespace
@@ -580,7 +585,7 @@ Suite ParseSuite(const std::string& text, const std::string& path) {
   if (suite.grid.empty() && suite.extra_cases.empty()) {
     reader.Fail(root.source(), "the suite has no cases: add a [grid] or [[cases]]");
   }
-  suite.expectations = ReadSuiteExpectations(reader, root, names);
+  suite.expectations = ReadSuiteExpectations(reader, root, names, suite);
   return suite;
 }
 

@@ -29,6 +29,30 @@ void ReadDoublingExpectation(const TomlReader& reader, const toml::table& table,
   }
 }
 
+// A name an expectation bounds: one of `names`, or "peer:NAME" for one of `peers` (a
+// [[peers]] entry, stored under NAME), which says in the suite that the bound is against
+// the PyTorch a user would write.
+std::string ExpectedName(const TomlReader& reader, const toml::node& node, const char* role,
+                         const std::set<std::string>& names, const std::string& names_are,
+                         const std::set<std::string>& peers) {
+  const std::string name = reader.String(node, role);
+  constexpr char kPeer[] = "peer:";
+  if (name.rfind(kPeer, 0) == 0) {
+    const std::string peer = name.substr(sizeof(kPeer) - 1);
+    if (peers.count(peer) == 0)
+      reader.Fail(node.source(), std::string("[[expect]] ") + role + " '" + name + "': '" + peer +
+                                     "' is not one of the suite's [[peers]]" +
+                                     (peers.empty() ? " (it has none)"
+                                                    : ": " + Joined({peers.begin(), peers.end()})));
+    return peer;
+  }
+  if (names.count(name) == 0) {
+    reader.Fail(node.source(), std::string("[[expect]] ") + role + " '" + name + "' is not " +
+                                   names_are + ": " + Joined({names.begin(), names.end()}));
+  }
+  return name;
+}
+
 }  // namespace
 
 std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,
@@ -36,7 +60,8 @@ std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::
                                           const std::set<std::string>& names,
                                           const std::string& names_are,
                                           const std::vector<std::string>& extra_keys,
-                                          const ExtraExpectationReader& read_extra) {
+                                          const ExtraExpectationReader& read_extra,
+                                          const std::set<std::string>& peers) {
   std::vector<Expectation> expectations;
   const toml::node* expect = root.get("expect");
   if (expect == nullptr) return expectations;
@@ -59,12 +84,8 @@ std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::
       for (const char* role : {"variant", "over"}) {
         const toml::node& n =
             reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");
-        const std::string name = reader.String(n, role);
-        if (names.count(name) == 0) {
-          reader.Fail(n.source(), std::string("[[expect]] ") + role + " '" + name + "' is not " +
-                                      names_are + ": " + Joined({names.begin(), names.end()}));
-        }
-        (std::string(role) == "variant" ? e.variant : e.over) = name;
+        (std::string(role) == "variant" ? e.variant : e.over) =
+            ExpectedName(reader, n, role, names, names_are, peers);
       }
       if (!e.at_least && !e.at_most) {
         reader.Fail(table.source(),

@@ -185,12 +185,14 @@ using ExtraExpectationReader = std::function<void(const toml::table& entry, Expe
 // `kinds`; for every kind but all_correct, a `variant` and an `over` from `names` (what
 // they are, in messages: `names_are`, e.g. "a pipeline name") and at least one bound;
 // time_per_doubling: `over` an integer workload field, `variant` optional.
-// `extra_keys` are allowed besides, and `read_extra` reads them.
+// `extra_keys` are allowed besides, and `read_extra` reads them. "peer:NAME" names one of
+// `peers` (a suite's [[peers]], which `names` holds too) explicitly.
 std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,
                                           const std::vector<std::string>& kinds,
                                           const std::set<std::string>& names,
                                           const std::string& names_are,
                                           const std::vector<std::string>& extra_keys = {},
-                                          const ExtraExpectationReader& read_extra = {});
+                                          const ExtraExpectationReader& read_extra = {},
+                                          const std::set<std::string>& peers = {});
 
 }  // namespace seqbench

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "reports/format.h"
+#include "reports/markdown.h"
 #include "reports/report.h"
 #include "stats/statistics.h"
 
@@ -274,5 +276,35 @@ std::optional<double> TimeRatio(const CaseComparison& c) {
 }
 
 std::optional<double> CountRatio(const CaseComparison& c) { return c.count_ratio; }
+
+std::string RenderCompareTable(const std::vector<CaseComparison>& comparisons, bool counted) {
+  std::vector<std::string> columns = {"case",     "base median", "new median", "ratio",
+                                      "interval", "verdict",     "memory"};
+  if (counted) columns.insert(columns.end(), {"instructions", "count verdict"});
+  columns.push_back("note");
+  MarkdownTable table(columns);
+  for (const CaseComparison& c : comparisons) {
+    char ratio[32] = "—", interval[48] = "—", memory[48] = "—", count[80] = "—";
+    if (c.ratio > 0) std::snprintf(ratio, sizeof(ratio), "%.3f", c.ratio);
+    if (c.interval)
+      std::snprintf(interval, sizeof(interval), "%.3f–%.3f", c.interval->low, c.interval->high);
+    if (c.memory_ratio)
+      std::snprintf(memory, sizeof(memory), "%.3f× %s", *c.memory_ratio, c.memory_verdict.c_str());
+    if (c.count_ratio && c.count_range)
+      std::snprintf(count, sizeof(count), "%.4f× (%.4f–%.4f)%s", *c.count_ratio, c.count_range->low,
+                    c.count_range->high, c.count_nondeterministic ? " nondeterministic" : "");
+    std::vector<std::string> row = {c.case_key,
+                                    c.base_median_s > 0 ? FormatDuration(c.base_median_s) : "—",
+                                    c.new_median_s > 0 ? FormatDuration(c.new_median_s) : "—",
+                                    ratio,
+                                    interval,
+                                    c.verdict,
+                                    memory};
+    if (counted) row.insert(row.end(), {count, c.count_verdict.empty() ? "—" : c.count_verdict});
+    row.push_back(c.note);
+    table.AddRow(row);
+  }
+  return table.Render();
+}
 
 }  // namespace seqbench

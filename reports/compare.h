@@ -97,6 +97,10 @@ std::vector<double> CountedSteps(const CaseRecord& record);
 // Whether any case of the run carries counted instructions.
 bool HasCounts(const std::vector<CaseRecord>& cases);
 
+// The comparisons as `compare` prints them: a Markdown table, case by case (with the
+// instruction columns when both runs were `counted`).
+std::string RenderCompareTable(const std::vector<CaseComparison>& comparisons, bool counted);
+
 // "count_blas_core: Haswell -> SkylakeX" for each environment entry that decides which
 // code a counted run executed (valgrind, the pinning and what the counting child saw of
 // OpenBLAS, ATen and glibc, LibTorch, the compiler and build type): counts from runs that

@@ -8,11 +8,14 @@
 #include <map>
 
 #include "reports/check.h"
+#include "reports/compare.h"
 #include "reports/escape/html.h"
 #include "reports/format.h"
 #include "reports/history.h"
 #include "reports/report.h"
 #include "reports/training.h"
+#include "results/machine.h"
+#include "results/run_group.h"
 
 namespace seqbench {
 
@@ -117,8 +120,7 @@ std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>
   return Page("suite " + suite, body);
 }
 
-std::string RunPage(const Store& store, const RunRecord& listed) {
-  const RunRecord run = *store.FindRun(listed.run_id);
+std::string RunPage(const Store& store, const RunRecord& run) {
   const std::vector<CaseRecord> cases = store.Cases(run.run_id);
   std::string body = "<p>" +
                      HtmlText(run.kind + " run " + std::to_string(run.run_id) + " of " +
@@ -143,29 +145,103 @@ std::string RunPage(const Store& store, const RunRecord& listed) {
   return Page("run " + std::to_string(run.run_id) + ": " + run.suite_name, body + "</table>\n");
 }
 
+// An A/B pair's page (seqbench ab): the new side against the base, judged on the ratios
+// of their rounds as `compare` judges a pair.
+std::string AbPairPage(const Store& store, const RunRecord& base, const RunRecord& next) {
+  CompareSettings settings;
+  settings.paired = true;
+  const std::vector<CaseRecord> base_cases = store.Cases(base.run_id);
+  const std::vector<CaseRecord> new_cases = store.Cases(next.run_id);
+  const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
+  const std::string body =
+      "<p>" +
+      HtmlText("seqbench ab pair of " + store.path() + ": base run " + std::to_string(base.run_id) +
+               " (" + base.Environment("ab_binary") + "), new run " + std::to_string(next.run_id) +
+               " (" + next.Environment("ab_binary") + "), label " + base.label) +
+      "; each case judged on the ratios of its rounds (new / base), at compare's defaults: " +
+      "5% threshold, 95% interval.</p>\n" +
+      MarkdownToHtml(RenderCompareTable(CompareCases(base_cases, new_cases, settings), counted));
+  return Page("A/B pair: " + base.suite_name + ", runs " + std::to_string(base.run_id) + " and " +
+                  std::to_string(next.run_id),
+              body);
+}
+
+// A run group's page: its shards, and the group read whole (one table set per machine),
+// or what keeps it from being whole.
+std::string GroupPage(const Store& store, const std::string& group, size_t store_number) {
+  std::string body = "<p>" + HtmlText("run group " + group + " of " + store.path()) + "</p>\n";
+  std::vector<GatheredRun> parts;
+  try {
+    parts = GatherGroup(store, group, MixedMachines::kSplit);
+  } catch (const GroupError& error) {
+    return Page("group " + group, body + "<pre>" + HtmlText(error.what()) + "</pre>\n");
+  }
+  body += "<ul>\n";
+  for (const GatheredRun& part : parts) {
+    for (const RunRecord& shard : part.shards) {
+      body += "<li><a href=\"" + RunPageName(store_number, shard.run_id) + "\">shard " +
+              HtmlText(shard.shard) + ": run " + std::to_string(shard.run_id) + "</a></li>\n";
+    }
+  }
+  body += "</ul>\n";
+  for (const GatheredRun& part : parts) {
+    if (parts.size() > 1) body += "<h2>" + HtmlText(MachineText(MachineOf(part.run))) + "</h2>\n";
+    body += MarkdownToHtml(RenderMarkdown(part.run, part.cases));
+  }
+  return Page("group " + group + ": " + parts[0].run.suite_name, body);
+}
+
+// index.html's lists, filled as the pages are made.
+struct SiteIndex {
+  std::string runs, pairs, groups;
+  std::vector<std::string> suites;
+};
+
+// A page per run of store `k` (from 1), per A/B pair and per run group in it.
+void AddStorePages(const Store& store, size_t k, std::vector<SitePage>& pages, SiteIndex& index) {
+  std::vector<std::string> groups;
+  for (const RunRecord& listed : store.Runs()) {
+    const RunRecord run = *store.FindRun(listed.run_id);
+    index.suites.push_back(run.suite_name);
+    pages.push_back({RunPageName(k, run.run_id), RunPage(store, run)});
+    index.runs += "<tr><td>" + HtmlText(store.path()) + "</td><td><a href=\"" + pages.back().name +
+                  "\">" + std::to_string(run.run_id) + "</a></td><td>" + HtmlText(run.suite_name) +
+                  "</td><td>" + HtmlText(run.label) + "</td><td>" + HtmlText(run.status) +
+                  "</td><td>" + HtmlText(run.started_at) + "</td></tr>\n";
+    if (!run.group.empty() && std::find(groups.begin(), groups.end(), run.group) == groups.end())
+      groups.push_back(run.group);
+    if (run.Environment("ab_side") != "base") continue;
+    const auto partner = store.FindRunByUuid(run.Environment("ab_pair"));
+    if (!partner || !IsAbPair(run, *partner)) continue;
+    pages.push_back({"ab-" + std::to_string(k) + "-" + std::to_string(run.run_id) + ".html",
+                     AbPairPage(store, run, *partner)});
+    index.pairs += "<li><a href=\"" + pages.back().name + "\">" +
+                   HtmlText(run.suite_name + ": runs " + std::to_string(run.run_id) + " and " +
+                            std::to_string(partner->run_id) + ", " + run.started_at) +
+                   "</a></li>\n";
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    pages.push_back({"group-" + std::to_string(k) + "-" + std::to_string(g + 1) + ".html",
+                     GroupPage(store, groups[g], k)});
+    index.groups +=
+        "<li><a href=\"" + pages.back().name + "\">" + HtmlText(groups[g]) + "</a></li>\n";
+  }
+}
+
 }  // namespace
 
 std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores) {
   std::vector<SitePage> pages;
+  SiteIndex index;
   std::map<std::string, size_t> store_numbers;
-  std::vector<std::string> suites;
-  std::string runs =
-      "<h2>runs</h2>\n<table><tr><th>database</th><th>run</th><th>suite</th>"
-      "<th>label</th><th>status</th><th>started</th></tr>\n";
   for (size_t k = 0; k < stores.size(); ++k) {
     store_numbers[stores[k]->path()] = k + 1;
-    for (const RunRecord& run : stores[k]->Runs()) {
-      suites.push_back(run.suite_name);
-      pages.push_back({RunPageName(k + 1, run.run_id), RunPage(*stores[k], run)});
-      runs += "<tr><td>" + HtmlText(stores[k]->path()) + "</td><td><a href=\"" + pages.back().name +
-              "\">" + std::to_string(run.run_id) + "</a></td><td>" + HtmlText(run.suite_name) +
-              "</td><td>" + HtmlText(run.label) + "</td><td>" + HtmlText(run.status) + "</td><td>" +
-              HtmlText(run.started_at) + "</td></tr>\n";
-    }
+    AddStorePages(*stores[k], k + 1, pages, index);
   }
+  std::vector<std::string>& suites = index.suites;
   std::sort(suites.begin(), suites.end());
   suites.erase(std::unique(suites.begin(), suites.end()), suites.end());
-  std::string index = "<h2>suites</h2>\n<ul>\n";
+  std::string html = "<h2>suites</h2>\n<ul>\n";
   for (size_t i = 0; i < suites.size(); ++i) {
     HistoryRequest request;
     request.suite = suites[i];
@@ -174,10 +250,17 @@ std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores) {
     if (series.empty()) continue;  // training suites, or no complete run
     const std::string name = "suite-" + std::to_string(i + 1) + ".html";
     pages.push_back({name, SuitePage(suites[i], series, store_numbers)});
-    index += "<li><a href=\"" + name + "\">" + HtmlText(suites[i]) + "</a> (" +
-             std::to_string(series.size()) + " charts)</li>\n";
+    html += "<li><a href=\"" + name + "\">" + HtmlText(suites[i]) + "</a> (" +
+            std::to_string(series.size()) + " charts)</li>\n";
   }
-  pages.push_back({"index.html", Page("seqbench runs", index + "</ul>\n" + runs + "</table>\n")});
+  html += "</ul>\n";
+  if (!index.pairs.empty()) html += "<h2>A/B pairs</h2>\n<ul>\n" + index.pairs + "</ul>\n";
+  if (!index.groups.empty()) html += "<h2>run groups</h2>\n<ul>\n" + index.groups + "</ul>\n";
+  html +=
+      "<h2>runs</h2>\n<table><tr><th>database</th><th>run</th><th>suite</th>"
+      "<th>label</th><th>status</th><th>started</th></tr>\n" +
+      index.runs + "</table>\n";
+  pages.push_back({"index.html", Page("seqbench runs", html)});
   return pages;
 }
 

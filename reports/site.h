@@ -3,7 +3,9 @@
 // trend chart per case and machine (reports/history.h: the median step over the runs with
 // its IQR band, the change points marked, each point a link to its run); a run's page is
 // its Markdown report rendered to HTML by cmark-gfm, with its warnings, its `check`
-// verdicts and its environment. Every user-written string is HTML-escaped
+// verdicts and its environment; an A/B pair's page (seqbench ab) compares its two sides as
+// `compare` judges a pair; a run group's page lists its shards and renders the group read
+// whole (results/run_group.h). Every user-written string is HTML-escaped
 // (escape::HtmlText) or Markdown-escaped before cmark-gfm renders it; file names are made
 // here from numbers only, so no user text reaches a path.
 //
@@ -18,7 +20,8 @@
 namespace seqbench {
 
 struct SitePage {
-  std::string name;  // "index.html", "suite-2.html", "run-1-42.html": made from numbers
+  std::string name;  // "index.html", "suite-2.html", "run-1-42.html", "ab-1-42.html",
+                     // "group-1-3.html": made from numbers
   std::string html;
 };
 

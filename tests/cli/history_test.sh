@@ -63,8 +63,8 @@ print(" ".join(r["run_id"] for r in rows if r["case_key"] == rows[0]["case_key"]
 expected="${runs[*]:$third:$third} ${runs[*]:$((2 * third))} ${runs[*]:0:$third}"
 got=$(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db" --format csv | first_series)
 [[ $got == "$expected" ]] || fail "commit order: got $got, expected $expected"
-(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db") | grep -q "runs in commit order" ||
-  fail "the table does not say it is in commit order"
+(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db") >"$work/order.md"
+grep -q "runs in commit order" "$work/order.md" || fail "the table does not say it is in commit order"
 got=$(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db" --format csv --since "$(sha 2)" | first_series)
 [[ $got == "${runs[*]:$((2 * third))} ${runs[*]:0:$third}" ]] || fail "--since c2 kept $got"
 mkdir "$work/not_a_repo"

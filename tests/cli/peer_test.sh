@@ -53,6 +53,12 @@ seq_len = 40   # not a multiple of the chunk form's 32: its padding is exercised
 min_len = 20
 [[expect]]
 what = "all_correct"
+[[expect]]
+what = "speedup"
+variant = "pytorch_unbind"
+over = "peer:pytorch_index"
+at_least = 0.001
+where = { mode = "train" }
 TOML
 
 # 1. Every peer checked in float64 against the reference, timed, stored; forward skipped.
@@ -73,7 +79,9 @@ for peer in pytorch_index pytorch_unbind pytorch_chunk; do
                      WHERE variant_name = '$peer' AND mode = 'forward'")
   [[ $row == "skipped|the peer times train steps only" ]] || fail "$peer forward: $row"
 done
-"$seqbench" check --latest --db "$work/ok.db" >/dev/null || fail "check of the peers' run"
+"$seqbench" check --latest --db "$work/ok.db" >"$work/check" || fail "check of the peers' run"
+grep -q "pytorch_unbind speedup over pytorch_index" "$work/check" ||
+  fail "the peer: expectation was not checked: $(cat "$work/check")"
 "$seqbench" report --latest --db "$work/ok.db" | grep -q "| pytorch_chunk: PyTorch eager, chunkwise" ||
   fail "report lacks the peer's row"
 
@@ -195,4 +203,14 @@ set -e
 grep -q "unknown.toml:.*unknown peer 'pytorch_jit'; known peers: pytorch_index" "$work/err" ||
   fail "unknown peer message: $(cat "$work/err")"
 [[ ! -e $work/unknown.db ]] || fail "bad input created the database"
+# A bound over "peer:NAME" where NAME is a variant, not a peer: file and line, exit 2.
+sed 's/over = "peer:pytorch_index"/over = "peer:baseline"/' "$work/peers.toml" >"$work/notpeer.toml"
+set +e
+"$seqbench" run "$work/notpeer.toml" --db "$work/notpeer.db" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "peer:baseline: exit $rc, not 2"
+grep -q "notpeer.toml:[0-9]*:.*over 'peer:baseline': 'baseline' is not one of the suite's \[\[peers\]\]" "$work/err" ||
+  fail "peer:baseline message: $(cat "$work/err")"
+[[ ! -e $work/notpeer.db ]] || fail "bad input created the database"
 echo "peer tests passed"

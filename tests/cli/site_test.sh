@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `seqbench site` end to end: every page of a site over a published database and a tiny
-# run parses as HTML, every link resolves to a page of the site, a suite page has one chart
-# per case and machine (history's series), a suite name holding markup shows as text, and
+# one (two runs, an A/B pair, a run group) parses as HTML, every link resolves to a page of
+# the site, a suite page has one chart per case and machine (history's series), the pair and
+# the group have a page each, a suite name holding markup shows as text, and
 # nothing is written outside OUT_DIR (a symlinked or file OUT_DIR is refused, exit 2).
 # With Debian's chromium, every page also loads headless without a console error.
 # Usage: site_test.sh SEQBENCH_BINARY SOURCE_DIR
@@ -40,6 +41,15 @@ for i in 1 2; do
   "$seqbench" run "$work/tiny.toml" --db "$work/tiny.db" --label "<b>$i</b>" >/dev/null 2>&1 ||
     fail "tiny run $i"
 done
+# An A/B pair (seqbench ab, an A/A of one binary and its copy) and a run group of two
+# shards: each gets a page of its own.
+cp "$seqbench" "$work/base-seqbench"
+"$seqbench" ab "$work/tiny.toml" --db "$work/tiny.db" --base-binary "$work/base-seqbench" \
+  --rounds 3 >/dev/null 2>&1 || fail "tiny A/B pair"
+for i in 1 2; do
+  "$seqbench" run "$work/tiny.toml" --db "$work/tiny.db" --shard "$i/2" --group g1 >/dev/null 2>&1 ||
+    fail "tiny shard $i"
+done
 gate="$source_dir/results/published/gate.db"
 "$seqbench" site "$work/site" --db "$gate" --db "$work/tiny.db" >"$work/out" ||
   fail "site: $(cat "$work/out")"
@@ -67,7 +77,7 @@ class Page(html.parser.HTMLParser):
         self.in_title = False
 pages = {}
 for name in os.listdir(site):
-    assert re.fullmatch(r"(index|suite-\d+|run-\d+-\d+)\.html", name), name
+    assert re.fullmatch(r"(index|suite-\d+|(run|ab|group)-\d+-\d+)\.html", name), name
     page = Page()
     page.feed(open(os.path.join(site, name), encoding="utf-8").read())
     pages[name] = page
@@ -75,7 +85,15 @@ for name in os.listdir(site):
     for link in page.links:
         assert os.path.isfile(os.path.join(site, link)), f"{name}: {link} is not a page"
 runs = [n for n in pages if n.startswith("run-")]
-assert len(runs) == 20 + 2, runs  # gate.db's 20 runs and the tiny database's 2
+assert len(runs) == 20 + 2 + 2 + 2, runs  # gate.db's 20; tiny's 2, its A/B pair, its shards
+pairs = [n for n in pages if n.startswith("ab-")]
+assert pairs == ["ab-2-3.html"], pairs
+pair = open(os.path.join(site, pairs[0]), encoding="utf-8").read()
+assert pair.count("<tr>") == 1 + 2 and "verdict" in pair, "the pair's table: a row a case"
+groups = [n for n in pages if n.startswith("group-")]
+assert groups == ["group-2-1.html"], groups
+assert sorted(pages[groups[0]].links)[-2:] == ["run-2-5.html", "run-2-6.html"], pages[groups[0]].links
+assert "shards" not in pages[groups[0]].title and "<table>" in open(os.path.join(site, groups[0])).read()
 ci = [p for n, p in pages.items() if p.title == "suite ci"]
 assert len(ci) == 1 and ci[0].svgs == int(os.environ["EXPECTED"]), (len(ci), ci and ci[0].svgs)
 marked = [p for p in pages.values() if p.title == "suite x<script>alert(1)</script>"]
@@ -105,7 +123,7 @@ set -e
 # Headless Chromium, where installed: every page loads with no console error.
 chromium=$(command -v chromium || command -v chromium-browser || true)
 if [[ -n $chromium ]]; then
-  for page in "$work/site"/index.html "$work/site"/suite-*.html "$work/site"/run-2-1.html; do
+  for page in "$work/site"/*.html; do
     timeout 60 "$chromium" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
       --dump-dom "file://$page" >"$work/dom" 2>"$work/console" || fail "chromium on $page"
     grep -q "</html>" "$work/dom" || fail "chromium did not load $page"

@@ -72,8 +72,8 @@ for environ in /proc/[0-9]*/environ; do
   pid=${environ#/proc/}
   pid=${pid%/environ}
   [[ $(cat "/proc/$pid/comm" 2>/dev/null) == seqbench ]] || continue
-  tr '\0' '\n' <"$environ" 2>/dev/null | grep -qx "SLURM_ARRAY_JOB_ID=$array" || continue
-  tr '\0' '\n' <"$environ" 2>/dev/null | grep -qx "SLURM_ARRAY_TASK_ID=2" && task_pid=$pid
+  grep -qxz "SLURM_ARRAY_JOB_ID=$array" "$environ" 2>/dev/null || continue
+  grep -qxz "SLURM_ARRAY_TASK_ID=2" "$environ" 2>/dev/null && task_pid=$pid
 done
 [[ -n $task_pid ]] || fail "no seqbench process of task ${array}_2"
 kill -9 "$task_pid"
