@@ -206,8 +206,11 @@ int RunReadme(const std::vector<std::string>& args) {
       "and orders the pipelines shown. gate=PREFIX renders the gate's measured power from\n"
       "runs labelled 'PREFIX base' and 'PREFIX xFACTOR' (ci/measure_gate). fit=FIELD renders\n"
       "the exponents of time and memory against FIELD fitted per variant (report --fit).\n"
+      "history=METRIC renders the change points `seqbench history` finds in the suite's\n"
+      "series. A run group (run --group) renders as one run once all its shards are in.\n"
       "With several --db (e.g. results/published/cpu.db and gpu.db), each section comes\n"
-      "from the first database that has a matching run.\n\n"
+      "from the first database that has a matching run, or db=FILE names the one (its\n"
+      "file name).\n\n"
       "Options");
   options.add_options()("help,h", "show this help");
   DeclareDatabases(options, db_paths);

@@ -459,6 +459,11 @@ Suite SuiteFor(const RunFlags& f, const CheckedFlags& checked) {
   }
   // A case's count depends on the cases counted before it in the run's one child: a resumed
   // run would count its last cases in another context.
+  if (!measure.count.empty() && !f.group.empty())
+    throw UsageError(
+        "run: a counted run cannot be a group's shard: a requeued shard must resume, and a "
+        "case's count depends on the cases counted before it in one child; give --count none, "
+        "or count the suite in a run of its own");
   if (!measure.count.empty() && f.resume > 0)
     throw UsageError(
         "run: a counted run cannot be resumed (a case's count depends on the cases counted "
@@ -610,9 +615,6 @@ std::optional<int64_t> FindOwnShard(RunFlags& f) {
     if (run.status == "complete") return run.run_id;
     f.resume = run.run_id;  // the newest unfinished one, should there be several
   }
-  if (f.resume > 0)
-    std::printf("run %lld: resuming shard %s of group %s\n", (long long)f.resume, text.c_str(),
-                f.group.c_str());
   return std::nullopt;
 }
 
@@ -803,6 +805,9 @@ int RunRun(const std::vector<std::string>& args) {
     return 0;
   }
   if (f.resume > 0) RefuseConflictingResume(f, f.resume, requested);
+  if (f.resume > 0 && !f.Given("resume"))  // FindOwnShard's: after the check, which may refuse
+    std::printf("run %lld: resuming shard %s of group %s\n", (long long)f.resume,
+                requested.shard.c_str(), f.group.c_str());
   Store store(f.db_path);
   const OpenedRun run = OpenRun(f, store, requested);
   std::optional<Isolation> isolation;

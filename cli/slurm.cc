@@ -159,6 +159,7 @@ std::string FindTool(const std::string& tool) {
 void RefuseUsedFolder(const SlurmJob& job) {
   std::vector<std::string> paths = job.shard_databases;
   paths.push_back(job.group_database);
+  paths.push_back(std::filesystem::path(job.group_database).parent_path() / "array.sh");
   for (const std::string& path : paths) {
     if (std::filesystem::exists(path))
       throw UsageError("slurm: " + escape::TerminalText(path) +
@@ -207,10 +208,22 @@ std::pair<std::string, std::string> SubmitBoth(const SlurmJob& job, const std::s
   try {
     gather_id = Submit(sbatch, gather_options, dir + "/gather.sh", dir);
   } catch (const UsageError& error) {  // the held array must not stay queued alone
-    RunTool({scancel, array_id}, dir);
-    throw UsageError(std::string(error.what()) + "\n(array job " + array_id + " cancelled)");
+    std::string cancelled = "\n(array job " + array_id + " cancelled)";
+    try {
+      RunTool({scancel, array_id}, dir);
+    } catch (const UsageError& failed) {
+      cancelled = "\n(array job " + array_id + " is held; cancel it: scancel " + array_id + "; " +
+                  failed.what() + ")";
+    }
+    throw UsageError(std::string(error.what()) + cancelled);
   }
-  RunTool({scontrol, "release", array_id}, dir);
+  try {
+    RunTool({scontrol, "release", array_id}, dir);
+  } catch (const UsageError& failed) {
+    throw UsageError(std::string(failed.what()) + "\n(jobs " + array_id + " and " + gather_id +
+                     " are queued, the array held: scontrol release " + array_id +
+                     " starts it, scancel " + array_id + " " + gather_id + " drops both)");
+  }
   return {array_id, gather_id};
 }
 
@@ -245,7 +258,7 @@ int RunSlurm(const std::vector<std::string>& args) {
     PrintDryRun(job, dir + "/array.sh", dir + "/gather.sh");
     return 0;
   }
-  FindTool("sbatch");  // before anything is written
+  for (const char* tool : {"sbatch", "scontrol", "scancel"}) FindTool(tool);  // before writing
   RefuseUsedFolder(job);
   std::filesystem::create_directories(dir);
   WriteFileAtomically(dir + "/array.sh", job.array_script);

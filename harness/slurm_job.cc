@@ -66,7 +66,7 @@ std::string GatherScript(const SlurmJobRequest& request, const SlurmJob& job) {
                        "# After every shard ended: one database, the group reported and checked.\n";
   script += "cd " + ShellQuote(request.workdir) + "\n";
   script += "shards=()\nfor db in " + Words(job.shard_databases) + "; do\n";
-  script += "  if [[ -e $db ]]; then shards+=(\"$db\"); fi\ndone\n";
+  script += "  if [[ -s $db ]]; then shards+=(\"$db\"); fi\ndone\n";  // not sqlite3's empty file
   script += "if (( ${#shards[@]} == 0 )); then\n";
   script += "  echo " + ShellQuote("no shard stored a database in " + request.db_dir) + " >&2\n";
   script += "  exit 1\nfi\n";

@@ -191,10 +191,11 @@ std::string RenderHistorySummary(const std::vector<HistorySeries>& series,
   }
   const size_t changed = table.rows();
   std::string text =
-      "`seqbench history --suite " + escape::MarkdownText(request.suite) + " --metric " +
-      request.metric->name + "`: " + std::to_string(series.size()) + " series over " +
-      std::to_string(runs.size()) + " runs on " + std::to_string(machines.size()) +
-      " machine(s), in " + (series.front().by_commit ? "commit" : "start") + " order; " +
+      escape::MarkdownCode("seqbench history --suite " + request.suite + " --metric " +
+                           request.metric->name) +
+      ": " + std::to_string(series.size()) + " series over " + std::to_string(runs.size()) +
+      " runs on " + std::to_string(machines.size()) + " machine(s), in " +
+      (series.front().by_commit ? "commit" : "start") + " order; " +
       (changed == 0 ? "no change in any series.\n"
                     : "a change in " + std::to_string(changed) + ":\n\n" + table.Render());
   return text;

@@ -184,9 +184,9 @@ std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRu
   try {
     if (const std::string x = Attribute(section, "fit"); !x.empty()) {
       if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
-      return "Fitted over " + RunName(run) + " (" + run.started_at.substr(0, 10) +
-             "), median step time and activation memory against " + x + ":\n\n" +
-             RenderFitTable(FitComplexity(cases, x), x);
+      return "Fitted over " + escape::MarkdownText(RunName(run)) + " (" +
+             run.started_at.substr(0, 10) + "), median step time and activation memory against " +
+             x + ":\n\n" + RenderFitTable(FitComplexity(cases, x), x);
     }
     if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
       if (!training_run) throw ReadmeError("scaling= needs a training run with data parallelism");
@@ -278,12 +278,10 @@ std::string RenderHistorySection(const Store& store, const ReadmeSection& sectio
 
 }  // namespace
 
-std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
-                                const std::string& readme_dir) {
-  // db=NAME: only the --db file of that name renders it.
-  if (const std::string db = Attribute(section, "db");
-      !db.empty() && std::filesystem::path(store.path()).filename() != db)
-    throw NoMatchingRun("db=" + db + ": not " + store.path());
+namespace {
+
+std::string RenderSectionFrom(const Store& store, const ReadmeSection& section,
+                              const std::string& readme_dir) {
   if (const std::string prefix = Attribute(section, "gate"); !prefix.empty())
     return RenderGateSection(store, section, prefix);
   if (const std::string metric = Attribute(section, "history"); !metric.empty())
@@ -295,6 +293,22 @@ std::string RenderReadmeSection(const Store& store, const ReadmeSection& section
     return RenderPlotSection(store, section, selected, readme_dir);
   return selected.run.kind == kRunKindTraining ? RenderTrainingTable(selected.cases)
                                                : RenderMarkdown(selected.run, selected.cases);
+}
+
+}  // namespace
+
+std::string RenderReadmeSection(const Store& store, const ReadmeSection& section,
+                                const std::string& readme_dir) {
+  // db=NAME: only the --db file of that name renders it; no other is tried after it.
+  const std::string db = Attribute(section, "db");
+  if (db.empty()) return RenderSectionFrom(store, section, readme_dir);
+  if (std::filesystem::path(store.path()).filename() != db)
+    throw NoMatchingRun("db=" + db + ": not " + store.path());
+  try {
+    return RenderSectionFrom(store, section, readme_dir);
+  } catch (const NoMatchingRun& error) {
+    throw ReadmeError(error.what());
+  }
 }
 
 }  // namespace seqbench

@@ -159,7 +159,8 @@ std::string AbPairPage(const Store& store, const RunRecord& base, const RunRecor
                " (" + base.Environment("ab_binary") + "), new run " + std::to_string(next.run_id) +
                " (" + next.Environment("ab_binary") + "), label " + base.label) +
       "; each case judged on the ratios of its rounds (new / base), at compare's defaults: " +
-      "5% threshold, 95% interval.</p>\n" +
+      FormatSignificant(settings.threshold * 100, 3) + "% threshold, " +
+      FormatSignificant(settings.confidence * 100, 3) + "% interval.</p>\n" +
       MarkdownToHtml(RenderCompareTable(CompareCases(base_cases, new_cases, settings), counted));
   return Page("A/B pair: " + base.suite_name + ", runs " + std::to_string(base.run_id) + " and " +
                   std::to_string(next.run_id),
@@ -223,8 +224,8 @@ void AddStorePages(const Store& store, size_t k, std::vector<SitePage>& pages, S
   for (size_t g = 0; g < groups.size(); ++g) {
     pages.push_back({"group-" + std::to_string(k) + "-" + std::to_string(g + 1) + ".html",
                      GroupPage(store, groups[g], k)});
-    index.groups +=
-        "<li><a href=\"" + pages.back().name + "\">" + HtmlText(groups[g]) + "</a></li>\n";
+    index.groups += "<li><a href=\"" + pages.back().name + "\">" +
+                    HtmlText(groups[g] + " (" + store.path() + ")") + "</a></li>\n";
   }
 }
 

@@ -37,6 +37,8 @@ for r in rows: print(r["case_key"])'; }  # in the report's order: suite order
 # 1. Bad input.
 refused "--group names the shards of one run" "${run[@]}" --db "$work/g.db" --group g1
 refused "--group 'a/b' must be" "${run[@]}" --db "$work/g.db" --group a/b --shard 1/2
+refused "a counted run cannot be a group's shard" "${run[@]}" --db "$work/g.db" --group g1 \
+  --shard 1/2 --count instructions
 [[ ! -e "$work/g.db" ]] || fail "a refused run created the database"
 
 # 2. The whole suite, and shards 1 and 3 of 3: shard 2 is missing.

@@ -45,6 +45,7 @@ read -r key mode at ratio <<<"$changes"
 # against c3, then c1, then c2 go in commit order; --since c2 keeps c2's and c3's; outside a
 # repository they go in start order.
 repo="$work/repo"
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1  # no signing or hooks of the user's
 git init -q "$repo"
 for c in 1 2 3; do git -C "$repo" -c user.name=t -c user.email=t@t commit -q --allow-empty -m "c$c"; done
 sha() { git -C "$repo" rev-parse "HEAD~$((3 - $1))"; }
@@ -71,6 +72,13 @@ mkdir "$work/not_a_repo"
 got=$(cd "$work/not_a_repo" && GIT_CEILING_DIRECTORIES="$work" "$seqbench" history --suite ci \
   --db "$work/order.db" --format csv | first_series)
 [[ $got == "${runs[*]}" ]] || fail "outside a repository: got $got, expected start order"
+# One run of a commit git does not know: start order again, and the table says so.
+sqlite3 "$work/order.db" "UPDATE environment SET value = '$(printf 'f%.0s' {1..40})'
+  WHERE key = 'git_sha' AND run_id = ${runs[0]}"
+got=$(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db" --format csv | first_series)
+[[ $got == "${runs[*]}" ]] || fail "an unknown commit: got $got, expected start order"
+(cd "$repo" && "$seqbench" history --suite ci --db "$work/order.db") >"$work/order.md"
+grep -q "runs in start order" "$work/order.md" || fail "the table does not say start order"
 
 # Bad input: exit 2, the fix named, nothing written.
 expect_2() {

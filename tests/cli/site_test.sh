@@ -45,7 +45,7 @@ done
 # shards: each gets a page of its own.
 cp "$seqbench" "$work/base-seqbench"
 "$seqbench" ab "$work/tiny.toml" --db "$work/tiny.db" --base-binary "$work/base-seqbench" \
-  --rounds 3 >/dev/null 2>&1 || fail "tiny A/B pair"
+  --rounds 3 --label "<i>pair</i>" >/dev/null 2>&1 || fail "tiny A/B pair"
 for i in 1 2; do
   "$seqbench" run "$work/tiny.toml" --db "$work/tiny.db" --shard "$i/2" --group g1 >/dev/null 2>&1 ||
     fail "tiny shard $i"
@@ -103,6 +103,8 @@ PY
 grep -q "<script" "$work/site"/*.html && fail "a page holds a <script> tag"
 grep -q "x&lt;script&gt;alert(1)&lt;/script&gt;" "$work/site/index.html" ||
   fail "the suite's name is not escaped text in the index"
+grep -q "label &lt;i&gt;pair&lt;/i&gt;" "$work/site/ab-2-3.html" && ! grep -q "<i>pair" "$work/site/ab-2-3.html" ||
+  fail "the pair's label is not escaped text on its page"
 
 # OUT_DIR as a symlink, or as a file: refused, nothing written through it.
 mkdir "$work/elsewhere"
@@ -127,7 +129,8 @@ if [[ -n $chromium ]]; then
     timeout 60 "$chromium" --headless --no-sandbox --disable-gpu --enable-logging=stderr --v=0 \
       --dump-dom "file://$page" >"$work/dom" 2>"$work/console" || fail "chromium on $page"
     grep -q "</html>" "$work/dom" || fail "chromium did not load $page"
-    if grep -i "console" "$work/console" | grep -qiv "devtools"; then
+    if grep -i "console" "$work/console" >"$work/console_lines" &&
+      grep -qiv "devtools" "$work/console_lines"; then
       fail "console output on $page: $(grep -i console "$work/console" | head -3)"
     fi
   done

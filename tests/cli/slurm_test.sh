@@ -52,7 +52,7 @@ refused "sbatch is not on PATH" env PATH=/nonexistent "$seqbench" slurm "$suite"
 
 # 3. A controller that refuses the submission: its words, exit 2, no database.
 mkdir "$work/bin"
-for tool in scontrol scancel; do  # they log what they are asked
+for tool in scontrol scancel; do  # they log what they are asked, beside sbatch's calls
   printf '#!/bin/bash\necho "%s $*" >>"%s/tools.log"\n' "$tool" "$work" >"$work/bin/$tool"
   chmod +x "$work/bin/$tool"
 done
@@ -90,6 +90,7 @@ rm -rf "$work/out" "$work/tools.log"
 cat >"$work/bin/sbatch" <<FAKE
 #!/bin/bash
 printf '%s\n' "\$@" >>"$work/sbatch.log"
+echo "sbatch" >>"$work/tools.log"
 echo "---" >>"$work/sbatch.log"
 n=\$(grep -c -- '---' "$work/sbatch.log")
 echo "\$((40 + n));cluster"
@@ -101,7 +102,8 @@ grep -q "squeue -j 41,42" "$work/submitted" || fail "watch: $(cat "$work/submitt
 grep -qx "afterany:41" "$work/sbatch.log" || fail "no afterany dependency: $(cat "$work/sbatch.log")"
 grep -qx -- "--requeue" "$work/sbatch.log" || fail "the array is not requeued"
 grep -qx -- "--hold" "$work/sbatch.log" || fail "the array is not submitted held"
-grep -qx "scontrol release 41" "$work/tools.log" || fail "the array was not released: $(cat "$work/tools.log")"
+[[ $(tr '\n' ' ' <"$work/tools.log") == "sbatch sbatch scontrol release 41 " ]] ||
+  fail "not array, gather, then release: $(cat "$work/tools.log")"
 
 # 5. The same folder again: its shard databases would resume as complete; refused.
 touch "$work/out/shard-1.db"
@@ -110,5 +112,12 @@ PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --group g2 --db-dir
 rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "shard-1.db exists" "$work/err" || fail "a used folder: $rc $(cat "$work/err")"
+# ... and one whose jobs are only queued (its scripts, no database yet).
+mkdir "$work/pending" && touch "$work/pending/array.sh"
+set +e
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --group g3 --db-dir "$work/pending" 2>"$work/err"
+rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "array.sh exists" "$work/err" || fail "a pending folder: $rc $(cat "$work/err")"
 bash -n "$work/out/array.sh" && bash -n "$work/out/gather.sh" || fail "scripts do not parse"
 echo "slurm command tests passed"
