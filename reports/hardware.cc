@@ -124,4 +124,44 @@ std::optional<double> CpuPeakGflops(const CpuPeakInput& input) {
          1e9;
 }
 
+namespace {
+
+// One row per compute capability: dense FLOPs a cycle per SM.
+struct GpuRates {
+  std::string_view capability;
+  double float32, float64, tf32, bfloat16, float16;
+};
+
+const std::vector<GpuRates>& GpuRateTable() {
+  static const std::vector<GpuRates> table = {
+      // V100: 64 FP32 and 32 FP64 FMA units, 8 tensor cores of 64 fp16 FMAs per SM.
+      {"7.0", 128, 64, 0, 0, 1024},
+      // A100: 64 FP32 and 32 FP64 FMA units; third-generation tensor cores (156/312 TF).
+      {"8.0", 128, 64, 1024, 2048, 2048},
+      // H100/H200: 128 FP32 and 64 FP64 FMA units; fourth-generation tensor cores.
+      {"9.0", 256, 128, 2048, 4096, 4096},
+  };
+  return table;
+}
+
+}  // namespace
+
+double GpuFlopsPerCycle(std::string_view compute_capability, std::string_view dtype, bool tf32) {
+  for (const GpuRates& rates : GpuRateTable()) {
+    if (rates.capability != compute_capability) continue;
+    if (dtype == "float32") return tf32 ? rates.tf32 : rates.float32;
+    if (dtype == "float64") return rates.float64;
+    if (dtype == "bfloat16") return rates.bfloat16;
+    if (dtype == "float16") return rates.float16;
+    return 0;
+  }
+  return 0;
+}
+
+std::optional<double> GpuPeakGflops(const GpuPeakInput& input) {
+  const double per_cycle = GpuFlopsPerCycle(input.compute_capability, input.dtype, input.tf32);
+  if (!(per_cycle > 0) || input.sm_count <= 0 || !(input.mhz > 0)) return std::nullopt;
+  return static_cast<double>(input.sm_count) * input.mhz * 1e6 * per_cycle / 1e9;
+}
+
 }  // namespace seqbench

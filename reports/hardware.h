@@ -61,4 +61,26 @@ double FlopsPerCycle(SimdLevel level);
 // Turbo clocks above the recorded one can take a case past 100%.
 std::optional<double> CpuPeakGflops(const CpuPeakInput& input);
 
+// What a GPU's theoretical peak is computed from: the device facts every CUDA run records
+// (gpu_compute_capability, gpu_sm_count, gpu_max_clock_khz, tf32_cublas).
+struct GpuPeakInput {
+  std::string_view compute_capability;  // "9.0"
+  int64_t sm_count = 0;                 // streaming multiprocessors
+  double mhz = 0;                       // the SMs' maximum clock
+  std::string_view dtype;               // "float32", "float64", "bfloat16" or "float16"
+  bool tf32 = false;                    // float32 products on TF32 tensor cores (cuBLAS's flag)
+};
+
+// Dense FLOPs per cycle per SM for a compute capability and dtype, from NVIDIA's
+// architecture whitepapers (V100 7.0, A100 8.0, H100/H200 9.0): 2 x the FMA units of the
+// CUDA cores for float32 and float64, the tensor cores' dense rate for TF32, bfloat16 and
+// float16 (float16 on 7.0 only, where bfloat16 does not exist). 0 for a capability or
+// dtype the table lacks (8.6/8.9 parts differ by product: not guessed).
+double GpuFlopsPerCycle(std::string_view compute_capability, std::string_view dtype, bool tf32);
+
+// SMs x clock x GpuFlopsPerCycle / 1e9; nullopt when any input is unknown. NVIDIA quotes
+// the tensor-core rates at a lower clock than the maximum (H100 SXM: 989 TFLOP/s bf16 at
+// 1830 MHz), so at the recorded maximum clock this peak is a little above the datasheet's.
+std::optional<double> GpuPeakGflops(const GpuPeakInput& input);
+
 }  // namespace seqbench

@@ -1,6 +1,8 @@
 #include "reports/run_facts.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "reports/hardware.h"
 #include "stats/statistics.h"
@@ -22,7 +24,13 @@ std::optional<double> Speedup(const CaseRecord& candidate, const CaseRecord& ref
 }
 
 std::optional<double> HardwarePeakGflops(const RunRecord& run, const Workload& w) {
-  if (w.device != "cpu") return std::nullopt;  // no GPU table: its column stays empty
+  if (w.device == "cuda") {
+    return GpuPeakGflops({run.Environment("gpu_compute_capability"),
+                          std::atoll(run.Environment("gpu_sm_count").c_str()),
+                          std::atof(run.Environment("gpu_max_clock_khz").c_str()) / 1000, w.dtype,
+                          run.Environment("tf32_cublas") == "true"});
+  }
+  if (w.device != "cpu") return std::nullopt;
   const int64_t physical = std::atoll(run.Environment("cpu_physical_cores").c_str());
   const std::string flags = run.Environment("cpu_simd");
   return CpuPeakGflops({flags, std::atof(run.Environment("cpu_mhz").c_str()),

@@ -52,11 +52,12 @@ std::optional<double> MedianThroughput(const CaseRecord& c);
 // means the step ran as fast as the machine's measured limits allow. The measured GEMM
 // rate is only as fast as the BLAS kernel that ran (reports/hardware.h), so beside it:
 //
-//   % of HW peak = max(FLOPs / the CPU's theoretical peak, bytes / peak bandwidth)
+//   % of HW peak = max(FLOPs / the device's theoretical peak, bytes / peak bandwidth)
 //                  / median step time,
 //
 // the theoretical peak from the run's recorded vector extensions, clock and the case's
-// cores (HardwarePeakGflops). CPU cases only.
+// cores on the CPU, from the recorded compute capability, SMs and clock on CUDA
+// (HardwarePeakGflops; reports/hardware.h has both tables).
 struct RooflinePoint {
   double gflops_per_s = 0;
   double gbytes_per_s = 0;
@@ -65,9 +66,9 @@ struct RooflinePoint {
   // nullopt for a GPU case, or a run that recorded no cpu_simd/cpu_mhz.
   std::optional<double> percent_of_hardware_peak;
 };
-// The CPU's theoretical GFLOP/s for a case of `run` on `w` (CpuPeakGflops over the
-// threads it used, at most the physical cores); nullopt for a non-CPU case or a run
-// without the facts.
+// The device's theoretical GFLOP/s for a case of `run` on `w`: CpuPeakGflops over the
+// threads it used (at most the physical cores), or GpuPeakGflops for a CUDA case; nullopt
+// for another device or a run without the facts.
 std::optional<double> HardwarePeakGflops(const RunRecord& run, const Workload& w);
 // nullopt for a case without samples or a stored cost.
 std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c);

@@ -361,9 +361,54 @@ TEST_CASE("hardware peak: cores x clock x FLOPs a cycle, by hand for fixed CPUs"
   for (Metric& metric : c.metrics)
     if (metric.name == "step_bytes") metric.value = 1e8;
   CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(250));
-  // A GPU case has no CPU peak.
+  // A GPU case has no CPU peak; without the device's facts, no peak at all.
   c.identity.workload.device = "cuda";
   CHECK_FALSE(Roofline(run, c)->percent_of_hardware_peak);
+}
+
+TEST_CASE("GPU peak: SMs x clock x FLOPs a cycle per SM, by hand for fixed devices",
+          "[reports][roofline][hardware]") {
+  // H100 SXM: 132 SMs x 1980 MHz x 256 (128 FP32 FMA units) = 66.9 TFLOP/s, NVIDIA's
+  // datasheet figure; TF32 tensor cores 2048 a cycle (535 at 1980 MHz, 495 at 1830).
+  CHECK(*GpuPeakGflops({"9.0", 132, 1980, "float32", false}) == Approx(66908.16));
+  CHECK(*GpuPeakGflops({"9.0", 132, 1830, "float32", true}) == Approx(494714.88));
+  CHECK(*GpuPeakGflops({"9.0", 132, 1830, "bfloat16", false}) == Approx(989429.76));
+  CHECK(*GpuPeakGflops({"9.0", 132, 1980, "float64", false}) == Approx(33454.08));
+  // A100: 108 x 1410 MHz x 128 = 19.5 TFLOP/s float32, x 1024 = 156 TF32, x 2048 = 312 bf16.
+  CHECK(*GpuPeakGflops({"8.0", 108, 1410, "float32", false}) == Approx(19491.84));
+  CHECK(*GpuPeakGflops({"8.0", 108, 1410, "float32", true}) == Approx(155934.72));
+  CHECK(*GpuPeakGflops({"8.0", 108, 1410, "bfloat16", false}) == Approx(311869.44));
+  // V100: 80 x 1530 MHz x 1024 = 125 TFLOP/s fp16; no TF32 and no bfloat16.
+  CHECK(*GpuPeakGflops({"7.0", 80, 1530, "float16", false}) == Approx(125337.6));
+  CHECK_FALSE(GpuPeakGflops({"7.0", 80, 1530, "float32", true}));
+  CHECK_FALSE(GpuPeakGflops({"7.0", 80, 1530, "bfloat16", false}));
+  // Unknown capability, SMs or clock: no peak, never a guess.
+  CHECK_FALSE(GpuPeakGflops({"8.9", 128, 2520, "float32", false}));
+  CHECK_FALSE(GpuPeakGflops({"", 132, 1980, "float32", false}));
+  CHECK_FALSE(GpuPeakGflops({"9.0", 0, 1980, "float32", false}));
+  CHECK_FALSE(GpuPeakGflops({"9.0", 132, 0, "float32", false}));
+
+  // A CUDA case's % of HW peak from the facts every CUDA run records: 1e12 FLOPs in a
+  // 0.05 s median (mean 0.07 s) on an H100 at 1980 MHz, TF32 off: 1e12 / 66.9e12 s
+  // = 14.95 ms of 50 ms, 29.9%; with tf32_cublas on, the TF32 peak (535 TF): 3.74%.
+  RunRecord run = Run();
+  run.environment.push_back({"gpu_compute_capability", "9.0"});
+  run.environment.push_back({"gpu_sm_count", "132"});
+  run.environment.push_back({"gpu_max_clock_khz", "1980000"});
+  CaseRecord c = Case("batched", "train", 8, {0.05, 0.05, 0.11});
+  c.identity.workload.device = "cuda";
+  run.environment.push_back({PeakStreamKey("cuda", c.workload().threads), "3000"});
+  run.environment.push_back({"tf32_cublas", "false"});
+  for (Metric& metric : c.metrics) {
+    if (metric.name == "step_flops") metric.value = 1e12;
+    if (metric.name == "step_bytes") metric.value = 1e9;  // 0.33 ms at 3 TB/s: not binding
+  }
+  REQUIRE(HardwarePeakGflops(run, c.workload()));
+  CHECK(*HardwarePeakGflops(run, c.workload()) == Approx(66908.16));
+  CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(100 * 1e12 / 66908.16e9 / 0.05));
+  run.environment.back() = {"tf32_cublas", "true"};
+  CHECK(*Roofline(run, c)->percent_of_hardware_peak ==
+        Approx(100 * 1e12 / (132 * 1980e6 * 2048) / 0.05));
 }
 
 TEST_CASE("BLAS core warning: an OpenBLAS core below the CPU's vector extension",
