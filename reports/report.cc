@@ -65,18 +65,6 @@ std::string ModificationsCell(const CaseRecord& c) {
   return text;
 }
 
-std::string ShapeCell(const CaseRecord& c) {
-  const Workload& w = c.workload();
-  const std::string model = "L=" + std::to_string(w.layers) + " D=" + std::to_string(w.width) + " ";
-  if (w.mode == "generate") {
-    return model + "B=" + std::to_string(w.batch) + " P=" + std::to_string(w.seq_len) +
-           " N=" + std::to_string(w.generate_tokens);
-  }
-  std::string text = model + "B=" + std::to_string(w.batch) + " T=" + std::to_string(w.seq_len);
-  if (w.min_len > 0) text += " (min " + std::to_string(w.min_len) + ")";
-  return text;
-}
-
 // The row a case's speedup is relative to: the baseline on the same workload, else the
 // group's first baseline row; nullptr when the group has no baseline.
 const CaseRecord* SpeedupReference(const CaseRecord& c, const std::vector<const CaseRecord*>& group,

@@ -4,10 +4,23 @@
 #include <cstdlib>
 #include <string>
 
+#include "reports/format.h"
 #include "reports/hardware.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
+
+std::string ShapeCell(const CaseRecord& c) {
+  const Workload& w = c.workload();
+  const std::string model = "L=" + std::to_string(w.layers) + " D=" + std::to_string(w.width) + " ";
+  if (w.mode == "generate") {
+    return model + "B=" + std::to_string(w.batch) + " P=" + std::to_string(w.seq_len) +
+           " N=" + std::to_string(w.generate_tokens);
+  }
+  std::string text = model + "B=" + std::to_string(w.batch) + " T=" + std::to_string(w.seq_len);
+  if (w.min_len > 0) text += " (min " + std::to_string(w.min_len) + ")";
+  return text;
+}
 
 std::optional<double> MedianThroughput(const CaseRecord& c) {
   if (c.samples_s.empty() || c.tokens_per_step <= 0) return std::nullopt;

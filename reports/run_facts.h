@@ -32,6 +32,10 @@ struct TimedShare {
 };
 TimedShare TimedShareOf(const RunRecord& run, const std::vector<CaseRecord>& cases);
 
+// A case's workload in a table cell: "L=2 D=64 B=8 T=128 (min 64)", or P= and N= for
+// generation.
+std::string ShapeCell(const CaseRecord& c);
+
 // The one definition of speedup in seqbench (README, report, check, compare, plot):
 //
 //   speedup = median throughput of `candidate` / median throughput of `reference`,
