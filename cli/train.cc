@@ -603,6 +603,8 @@ int RunTrain(const std::vector<std::string>& args) {
   const WorldPlan plan = PlanWorld(f);
   FitPipelinesToWorld(f, plan.size, pipelines);
   CheckCheckpointFlags(f, pipelines);
+  // A bad --resume is the user's flag: refused before the corpus is read or ranks start.
+  const training::CheckpointOrigin origin = CheckResume(f, pipelines);
   if (f.nproc > 1) {
     InstallStopHandlers();
     return LaunchRanks(args, f.nproc, /*grace_s=*/f.timeout_s + 10.0);
@@ -635,7 +637,6 @@ int RunTrain(const std::vector<std::string>& args) {
         "train: " + (f.suite_path.empty() ? std::string() : f.suite_path + ": [data]: ") +
         error.what());
   }
-  const training::CheckpointOrigin origin = CheckResume(f, pipelines);
   Store store(f.db_path);
   const training::TrainingRunRequest request{
       f.suite_path, CommandLine(), f.label, f.db_path, {f.checkpoint, f.save_every, f.resume, ""}};

@@ -298,6 +298,7 @@ std::string RunGnuplotProcess(const std::string& script, const std::string& outp
 }  // namespace
 
 void RunGnuplot(const std::string& script, const std::string& output) {
+  CheckOutputTarget(output);  // a planted link is refused before gnuplot starts
   std::string svg = RunGnuplotProcess(script + "unset output\n", output);
   if (svg.empty()) throw std::runtime_error("gnuplot wrote nothing while writing " + output);
   // After the XML declaration (nothing may precede it), else first.

@@ -47,7 +47,7 @@ bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
          name == "recall" || name == "inference" || name == "judge" || name == "label" ||
-         name == "history" || name == "db";
+         name == "history" || name == "db" || name == "gpu";
 }
 
 namespace {
@@ -83,6 +83,9 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
   // label= picks among runs of one suite measured apart on purpose (e.g. with two BLAS
   // cores), as `report --label` does.
   const std::string label = Attribute(section, "label");
+  // gpu= keeps one device's table beside another's (an H100's and an H200's runs of one
+  // suite): the runs whose recorded gpu_name contains it.
+  const std::string gpu = Attribute(section, "gpu");
   const auto runs = store.Runs();
   std::set<std::string> groups_seen;
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
@@ -91,6 +94,9 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
     if (!it->group.empty() && !groups_seen.insert(it->group).second) continue;
     std::optional<GatheredRun> whole = WholeRun(store, *it);
     if (!whole) continue;  // a group still missing shards, as a run still running
+    if (!gpu.empty() && whole->run.Environment("gpu_name").find(gpu) == std::string::npos) {
+      continue;
+    }
     SelectedRun selected;
     for (CaseRecord& c : whole->cases) {
       if (MatchesFilters(c.workload(), filters)) selected.cases.push_back(std::move(c));
@@ -105,9 +111,10 @@ SelectedRun SelectRunForSection(const Store& store, const ReadmeSection& section
   const std::string device = Attribute(section, "device");
   throw NoMatchingRun("no complete run of suite '" + suite + "'" +
                       (device.empty() ? "" : " on device '" + device + "'") +
-                      (label.empty() ? "" : " labelled '" + label + "'") + " in " + store.path() +
-                      "; run: seqbench run suites/" + suite + ".toml --db " + store.path() +
-                      (label.empty() ? "" : " --label '" + label + "'"));
+                      (label.empty() ? "" : " labelled '" + label + "'") +
+                      (gpu.empty() ? "" : " on a GPU named '*" + gpu + "*'") + " in " +
+                      store.path() + "; run: seqbench run suites/" + suite + ".toml --db " +
+                      store.path() + (label.empty() ? "" : " --label '" + label + "'"));
 }
 
 std::string ResolvePlotFile(const std::string& readme_dir, const std::string& file) {

@@ -111,6 +111,8 @@ void RemoveOrphanedTemporaries(const fs::path& directory, const fs::path& target
 
 }  // namespace
 
+void CheckOutputTarget(const std::string& path) { TargetMode(path); }
+
 void WriteFileAtomically(const std::string& path, const std::string& content) {
   const mode_t mode = TargetMode(path);
   const fs::path target(path);

@@ -28,6 +28,11 @@ class OutputRefused : public std::runtime_error {
 // existing file's permission bits, else gets 0644.
 void WriteFileAtomically(const std::string& path, const std::string& content);
 
+// Throws OutputRefused where WriteFileAtomically(path, ...) would: for a writer that spends
+// time or starts a process (gnuplot) before it has the content, so that the user's
+// mistake is named first and nothing is started for it.
+void CheckOutputTarget(const std::string& path);
+
 // Throws OutputRefused when `output` names the SQLite database at `database` or a file
 // SQLite keeps beside it (-wal, -shm, -journal), however spelled (relative, with `..`, or
 // through a symlink): a report written there would destroy the runs it reports.

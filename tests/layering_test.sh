@@ -36,5 +36,11 @@ while IFS= read -r hit; do
   fi
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[^"]*_internal\.h"' $all tests \
            --include='*.h' --include='*.cc' --include='*.cu' || true)
+# std::filesystem::remove_all crashed (SIGSEGV) in every call on the GPU machine's GCC 13
+# build against pip's LibTorch (ci/gpu/README.md): RemoveTree (results/output_file.h) only.
+while IFS= read -r hit; do
+  echo "FAIL: std::filesystem::remove_all, which crashes on the GPU machine; use RemoveTree: $hit" >&2
+  bad=1
+done < <(grep -rnE 'remove_all[[:space:]]*\(' $all tests --include='*.h' --include='*.cc' || true)
 [[ $bad -eq 0 ]] || exit 1
-echo "layering: every include within its layer's list"
+echo "layering: every include within its layer's list; no remove_all"

@@ -337,8 +337,15 @@ TEST_CASE("offloaded AdamW takes torch's AdamW steps from its host copies", "[of
   const double travelled = (reference[0] - start).norm().item<double>();
   INFO("weight " << apart << " from AdamW's after travelling " << travelled);
   CHECK(apart <= 1e-5 * travelled);
-  CHECK(torch::allclose(host[1], reference[1], 1e-5, 1e-7));
+  // The bias from zero, judged the same way: relative to how far it moved. An elementwise
+  // allclose(1e-5, 1e-7) failed on LibTorch 2.11 (ci/gpu/README.md, third lease), whose
+  // AdamW rounds in another order, for components that end near zero.
+  const double bias_apart = (host[1] - reference[1]).norm().item<double>();
+  const double bias_travelled = reference[1].norm().item<double>();
+  INFO("bias " << bias_apart << " from AdamW's after travelling " << bias_travelled);
+  CHECK(bias_apart <= 1e-5 * bias_travelled);
   CHECK(travelled > 0.1);
+  CHECK(bias_travelled > 0.01);
 }
 
 TEST_CASE("offloaded AdamW in the trainer: AdamW's losses, its bytes, and a resume", "[offload]") {

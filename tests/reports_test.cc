@@ -1652,6 +1652,29 @@ TEST_CASE("a README section's label= picks the newest run with that label", "[re
                     Catch::Contains("labelled 'nosuch'") && Catch::Contains("--label 'nosuch'"));
 }
 
+TEST_CASE("a README section's gpu= picks the newest run on that GPU", "[reports][readme]") {
+  // An H100 run, an H200 run, then another H100 run (newest); batch tells them apart.
+  Store store(":memory:");
+  int64_t batch = 1;
+  for (const char* gpu : {"NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA H100 80GB HBM3"}) {
+    RunRecord run = Run();
+    run.uuid = "uuid " + std::to_string(batch);
+    run.environment.push_back({"gpu_name", gpu});
+    const int64_t run_id = store.CreateRun(run);
+    store.AddCase(run_id, Case("fused", "train", batch++, {0.1, 0.2, 0.3}));
+    store.SetRunStatus(run_id, "complete", "2026-11-27T00:00:00Z");
+  }
+  ReadmeSection section;
+  section.attributes = {{"suite", "demo"}, {"gpu", "H200"}};
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 2);
+  section.attributes["gpu"] = "H100";
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 3);
+  section.attributes.erase("gpu");
+  CHECK(SelectRunForSection(store, section).cases.at(0).workload().batch == 3);
+  section.attributes["gpu"] = "A100";
+  CHECK_THROWS_WITH(SelectRunForSection(store, section), Catch::Contains("'*A100*'"));
+}
+
 TEST_CASE("the gate's power pairs runs of one commit only", "[reports][gate]") {
   // Commit a: base, slowed. Commit b: base 1.3x slower than a's (another build), slowed,
   // base. Across the commits nothing is compared: 1 unchanged pair (b's), not 2 with a

@@ -15,6 +15,7 @@
 #include "harness/slurm_job.h"
 #include "harness/training/distributed.h"
 #include "results/machine.h"
+#include "results/output_file.h"
 
 namespace seqbench {
 namespace {
@@ -198,7 +199,7 @@ TEST_CASE("a Slurm job's scripts pass paths and flags as written, quoted", "[slu
   CHECK(std::count(job.gather_options.begin(), job.gather_options.end(), "--gres") == 0);
   CHECK(std::count(job.gather_options.begin(), job.gather_options.end(), "--time") == 1);
   CHECK(SlurmDependency("17")[1] == "afterany:17");
-  std::filesystem::remove_all(dir);
+  CHECK(RemoveTree(dir));
 }
 
 TEST_CASE("srun's environment forms the c10d world; torchrun's wins", "[slurm]") {

@@ -120,8 +120,11 @@ refused "--accumulation" train --db "$missing" --accumulation 0
 refused "--clip-norm" train --db "$missing" --clip-norm -1
 refused "--eval-every" train --db "$missing" --eval-every 0
 refused "--checkpoint" train --db "$missing" --checkpoint "$work/no/such/folder/model.pt"
-refused "--resume" train --db "$missing" --resume "$work/none.pt"
-refused "not_a_checkpoint.pt" train --db "$missing" --resume "$work/not_a_checkpoint.pt"
+# A bad --resume is named before the corpus is read: no corpus here (as on a machine
+# without the fortunes package) must not hide it.
+refused "--resume" train --db "$missing" --data-path "$work/no-corpus" --resume "$work/none.pt"
+refused "not_a_checkpoint.pt" train --db "$missing" --data-path "$work/no-corpus" \
+  --resume "$work/not_a_checkpoint.pt"
 refused "--pipeline" train "$source_dir/suites/training_synthetic.toml" --db "$missing" --pipeline nosuch
 
 # Readers: a missing store is not created, a missing run is named.
@@ -183,6 +186,13 @@ ln -s "$work/victim.txt" "$work/link.md"
 ln -s "$work/victim.txt" "$work/link.svg"
 refused "symbolic link" report 1 --db "$work/runs.db" --out "$work/link.md"
 refused "symbolic link" plot 1 --db "$work/runs.db" --out "$work/link.svg"
+# ... and before gnuplot starts: a gnuplot that fails (or is missing, as on the GPU
+# machine) must not hide the link.
+mkdir -p "$work/failing-gnuplot"
+printf '#!/bin/sh\nexit 1\n' >"$work/failing-gnuplot/gnuplot"
+chmod +x "$work/failing-gnuplot/gnuplot"
+PATH="$work/failing-gnuplot:$PATH" refused "symbolic link" plot 1 --db "$work/runs.db" \
+  --out "$work/link.svg"
 if [[ $(cat "$work/victim.txt") != precious ]]; then
   echo "FAIL: a write went through a planted symlink" >&2
   failures=$((failures + 1))

@@ -98,7 +98,9 @@ for threads in 1 2; do
     fail "--threads $threads: identity threads $(count "$work/threads.db" "select group_concat(distinct threads) from cases where run_id = $run")"
   in_force=$(count "$work/threads.db" "select group_concat(distinct m.value) from metrics m join cases c using (case_id) where c.run_id = $run and m.name = 'threads_intra_op'")
   [[ "$in_force" == "$threads" || "$in_force" == "$threads.0" ]] || fail "--threads $threads: LibTorch ran $in_force"
-  if grep -q openblas <("$seqbench" show "$run" --db "$work/threads.db"); then
+  # OpenBLAS's threads are read only where LibTorch runs on OpenBLAS (Debian's); pip's
+  # CUDA LibTorch uses MKL ("not OpenBLAS"), whose threads the store does not record.
+  if [[ $(count "$work/threads.db" "select value from environment where run_id = $run and key = 'blas_config'") == OpenBLAS* ]]; then
     blas=$(count "$work/threads.db" "select group_concat(distinct m.value) from metrics m join cases c using (case_id) where c.run_id = $run and m.name = 'threads_blas'")
     [[ "$blas" == "$threads" || "$blas" == "$threads.0" ]] || fail "--threads $threads: OpenBLAS ran $blas"
   fi
