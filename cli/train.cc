@@ -502,12 +502,20 @@ void CheckCheckpointFlags(const TrainFlags& f, const std::vector<PipelineSpec>& 
   }
 }
 
-// The checkpoint's run, read before the database is touched: a file that is not a
-// checkpoint, or one written under another configuration, is refused here.
-training::CheckpointOrigin CheckResume(const TrainFlags& f,
-                                       const std::vector<PipelineSpec>& pipelines) {
+// What --resume continues from, and a note for the user when the schedule's length
+// changed (printed by the rank that speaks, once).
+struct ResumeCheck {
   training::CheckpointOrigin origin;
-  if (f.resume.empty()) return origin;
+  std::string note;
+};
+
+// The checkpoint's run, read before the corpus or the database is touched and before any
+// rank starts: a file that is not a checkpoint, or one written under another
+// configuration, is refused here.
+ResumeCheck CheckResume(const TrainFlags& f, const std::vector<PipelineSpec>& pipelines) {
+  ResumeCheck check;
+  training::CheckpointOrigin& origin = check.origin;
+  if (f.resume.empty()) return check;
   try {
     origin = training::ReadCheckpointOrigin(f.resume);
   } catch (const std::exception& error) {
@@ -523,13 +531,12 @@ training::CheckpointOrigin CheckResume(const TrainFlags& f,
                      origin.fingerprint + "\nthis command has\n  " + ours);
   }
   if (match.kind == training::ResumeMatch::kScheduleLength) {
-    std::printf(
-        "train: --resume %s: the cosine schedule now decays over %s steps after warmup (the "
-        "checkpoint's over %s); steps after %lld follow the new length\n",
-        f.resume.c_str(), match.resuming_cycle.c_str(), match.checkpoint_cycle.c_str(),
-        (long long)origin.step);
+    check.note = "--resume " + f.resume + ": the cosine schedule now decays over " +
+                 match.resuming_cycle + " steps after warmup (the checkpoint's over " +
+                 match.checkpoint_cycle + "); steps after " + std::to_string(origin.step) +
+                 " follow the new length";
   }
-  return origin;
+  return check;
 }
 
 // Rank 0 speaks for the run: it alone prints, writes the database and checkpoints. The
@@ -604,7 +611,7 @@ int RunTrain(const std::vector<std::string>& args) {
   FitPipelinesToWorld(f, plan.size, pipelines);
   CheckCheckpointFlags(f, pipelines);
   // A bad --resume is the user's flag: refused before the corpus is read or ranks start.
-  const training::CheckpointOrigin origin = CheckResume(f, pipelines);
+  const ResumeCheck resume = CheckResume(f, pipelines);
   if (f.nproc > 1) {
     InstallStopHandlers();
     return LaunchRanks(args, f.nproc, /*grace_s=*/f.timeout_s + 10.0);
@@ -629,6 +636,8 @@ int RunTrain(const std::vector<std::string>& args) {
     if (std::freopen("/dev/null", "w", stdout) == nullptr)
       std::fprintf(stderr, "%scould not silence standard output\n", voice.rank_prefix.c_str());
   }
+  if (voice.speaks && !resume.note.empty()) std::printf("train: %s\n", resume.note.c_str());
+  const training::CheckpointOrigin& origin = resume.origin;
   training::TrainingData data;
   try {
     data = training::LoadTrainingData(suite.data, suite.data_seed);

@@ -133,13 +133,14 @@ struct GpuRates {
 };
 
 const std::vector<GpuRates>& GpuRateTable() {
+  // float64 is the rate cuBLAS's DGEMM reaches: the FP64 tensor cores from 8.0 on.
   static const std::vector<GpuRates> table = {
-      // V100: 64 FP32 and 32 FP64 FMA units, 8 tensor cores of 64 fp16 FMAs per SM.
+      // V100: 64 FP32 and 32 FP64 FMA units, 8 tensor cores of 64 fp16 FMAs per SM; no TF32.
       {"7.0", 128, 64, 0, 0, 1024},
-      // A100: 64 FP32 and 32 FP64 FMA units; third-generation tensor cores (156/312 TF).
-      {"8.0", 128, 64, 1024, 2048, 2048},
-      // H100/H200: 128 FP32 and 64 FP64 FMA units; fourth-generation tensor cores.
-      {"9.0", 256, 128, 2048, 4096, 4096},
+      // A100: 64 FP32 FMA units; FP64 tensor cores 19.5 TF; TF32/bf16 156/312 TF.
+      {"8.0", 128, 128, 1024, 2048, 2048},
+      // H100/H200: 128 FP32 FMA units; FP64 tensor cores 67 TF; fourth-generation tensor cores.
+      {"9.0", 256, 256, 2048, 4096, 4096},
   };
   return table;
 }
@@ -149,7 +150,8 @@ const std::vector<GpuRates>& GpuRateTable() {
 double GpuFlopsPerCycle(std::string_view compute_capability, std::string_view dtype, bool tf32) {
   for (const GpuRates& rates : GpuRateTable()) {
     if (rates.capability != compute_capability) continue;
-    if (dtype == "float32") return tf32 ? rates.tf32 : rates.float32;
+    // A part without TF32 (7.0) runs float32 on its CUDA cores whatever the flag says.
+    if (dtype == "float32") return tf32 && rates.tf32 > 0 ? rates.tf32 : rates.float32;
     if (dtype == "float64") return rates.float64;
     if (dtype == "bfloat16") return rates.bfloat16;
     if (dtype == "float16") return rates.float16;

@@ -73,9 +73,10 @@ struct GpuPeakInput {
 
 // Dense FLOPs per cycle per SM for a compute capability and dtype, from NVIDIA's
 // architecture whitepapers (V100 7.0, A100 8.0, H100/H200 9.0): 2 x the FMA units of the
-// CUDA cores for float32 and float64, the tensor cores' dense rate for TF32, bfloat16 and
-// float16 (float16 on 7.0 only, where bfloat16 does not exist). 0 for a capability or
-// dtype the table lacks (8.6/8.9 parts differ by product: not guessed).
+// CUDA cores for float32 (TF32 off, or a part without TF32), the tensor cores' dense rate
+// for TF32, bfloat16, float16 and, from 8.0 on, float64 (cuBLAS's DGEMM runs there).
+// 0 for a capability or dtype the table lacks (8.6/8.9 parts differ by product: not
+// guessed; bfloat16 on 7.0).
 double GpuFlopsPerCycle(std::string_view compute_capability, std::string_view dtype, bool tf32);
 
 // SMs x clock x GpuFlopsPerCycle / 1e9; nullopt when any input is unknown. NVIDIA quotes

@@ -67,7 +67,8 @@ struct RooflinePoint {
   double gbytes_per_s = 0;
   std::optional<double> percent_of_peak;  // nullopt when the run stored no peaks
   std::string bound;                      // "compute" or "memory": the binding limit
-  // nullopt for a GPU case, or a run that recorded no cpu_simd/cpu_mhz.
+  // nullopt for a run that recorded no device facts (cpu_simd/cpu_mhz on the CPU,
+  // gpu_compute_capability/gpu_sm_count/gpu_max_clock_khz on CUDA) or a GPU the table lacks.
   std::optional<double> percent_of_hardware_peak;
 };
 // The device's theoretical GFLOP/s for a case of `run` on `w`: CpuPeakGflops over the

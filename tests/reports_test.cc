@@ -373,14 +373,16 @@ TEST_CASE("GPU peak: SMs x clock x FLOPs a cycle per SM, by hand for fixed devic
   CHECK(*GpuPeakGflops({"9.0", 132, 1980, "float32", false}) == Approx(66908.16));
   CHECK(*GpuPeakGflops({"9.0", 132, 1830, "float32", true}) == Approx(494714.88));
   CHECK(*GpuPeakGflops({"9.0", 132, 1830, "bfloat16", false}) == Approx(989429.76));
-  CHECK(*GpuPeakGflops({"9.0", 132, 1980, "float64", false}) == Approx(33454.08));
+  // float64 on the FP64 tensor cores, where DGEMM runs: 67 TFLOP/s.
+  CHECK(*GpuPeakGflops({"9.0", 132, 1980, "float64", false}) == Approx(66908.16));
   // A100: 108 x 1410 MHz x 128 = 19.5 TFLOP/s float32, x 1024 = 156 TF32, x 2048 = 312 bf16.
   CHECK(*GpuPeakGflops({"8.0", 108, 1410, "float32", false}) == Approx(19491.84));
   CHECK(*GpuPeakGflops({"8.0", 108, 1410, "float32", true}) == Approx(155934.72));
   CHECK(*GpuPeakGflops({"8.0", 108, 1410, "bfloat16", false}) == Approx(311869.44));
-  // V100: 80 x 1530 MHz x 1024 = 125 TFLOP/s fp16; no TF32 and no bfloat16.
+  // V100: 80 x 1530 MHz x 1024 = 125 TFLOP/s fp16; no TF32 (the flag changes nothing:
+  // 15.7 TFLOP/s on the CUDA cores) and no bfloat16.
   CHECK(*GpuPeakGflops({"7.0", 80, 1530, "float16", false}) == Approx(125337.6));
-  CHECK_FALSE(GpuPeakGflops({"7.0", 80, 1530, "float32", true}));
+  CHECK(*GpuPeakGflops({"7.0", 80, 1530, "float32", true}) == Approx(15667.2));
   CHECK_FALSE(GpuPeakGflops({"7.0", 80, 1530, "bfloat16", false}));
   // Unknown capability, SMs or clock: no peak, never a guess.
   CHECK_FALSE(GpuPeakGflops({"8.9", 128, 2520, "float32", false}));
