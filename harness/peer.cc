@@ -156,8 +156,10 @@ PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads, double answer_
       FindPeerPython().path,  ScriptPath(entry), "--pipes", prefix, "--form",
       std::string(entry.form)};
   const std::string n = std::to_string(threads);
-  const std::vector<std::string> environment = {"OMP_NUM_THREADS=" + n,
-                                                "OPENBLAS_NUM_THREADS=" + n};
+  // TMPDIR: the peer's scratch is removed with it (PyTorch 2.x's import leaves a
+  // torchinductor_USER directory in the temporary directory).
+  const std::vector<std::string> environment = {"OMP_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n,
+                                                "TMPDIR=" + dir_};
   thread_ = std::thread([this, argv, environment] {
     outcome_ = RunChild(
         argv, 0, [this] { return abandon_.load(); }, environment, dir_ + "/peer.log");

@@ -37,7 +37,9 @@ struct InferenceComparison {
   int64_t generated_tokens = 0;  // prompts × tokens per prompt
   // Bytes `variant` holds once set up and run (the CPU heap's bytes in use after the
   // comparison less before Setup()): its weights in whatever form it and its kernels keep
-  // them, the engine's packed copies included. -1 where not counted (CUDA).
+  // them, the engine's packed copies included. Read after a first comparison, discarded,
+  // so that the libraries' once-per-process caches are not counted (on the CPU that doubles
+  // the comparison's time). -1 where not counted (CUDA).
   int64_t weight_bytes = -1;
 
   double LossDifference() const { return loss - reference_loss; }

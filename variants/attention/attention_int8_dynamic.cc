@@ -26,9 +26,10 @@ class Int8Dynamic final : public Variant {
         {"score_budget_mib", "as naive's (" + std::to_string(kDefaultScoreBudgetMiB) + ")"}};
     // The int8 error on random weights, measured by suites/int8_attention.toml against
     // naive's float64 reference (B=8, T=256, L=2, H=8): the largest logit error 0.106 at
-    // D=256, 0.112 at 512 and at 1024. The bound is about twice that: for gross errors, not
-    // for rounding.
-    caps.float32 = {/*rtol=*/0.05, /*atol=*/0.2};
+    // D=256, 0.112 at 512 and at 1024; LibTorch 2.11's FBGEMM gave 0.216 on the test's
+    // D=64 model (ci/gpu/README.md, fourth lease). The bound is above both: for gross
+    // errors (a wrong scale or layout moves logits by their own size), not for rounding.
+    caps.float32 = {/*rtol=*/0.05, /*atol=*/0.3};
     return caps;
   }
 
