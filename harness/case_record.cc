@@ -55,6 +55,7 @@ CaseRecord ToRecord(const CaseResult& result, int64_t position) {
   if (result.cost.flops > 0) {
     add("step_flops", result.cost.flops);
     add("step_bytes", result.cost.bytes);
+    add("step_gemm_flops", result.cost.gemm_flops);
   }
   // Gradient checkpointing's price, in steps of the recurrence run again per position:
   // machine-independent, so schedules compare exactly where their times are noisy.

@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
@@ -91,6 +93,46 @@ std::string BlasKernelsNote(const RunRecord& run) {
          (chosen.empty() || chosen == "unset" ? "" : " (OPENBLAS_CORETYPE=" + chosen + ")");
 }
 
+// The case table's columns; "× GEMM floor" before "Correct" with `with_floor`.
+std::vector<std::string> CaseTableHeaders(bool with_floor) {
+  std::vector<std::string> headers = {"S/N",
+                                      "Modifications",
+                                      "Improvement Cat.",
+                                      "Workload",
+                                      "Runtime (median, IQR)",
+                                      "Peak memory usage",
+                                      "Activation memory",
+                                      "Speedup",
+                                      "Tokens/s",
+                                      "GFLOP/s",
+                                      "GB/s",
+                                      "% of BLAS peak",
+                                      "% of HW peak"};
+  if (with_floor) headers.push_back("× GEMM floor");
+  headers.push_back("Correct");
+  return headers;
+}
+
+// A case's roofline cells: GFLOP/s, GB/s, % of BLAS peak, % of HW peak and, with
+// `with_floor`, × GEMM floor; "—" where unknown.
+std::vector<std::string> RooflineCells(const RunRecord& run, const CaseRecord& c, bool with_floor) {
+  const auto roofline = Roofline(run, c);
+  std::vector<std::string> cells(with_floor ? 5 : 4, "—");
+  if (!roofline) return cells;
+  cells[0] = Throughput(roofline->gflops_per_s);
+  cells[1] = Throughput(roofline->gbytes_per_s);
+  if (roofline->percent_of_peak) {
+    cells[2] = FormatSignificant(*roofline->percent_of_peak, 2) + "% (" + roofline->bound + ")";
+  }
+  if (roofline->percent_of_hardware_peak) {
+    cells[3] = FormatSignificant(*roofline->percent_of_hardware_peak, 2) + "%";
+  }
+  if (with_floor && roofline->times_gemm_floor) {
+    cells[4] = FormatSignificant(*roofline->times_gemm_floor, 3) + "×";
+  }
+  return cells;
+}
+
 }  // namespace
 
 std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases) {
@@ -120,10 +162,13 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
                              " (git " + run.Environment("git_sha").substr(0, 7) +
                              (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
         "\n\n";
-    MarkdownTable table({"S/N", "Modifications", "Improvement Cat.", "Workload",
-                         "Runtime (median, IQR)", "Peak memory usage", "Activation memory",
-                         "Speedup", "Tokens/s", "GFLOP/s", "GB/s", "% of BLAS peak", "% of HW peak",
-                         "Correct"});
+    // "× GEMM floor" only where a case has one: runs stored before step_gemm_flops keep
+    // their tables as they were.
+    const bool with_floor = std::any_of(group.begin(), group.end(), [&](const CaseRecord* c) {
+      const auto roofline = Roofline(run, *c);
+      return roofline && roofline->times_gemm_floor;
+    });
+    MarkdownTable table(CaseTableHeaders(with_floor));
     std::string reference_note;
     int serial = 1;
     for (const CaseRecord* c : group) {
@@ -146,22 +191,19 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
               "Speedup: median tokens/s over " + baseline + "'s at " + ShapeCell(*reference);
         }
       }
-      const auto roofline = Roofline(run, *c);
-      std::string percent = "—";
-      if (roofline && roofline->percent_of_peak) {
-        percent = FormatSignificant(*roofline->percent_of_peak, 2) + "% (" + roofline->bound + ")";
-      }
-      std::string hardware_percent = "—";
-      if (roofline && roofline->percent_of_hardware_peak) {
-        hardware_percent = FormatSignificant(*roofline->percent_of_hardware_peak, 2) + "%";
-      }
-      table.AddRow({std::to_string(serial++), ModificationsCell(*c), c->category, ShapeCell(*c),
-                    runtime, peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
-                    activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—", speedup,
-                    tokens ? Throughput(*tokens) : "—",
-                    roofline ? Throughput(roofline->gflops_per_s) : "—",
-                    roofline ? Throughput(roofline->gbytes_per_s) : "—", percent, hardware_percent,
-                    StatusCell(*c)});
+      std::vector<std::string> row = {
+          std::to_string(serial++),
+          ModificationsCell(*c),
+          c->category,
+          ShapeCell(*c),
+          runtime,
+          peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
+          activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—",
+          speedup,
+          tokens ? Throughput(*tokens) : "—"};
+      for (std::string& cell : RooflineCells(run, *c, with_floor)) row.push_back(std::move(cell));
+      row.push_back(StatusCell(*c));
+      table.AddRow(row);
     }
     text += table.Render();
     if (!reference_note.empty()) {
@@ -236,7 +278,7 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
   for (const WorkloadField& field : WorkloadFields()) text += "," + std::string(field.name);
   text += ",status,message,reference,iterations,repetitions,tokens_per_step,wall_s";
   for (const auto& metric : metric_columns) text += "," + escape::CsvField(metric);
-  text += ",percent_of_peak,bound,percent_of_hardware_peak\n";
+  text += ",percent_of_peak,bound,percent_of_hardware_peak,times_gemm_floor\n";
   for (const CaseRecord& c : cases) {
     std::vector<std::string> fields = {
         std::to_string(run.run_id), run.suite_name, c.key(),           c.name(),
@@ -260,6 +302,8 @@ std::string RenderCsv(const RunRecord& run, const std::vector<CaseRecord>& cases
     const bool has_hardware = roofline && roofline->percent_of_hardware_peak;
     line += "," + (has_hardware ? FormatSignificant(*roofline->percent_of_hardware_peak, 6)
                                 : std::string());
+    const bool has_floor = roofline && roofline->times_gemm_floor;
+    line += "," + (has_floor ? FormatSignificant(*roofline->times_gemm_floor, 6) : std::string());
     text += line + "\n";
   }
   return text;
@@ -315,6 +359,9 @@ std::string RenderJson(const RunRecord& run, const std::vector<CaseRecord>& case
                            {"bound", roofline->bound}};
       if (roofline->percent_of_hardware_peak) {
         entry["roofline"]["percent_of_hardware_peak"] = *roofline->percent_of_hardware_peak;
+      }
+      if (roofline->times_gemm_floor) {
+        entry["roofline"]["times_gemm_floor"] = *roofline->times_gemm_floor;
       }
     }
     for (const WorkloadField& field : WorkloadFields()) {

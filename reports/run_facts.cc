@@ -69,6 +69,10 @@ std::optional<RooflinePoint> Roofline(const RunRecord& run, const CaseRecord& c)
     point.bound = compute_s >= memory_s ? "compute" : "memory";
     point.percent_of_peak = 100 * std::max(compute_s, memory_s) / median;
   }
+  const auto gemm_flops = c.MetricValue("step_gemm_flops");
+  if (gemm_flops && *gemm_flops > 0 && peak_gflops > 0) {
+    point.times_gemm_floor = median / (*gemm_flops / (peak_gflops * 1e9));
+  }
   if (const auto hardware_gflops = HardwarePeakGflops(run, w)) {
     const double compute_s = *flops / (*hardware_gflops * 1e9);
     const double memory_s = peak_gbs > 0 ? *bytes / (peak_gbs * 1e9) : 0;

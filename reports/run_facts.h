@@ -70,6 +70,13 @@ struct RooflinePoint {
   // nullopt for a run that recorded no device facts (cpu_simd/cpu_mhz on the CPU,
   // gpu_compute_capability/gpu_sm_count/gpu_max_clock_khz on CUDA) or a GPU the table lacks.
   std::optional<double> percent_of_hardware_peak;
+  // The median step over its GEMM floor, the time its matrix products take at the GEMM
+  // rate the run measured for the case's device, dtype and threads:
+  //   × GEMM floor = median step time / (step_gemm_flops / peak GEMM rate).
+  // 1 is a step that is nothing but its products at the BLAS's own rate; padding counts
+  // where the variant computes it. nullopt for a run without the rate or a case stored
+  // before step_gemm_flops.
+  std::optional<double> times_gemm_floor;
 };
 // The device's theoretical GFLOP/s for a case of `run` on `w`: CpuPeakGflops over the
 // threads it used (at most the physical cores), or GpuPeakGflops for a CUDA case; nullopt

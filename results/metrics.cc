@@ -72,6 +72,7 @@ const std::vector<MetricSpec>& CaseMetrics() {
       {"correct", "bool", "1 when every compared element is within tolerance", true},
       {"step_flops", "FLOP", "one step's floating-point operations (cost formula)", true},
       {"step_bytes", "bytes", "one step's compulsory bytes (cost formula)", true},
+      {"step_gemm_flops", "FLOP", "of step_flops, those in matrix products (cost formula)", true},
       {"gflops_per_s", "GFLOP/s", "step_flops over the median step", true},
       {"gbytes_per_s", "GB/s", "step_bytes over the median step", true},
       {"instructions_per_step", "instructions", "callgrind's count, median step", true},

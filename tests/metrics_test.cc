@@ -156,7 +156,7 @@ TEST_CASE("the CSV leads with the metric table's columns, in its order", "[metri
   CHECK(header.substr(at, expected.size()) == expected);
   // The run's other metrics after them, sorted; then the roofline's columns.
   CHECK(header.substr(at + expected.size()) ==
-        ",threads_blas,percent_of_peak,bound,percent_of_hardware_peak");
+        ",threads_blas,percent_of_peak,bound,percent_of_hardware_peak,times_gemm_floor");
 }
 
 }  // namespace

@@ -270,7 +270,10 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
       compute.metrics.end());
   compute.metrics.push_back({"step_flops", 1e9, "FLOP"});
   compute.metrics.push_back({"step_bytes", 1e7, "bytes"});
-  CaseRecord memory = compute;
+  CaseRecord memory = compute;  // stored before step_gemm_flops: no floor
+  // 4e8 FLOP of products: 0.004 s at 100 GFLOP/s, a tenth of the 0.04 s median (a mean
+  // would give 15×).
+  compute.metrics.push_back({"step_gemm_flops", 4e8, "FLOP"});
   memory.metrics.back().value = 2e8;     // bytes: 0.02 s at 10 GB/s
   memory.metrics.end()[-2].value = 1e8;  // FLOPs: 0.001 s at 100 GFLOP/s
 
@@ -286,6 +289,9 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   REQUIRE(bandwidth_bound->percent_of_peak);
   CHECK(bandwidth_bound->bound == "memory");
   CHECK(*bandwidth_bound->percent_of_peak == Approx(50));  // 0.02 s at peak / 0.04 s
+  REQUIRE(point->times_gemm_floor);
+  CHECK(*point->times_gemm_floor == Approx(10));
+  CHECK_FALSE(bandwidth_bound->times_gemm_floor);
 
   // The peaks belong to a device, dtype and thread count: none stored for 2 threads.
   CaseRecord other_threads = compute;
@@ -293,6 +299,7 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   const auto unmeasured = Roofline(run, other_threads);
   REQUIRE(unmeasured);
   CHECK_FALSE(unmeasured->percent_of_peak);
+  CHECK_FALSE(unmeasured->times_gemm_floor);  // no GEMM rate at 2 threads
   CHECK(unmeasured->gflops_per_s == Approx(25));
   // No stored cost, no roofline.
   CaseRecord no_cost = Case("baseline", "train", 1, {0.4, 0.35, 0.45});
@@ -302,14 +309,23 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   // The same numbers reach every export.
   const std::vector<CaseRecord> cases = {compute, memory};
   const std::string markdown = RenderMarkdown(run, cases);
-  CHECK(markdown.find("| % of BLAS peak | % of HW peak |") != std::string::npos);
-  CHECK(markdown.find(" 25% (compute) ") != std::string::npos);
-  CHECK(markdown.find(" 50% (memory) ") != std::string::npos);
+  CHECK(markdown.find("| % of BLAS peak | % of HW peak | × GEMM floor | Correct |") !=
+        std::string::npos);
+  CHECK(markdown.find(" 25% (compute) | — | 10× |") != std::string::npos);
+  CHECK(markdown.find(" 50% (memory) | — | — |") != std::string::npos);
+  // A table of cases stored before step_gemm_flops has no such column.
+  const std::string older = RenderMarkdown(run, {memory});
+  CHECK(older.find("GEMM floor") == std::string::npos);
+  CHECK(older.find("| % of BLAS peak | % of HW peak | Correct |") != std::string::npos);
   const std::string csv = RenderCsv(run, cases);
-  CHECK(csv.find(",percent_of_peak,bound,percent_of_hardware_peak\n") != std::string::npos);
-  CHECK(csv.find(",25,compute,\n") != std::string::npos);  // no CPU facts: no HW peak
+  CHECK(csv.find(",percent_of_peak,bound,percent_of_hardware_peak,times_gemm_floor\n") !=
+        std::string::npos);
+  CHECK(csv.find(",25,compute,,10\n") != std::string::npos);  // no CPU facts: no HW peak
+  CHECK(csv.find(",50,memory,,\n") != std::string::npos);
   const json document = json::parse(RenderJson(run, cases));
   CHECK(document.at("cases")[1].at("roofline").at("percent_of_peak") == Approx(50));
+  CHECK(document.at("cases")[0].at("roofline").at("times_gemm_floor") == Approx(10));
+  CHECK_FALSE(document.at("cases")[1].at("roofline").contains("times_gemm_floor"));
   const json gbench = json::parse(RenderGbenchJson(run, cases));
   const json& first = gbench.at("benchmarks").at(0);
   CHECK(first.at("run_type") == "iteration");

@@ -97,6 +97,36 @@ TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]"
   CHECK(CostOf(config, recomputing).flops - CostOf(config, train).flops == Approx(10 * 160));
 }
 
+TEST_CASE("the GEMM floor's FLOPs are the products alone, by hand", "[roofline]") {
+  // One position, forward (Tiny: D=8, dh=4, V=16). simple_rnn: its 5 projections (640) and
+  // the head (256), not the recurrence's 160.
+  const StepWork one{Mode::kForward, 1, 1, 0, 4};
+  CHECK(CostOf(Tiny(simple_rnn::kFamily), one).gemm_flops == Approx(640 + 256));
+  // Every FLOP of the lstm, qrnn, min_gru and min_lstm layers is a product.
+  for (const std::string family :
+       {lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
+    INFO(family);
+    CHECK(CostOf(Tiny(family), one).gemm_flops == Approx(CostOf(Tiny(family), one).flops));
+  }
+  // attention: projections, feed-forward, head, and q·k, p·v (32 a pair).
+  StepWork attended = one;
+  attended.attention_pairs = 3;
+  CHECK(CostOf(Tiny(attention::kFamily), attended).gemm_flops == Approx(512 + 1024 + 256 + 3 * 32));
+  // Train: forward and backward's two products each (×3), not the SGD update's 2 a
+  // parameter; recomputing simple_rnn's recurrence adds no product, the lstm's layer does
+  // (1024 a position).
+  const StepWork train{Mode::kTrain, 10, 10, 0, 4};
+  const StepWork recomputing{Mode::kTrain, 10, 10, 10, 4};
+  const ModelConfig rnn = Tiny(simple_rnn::kFamily);
+  CHECK(CostOf(rnn, train).gemm_flops == Approx(3 * 10 * (640 + 256)));
+  CHECK(CostOf(rnn, recomputing).gemm_flops == Approx(CostOf(rnn, train).gemm_flops));
+  const ModelConfig lstm_config = Tiny(lstm::kFamily);
+  CHECK(CostOf(lstm_config, recomputing).gemm_flops - CostOf(lstm_config, train).gemm_flops ==
+        Approx(10 * 1024));
+  // Generation's step is the same sums over the positions it runs.
+  CHECK(CostOf(rnn, StepWork{Mode::kGenerate, 4, 4, 0, 4}).gemm_flops == Approx(4 * (640 + 256)));
+}
+
 TEST_CASE("each variant states the work of its own step", "[roofline]") {
   const ModelConfig config = testing::SmallSimpleRnn(/*layers=*/2, /*heads=*/3);
   const ParameterSet weights = simple_rnn::InitWeights(config, 5);

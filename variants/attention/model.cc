@@ -208,14 +208,16 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
   const double v = static_cast<double>(config.vocab_size);
   const double layers = static_cast<double>(config.num_layers);
   const double parameters = 2 * v * d + layers * (4 * d * d + d * up + f * d + 2 * d) + d;
-  StepCost cost = LanguageModelCost(config, work, layer, 0, parameters);
-  // Attention: q·k and p·v, 2·dh each per head and pair; backward about twice forward,
-  // plus the scores recomputed (2·dh per head and pair).
+  StepCost cost = LanguageModelCost(config, work, {layer, 0, 0, 0}, parameters);
+  // Attention: q·k and p·v, 2·dh each per head and pair, both products; backward about
+  // twice forward, plus the scores recomputed (2·dh per head and pair).
   const double pair_flops = 4 * d;
   const double attention = layers * work.attention_pairs * pair_flops;
-  cost.flops += work.mode == Mode::kTrain
-                    ? 3 * attention + layers * work.recomputed_pairs * pair_flops / 2
-                    : attention;
+  const double attention_flops =
+      work.mode == Mode::kTrain ? 3 * attention + layers * work.recomputed_pairs * pair_flops / 2
+                                : attention;
+  cost.flops += attention_flops;
+  cost.gemm_flops += attention_flops;
   return cost;
 }
 

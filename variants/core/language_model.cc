@@ -18,21 +18,25 @@ Capabilities LanguageModelCapabilities(const std::string& family, const std::str
   return caps;
 }
 
-StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, double layer_flops,
-                           double recomputed_flops, double parameters) {
+StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, const LayerFlops& layer,
+                           double parameters) {
   const double layers = static_cast<double>(config.num_layers);
+  const double positions = static_cast<double>(work.positions);
+  const double recomputed = static_cast<double>(work.recomputed_positions) * layers;
   const double head_flops = 2.0 * config.width * config.vocab_size;
-  const double forward = static_cast<double>(work.positions) * layers * layer_flops +
-                         static_cast<double>(work.head_positions) * head_flops;
+  const double forward_gemm =
+      positions * layers * layer.gemm + static_cast<double>(work.head_positions) * head_flops;
+  const double forward = forward_gemm + positions * layers * layer.other;
   StepCost cost;
   const double element_bytes = static_cast<double>(work.element_bytes);
   if (work.mode == Mode::kTrain) {
-    cost.flops = 3 * forward +
-                 static_cast<double>(work.recomputed_positions) * layers * recomputed_flops +
+    cost.flops = 3 * forward + recomputed * (layer.recomputed_gemm + layer.recomputed_other) +
                  2 * parameters;
+    cost.gemm_flops = 3 * forward_gemm + recomputed * layer.recomputed_gemm;
     cost.bytes = 4 * parameters * element_bytes;
   } else {
     cost.flops = forward;
+    cost.gemm_flops = forward_gemm;
     cost.bytes = parameters * element_bytes;
     if (work.mode == Mode::kForward) {
       cost.bytes += static_cast<double>(work.head_positions) * config.vocab_size * element_bytes;

@@ -21,17 +21,28 @@ std::string LayerParameterName(int64_t layer, const char* name);
 // CUDA, float32 and float64, under `family` and its improvement `category`.
 Capabilities LanguageModelCapabilities(const std::string& family, const std::string& category);
 
-// The cost of one step of a language model whose layers each do `layer_flops` per
-// position in forward (and `recomputed_flops` per recomputed position), around the shared
-// embedding and head, with `parameters` trainable values in all:
-//   forward  = positions·L·layer_flops + head_positions·2·D·V
-//   train    = 3·forward (backward ~ twice forward) + recomputed·L·recomputed_flops
-//              + 2·parameters (the SGD update)
+// One layer's forward FLOPs at one position, by where they run: matrix products (`gemm`)
+// or not (`other`: a recurrence's state update); and those of a position whose time
+// mixing backward runs again (gradient checkpointing), split the same way.
+struct LayerFlops {
+  double gemm = 0;
+  double other = 0;
+  double recomputed_gemm = 0;
+  double recomputed_other = 0;
+};
+
+// The cost of one step of a language model whose layers each do `layer` per position,
+// around the shared embedding and head, with `parameters` trainable values in all:
+//   forward  = positions·L·(gemm + other) + head_positions·2·D·V
+//   train    = 3·forward (backward ~ twice forward) + recomputed·L·(recomputed_gemm +
+//              recomputed_other) + 2·parameters (the SGD update)
+//   gemm_flops: the same sums over the products alone (gemm, the head, recomputed_gemm)
 //   bytes    = parameters·element_bytes, ×4 in train (weights read, gradients written,
 //              the update's read and write), + forward mode's logits written.
 // Embedding lookups, norms and activations are left out: O(D) per position against O(D^2).
-StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, double layer_flops,
-                           double recomputed_flops, double parameters);
+// Padded positions count where the variant computes them (StepWork::positions).
+StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, const LayerFlops& layer,
+                           double parameters);
 
 // x: [...,D], gain: [D] -> [...,D]
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);

@@ -56,7 +56,8 @@ StepCost ResidualModelCost(const ModelConfig& config, const StepWork& work, doub
   const double d = static_cast<double>(config.width);
   const double parameters = 2 * static_cast<double>(config.vocab_size) * d + d +
                             static_cast<double>(config.num_layers) * (d + layer_parameters);
-  return LanguageModelCost(config, work, layer_flops, layer_flops, parameters);
+  // The layers' FLOPs are their projections: products, recomputed as they ran.
+  return LanguageModelCost(config, work, {layer_flops, 0, layer_flops, 0}, parameters);
 }
 
 }  // namespace seqbench

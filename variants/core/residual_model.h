@@ -73,8 +73,8 @@ using LayerMixer =
 ForwardOutput ResidualModelForward(const ParameterSet& parameters, const ModelConfig& config,
                                    const Batch& batch, const LayerMixer& mix);
 
-// LanguageModelCost() for a family whose layers do `layer_flops` per position and hold
-// `layer_parameters` values besides their norm; nothing is recomputed.
+// LanguageModelCost() for a family whose layers do `layer_flops` per position, all in
+// matrix products, and hold `layer_parameters` values besides their norm.
 StepCost ResidualModelCost(const ModelConfig& config, const StepWork& work, double layer_flops,
                            double layer_parameters);
 

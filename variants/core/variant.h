@@ -128,6 +128,10 @@ struct StepWork {
 struct StepCost {
   double flops = 0;
   double bytes = 0;
+  // Of `flops`, those done as matrix products (projections, gate GEMMs, attention's q·k and
+  // p·v): over the GEMM rate measured in the same run, the step's GEMM floor, the time no
+  // implementation that keeps these products goes below (reports' "× GEMM floor").
+  double gemm_flops = 0;
 };
 
 // Integer parameters of a variant, e.g. {"chunk_size": 64}. Keys must be declared in

@@ -137,7 +137,7 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
   const double v = static_cast<double>(config.vocab_size);
   const double parameters =
       2 * v * d + static_cast<double>(config.num_layers) * (8 * d * d + 8 * d) + d;
-  return LanguageModelCost(config, work, layer, layer, parameters);
+  return LanguageModelCost(config, work, {layer, 0, layer, 0}, parameters);
 }
 
 SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig, StepCostOf,

@@ -290,12 +290,14 @@ StepCost StepCostOf(const ModelConfig& config, const StepWork& work) {
   const double head_width = d / static_cast<double>(config.num_heads);
   // Per position and layer: the q, k, v, g and output projections (5 [D,D] GEMMs), and
   // per head the recurrence S = diag(g)·S + k·vᵀ (3·dh²) and o = Sᵀ·q (2·dh²).
+  // The projections are products; the recurrence is counted as not (a step loop's
+  // per-head outer products, however a variant groups them), and is what checkpointing
+  // recomputes.
   const double recurrence = 5 * d * head_width;
-  const double layer = 10 * d * d + recurrence;
   const double v = static_cast<double>(config.vocab_size);
   const double parameters =
       2 * v * d + static_cast<double>(config.num_layers) * (5 * d * d + 2 * d) + d;
-  return LanguageModelCost(config, work, layer, recurrence, parameters);
+  return LanguageModelCost(config, work, {10 * d * d, recurrence, 0, recurrence}, parameters);
 }
 
 SEQBENCH_REGISTER_FAMILY(kFamily, InitWeights, ValidateConfig, StepCostOf,
