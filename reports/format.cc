@@ -36,6 +36,24 @@ std::string FormatDuration(double seconds) {
   return Printf("%.*f %s", value, decimals, unit.name);
 }
 
+std::string FormatDurationSpread(double mean, double stddev) {
+  if (!std::isfinite(mean) || !std::isfinite(stddev)) {
+    return FormatSignificant(mean) + " ± " + FormatSignificant(stddev);
+  }
+  const Unit unit = DurationUnit(mean);
+  const double value = mean / unit.scale;
+  const double spread = stddev / unit.scale;
+  int decimals = value >= 100 ? 0 : value >= 10 ? 1 : 2;
+  if (spread > 0) {
+    const int shown = 1 - static_cast<int>(std::floor(std::log10(spread)));
+    decimals = std::min(4, std::max(decimals, shown));
+  }
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "%.*f ± %.*f %s", decimals, value, decimals, spread,
+                unit.name);
+  return buffer;
+}
+
 std::string FormatSignificant(double value, int digits) {
   char buffer[40];
   std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);

@@ -11,6 +11,10 @@ namespace seqbench {
 
 // 0.00321 -> "3.21 ms"; picks ns, µs, ms or s so that the number is in [1, 1000).
 std::string FormatDuration(double seconds);
+// (3.0147, 0.0362) -> "3.015 ± 0.036 s": a mean and its standard deviation in the mean's
+// unit, both to the decimals that show the deviation to two significant figures (at least
+// FormatDuration's for the mean, at most 4), as the seeds' tables read.
+std::string FormatDurationSpread(double mean, double stddev);
 // 1536 -> "1.5 KiB"; negative (unknown) -> "n/a".
 std::string FormatBytes(int64_t bytes);
 // `digits` significant figures, %g style: (2.0914, 3) -> "2.09".

@@ -99,6 +99,7 @@ std::vector<std::string> CaseTableHeaders(bool with_floor) {
                                       "Modifications",
                                       "Improvement Cat.",
                                       "Workload",
+                                      "Runtime (mean ± std)",
                                       "Runtime (median, IQR)",
                                       "Peak memory usage",
                                       "Activation memory",
@@ -174,9 +175,10 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
     for (const CaseRecord* c : group) {
       // Location and spread from the samples themselves (the same statistics as the
       // speedup), whatever metrics an older seqbench stored.
-      std::string runtime = "—";
+      std::string spread = "—", runtime = "—";
       if (!c->samples_s.empty()) {
         const stats::Summary summary = stats::Summarize(c->samples_s);
+        spread = FormatDurationSpread(summary.mean, summary.stddev);
         runtime = FormatDuration(summary.median) + " (IQR " + FormatDuration(summary.iqr) + ")";
       }
       const auto tokens = MedianThroughput(*c);
@@ -196,6 +198,7 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
           ModificationsCell(*c),
           c->category,
           ShapeCell(*c),
+          spread,
           runtime,
           peak ? FormatBytes(static_cast<int64_t>(*peak)) : "—",
           activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—",

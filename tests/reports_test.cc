@@ -145,18 +145,30 @@ TEST_CASE("Markdown tables are rectangular, escaped, and carry the stored number
   // The numbers are the database's: runtime, memory and throughput of the fused row.
   const auto& fused = body[1];
   CHECK(fused[1].find("fused") != std::string::npos);
-  CHECK(fused[4] == " 200 ms (IQR 300 ms) ");  // median of {0.2, 0.2, 0.8}; q3 - q1 = 0.5 - 0.2
-  CHECK(fused[5] == " " + FormatBytes(4096) + " ");
-  CHECK(fused[6] == " " + FormatBytes(1024) + " ");
-  CHECK(fused[7] == " 2.00× ");    // median throughput over the baseline's (the means say 1×)
-  CHECK(fused[8] == " 320 ");      // 64 tokens / 0.2 s, the median
-  CHECK(body[2][7] == " 6.40× ");  // batched B=8 over baseline B=1: (512 / 0.5) / (64 / 0.4)
+  // The seeds' mean ± std (sample deviation: sqrt((0.2² + 0.2² + 0.4²) / 2) = 0.346 s)
+  // beside the median the verdicts use: {0.2, 0.2, 0.8} has mean 400 ms, median 200 ms.
+  CHECK(fused[4] == " 400 ± 346 ms ");
+  CHECK(fused[5] == " 200 ms (IQR 300 ms) ");  // q3 - q1 = 0.5 - 0.2
+  CHECK(fused[6] == " " + FormatBytes(4096) + " ");
+  CHECK(fused[7] == " " + FormatBytes(1024) + " ");
+  CHECK(fused[8] == " 2.00× ");    // median throughput over the baseline's (the means say 1×)
+  CHECK(fused[9] == " 320 ");      // 64 tokens / 0.2 s, the median
+  CHECK(body[2][8] == " 6.40× ");  // batched B=8 over baseline B=1: (512 / 0.5) / (64 / 0.4)
   CHECK(body[3][4] == " — ");      // the error row has no runtime
-  CHECK(body[5][7] == " 40.0× ");  // stepwise over baseline in generate mode
+  CHECK(body[3][5] == " — ");
+  CHECK(body[5][8] == " 40.0× ");  // stepwise over baseline in generate mode
   // The speedup column and check agree: one definition (Speedup()).
   const std::vector<Expectation> expectations = {
       {"speedup", "fused", "baseline", 1.99, 2.01, {{"mode", "train"}}, 1}};
   CHECK(EvaluateExpectations(expectations, cases).at(0).held);
+}
+
+TEST_CASE("mean ± std in the mean's unit, to the deviation's second figure", "[reports]") {
+  CHECK(FormatDurationSpread(3.0147, 0.0362) == "3.015 ± 0.036 s");  // the seeds' example
+  CHECK(FormatDurationSpread(0.974, 0.115) == "974 ± 115 ms");       // no fewer than the mean's
+  CHECK(FormatDurationSpread(0.0129, 0) == "12.9 ± 0.0 ms");         // no deviation: the mean's
+  CHECK(FormatDurationSpread(1.0, 1e-7) == "1.0000 ± 0.0000 s");     // at most 4 decimals
+  CHECK(FormatDurationSpread(2e-6, 3e-6) == "2.00 ± 3.00 us");       // wider than the mean
 }
 
 TEST_CASE("noise warnings: IQR/median over 10% and 25%, too few samples, the run's own",
