@@ -37,6 +37,7 @@ int RunVerify(const std::vector<std::string>& args);
 int RunRun(const std::vector<std::string>& args);
 int RunShow(const std::vector<std::string>& args);
 int RunMerge(const std::vector<std::string>& args);
+int RunRemove(const std::vector<std::string>& args);
 int RunReport(const std::vector<std::string>& args);
 int RunReadme(const std::vector<std::string>& args);
 int RunCompare(const std::vector<std::string>& args);

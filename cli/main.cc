@@ -27,6 +27,7 @@ const std::vector<Command>& Commands() {
       {"run", "run a suite and store every case's results", RunRun},
       {"show", "show a stored run, or list the runs", RunShow},
       {"merge", "merge result databases (e.g. shards) without duplicates", RunMerge},
+      {"rm", "remove stored runs, whole, in one transaction (refuses what others need)", RunRemove},
       {"report", "render a run: Markdown tables, CSV, JSON, Google Benchmark JSON", RunReport},
       {"readme", "regenerate the seqbench sections of a Markdown file", RunReadme},
       {"compare", "compare two runs case by case (bootstrap interval); exit 1 on regression",

@@ -393,6 +393,22 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
   return removed;
 }
 
+int64_t Store::RemoveRuns(const std::vector<int64_t>& run_ids) {
+  Transaction transaction(*this);
+  Statement count(*this, "SELECT COUNT(*) FROM cases WHERE run_id = ?1");
+  Statement remove(*this, "DELETE FROM runs WHERE run_id = ?1");
+  int64_t cases = 0;
+  for (const int64_t run_id : run_ids) {
+    if (count.Bind(1, run_id).Step()) cases += count.Integer(0);
+    count.Run();                   // to its end, re-armed
+    remove.Bind(1, run_id).Run();  // the other tables follow by ON DELETE CASCADE
+  }
+  transaction.Commit();
+  return cases;
+}
+
+void Store::Vacuum() { Execute("VACUUM"); }
+
 namespace {
 // "SELECT run_id, <RunColumns()> FROM runs": what ReadRunRow reads.
 std::string SelectRuns() { return "SELECT run_id, " + RunColumnList() + " FROM runs"; }

@@ -233,6 +233,14 @@ class Store {
   // killed leaves that run in this store as it was (absent, or with its earlier cases).
   MergeCounts MergeFrom(const Store& other);
 
+  // Removes the runs with everything stored under them (environment, warnings,
+  // expectations, cases with their samples and metrics, training steps), all in one
+  // transaction: a failure or a kill leaves every one of them as it was. Returns the cases
+  // removed. Which runs may go is the caller's rule (results/run_removal.h).
+  int64_t RemoveRuns(const std::vector<int64_t>& run_ids);
+  // Rewrites the file without the pages that removed rows left free (SQLite's VACUUM).
+  void Vacuum();
+
   const std::string& path() const { return path_; }
   // Throws UnusableDatabase, naming SQLite's first finding, unless PRAGMA quick_check
   // finds the file whole. Writers run it when they open a file; `merge` on its sources.

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# seqbench rm: a run goes whole (no case, sample, metric, step or environment row of it
+# is left) or not at all; unknown ids, a shard whose group keeps others, one side of an A/B
+# pair, a running run, and no --yes without a terminal are refused with exit 2 and the
+# file unchanged; removing twice is refused the second time; a read-only file is left as
+# it was.
+# Usage: remove_test.sh SEQBENCH_BINARY SOURCE_DIR
+set -euo pipefail
+seqbench=$1
+suite=$2/suites/ci.toml
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$work"
+db=$work/r.db
+query() { sqlite3 "$db" "$1"; }
+run=("$seqbench" run "$suite" --repetitions 2 --filter '^(baseline|batched) mode=forward' --in-process --db "$db")
+
+# Exit 2 with $1 in the message, and r.db byte for byte as it was. stdin is not a
+# terminal here (ctest gives none; </dev/null makes sure).
+refused() {
+  local expected=$1
+  shift
+  local before
+  before=$(sha256sum "$db")
+  set +e
+  "$@" </dev/null >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  [[ $rc -eq 2 ]] || fail "$* exited $rc, expected 2: $(cat "$work/err")"
+  grep -qF -- "$expected" "$work/err" || fail "$*: message lacks '$expected': $(cat "$work/err")"
+  [[ $(sha256sum "$db") == "$before" ]] || fail "$* changed r.db"
+}
+# Rows of run $1 anywhere, and rows whose case or run is gone (orphans).
+rows_of() {
+  query "SELECT (SELECT COUNT(*) FROM runs WHERE run_id = $1)
+              + (SELECT COUNT(*) FROM cases WHERE run_id = $1)
+              + (SELECT COUNT(*) FROM environment WHERE run_id = $1)
+              + (SELECT COUNT(*) FROM expectations WHERE run_id = $1)"
+}
+orphans() {
+  query "SELECT (SELECT COUNT(*) FROM samples WHERE case_id NOT IN (SELECT case_id FROM cases))
+              + (SELECT COUNT(*) FROM metrics WHERE case_id NOT IN (SELECT case_id FROM cases))
+              + (SELECT COUNT(*) FROM environment WHERE run_id NOT IN (SELECT run_id FROM runs))
+              + (SELECT COUNT(*) FROM cases WHERE run_id NOT IN (SELECT run_id FROM runs))"
+}
+
+# Runs 1 and 2 plain, 3 and 4 the two shards of group g1, 5 plain.
+"${run[@]}" >/dev/null
+"${run[@]}" >/dev/null
+"${run[@]}" --group g1 --shard 1/2 >/dev/null
+"${run[@]}" --group g1 --shard 2/2 >/dev/null
+"${run[@]}" >/dev/null
+[[ $(query "SELECT COUNT(*) FROM runs") -eq 5 ]] || fail "setup: $(query "SELECT COUNT(*) FROM runs") runs"
+[[ $(query "SELECT COUNT(*) FROM samples JOIN cases USING (case_id) WHERE run_id = 3") -gt 0 ]] ||
+  fail "setup: run 3 has no samples"
+# Runs 1 and 2 as the two sides of an A/B pair, linked as seqbench ab links them.
+query "INSERT INTO environment VALUES (1, 'ab_pair', (SELECT uuid FROM runs WHERE run_id = 2)),
+                                      (2, 'ab_pair', (SELECT uuid FROM runs WHERE run_id = 1))"
+
+# 1. Bad input and refusals: exit 2, nothing changed.
+refused "name the runs to remove" "$seqbench" rm --db "$db"
+refused "'x1' is not a run id" "$seqbench" rm x1 --db "$db" --yes
+refused "'0' is not a run id" "$seqbench" rm 0 --db "$db" --yes
+refused "no results database at" "$seqbench" rm 1 --db "$work/none.db" --yes
+[[ ! -e $work/none.db ]] || fail "rm created a database"
+refused "no run 99 in" "$seqbench" rm 5 99 --db "$db" --yes
+refused "give --yes" "$seqbench" rm 5 --db "$db"
+refused "shard of group 'g1', which keeps run(s) 4" "$seqbench" rm 3 --db "$db" --yes
+refused "whose other side, run 2, stays" "$seqbench" rm 1 --db "$db" --yes
+query "UPDATE runs SET status = 'running' WHERE run_id = 5"
+refused "run 5 is marked running" "$seqbench" rm 5 --db "$db" --yes
+
+# 2. What others need goes together, or with --force; each run whole.
+"$seqbench" rm 3 4 3 --db "$db" --yes >"$work/out" || fail "rm 3 4: $(cat "$work/out")"
+grep -q "removed run 3 (suite ci" "$work/out" || fail "rm 3 4 said: $(cat "$work/out")"
+[[ $(grep -c "^removed run" "$work/out") -eq 2 ]] || fail "3 given twice: $(cat "$work/out")"
+for id in 3 4; do [[ $(rows_of $id) -eq 0 ]] || fail "run $id: $(rows_of $id) rows left"; done
+[[ $(orphans) -eq 0 ]] || fail "$(orphans) orphaned rows"
+"$seqbench" rm 1 2 --db "$db" --yes >/dev/null
+"$seqbench" rm 5 --db "$db" --yes --force >/dev/null
+[[ $(query "SELECT COUNT(*) FROM runs") -eq 0 ]] || fail "runs left: $(query "SELECT run_id FROM runs")"
+[[ $(orphans) -eq 0 ]] || fail "$(orphans) orphaned rows"
+"$seqbench" show --db "$db" >/dev/null || fail "show after rm"
+
+# 3. Twice: the second is an unknown run.
+refused "no run 5 in" "$seqbench" rm 5 --db "$db" --yes
+
+# 4. A read-only file (not for root, whom the permission does not stop).
+if [[ $(id -u) -ne 0 ]]; then
+  "${run[@]}" >/dev/null
+  chmod a-w "$db" "$work"
+  before=$(sha256sum "$db")
+  set +e
+  "$seqbench" rm 6 --db "$db" --yes >/dev/null 2>"$work/err"
+  rc=$?
+  set -e
+  chmod u+w "$work" "$db"
+  [[ $rc -ne 0 ]] || fail "rm on a read-only file exited 0"
+  [[ $(sha256sum "$db") == "$before" ]] || fail "rm changed a read-only file"
+  [[ $(rows_of 6) -gt 0 ]] || fail "run 6 gone from a read-only file"
+else
+  echo "read-only file: skipped as root"
+fi
+echo "ok"
