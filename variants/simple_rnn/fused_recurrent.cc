@@ -8,6 +8,8 @@
 // recurrence moves O(T/kSegment · dh²) bytes per task through memory instead of autograd's
 // several passes over [B,H,dh,dh] per step, at the price of running it forward twice.
 // The projections, norms and head stay ATen GEMMs under autograd, as in `batched`.
+#include "variants/simple_rnn/fused_recurrent.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -116,12 +118,15 @@ SEQBENCH_STEP_KERNELS(float)
 SEQBENCH_STEP_KERNELS(double)
 #undef SEQBENCH_STEP_KERNELS
 
-// q, k, v, g: [B,T,H,dh] contiguous; initial: [B,H,dh,dh] contiguous ->
+// q, k, v, g: [B,T,H,dh] contiguous; initial: [B,H,dh,dh] contiguous; lengths: [B] int64
+// on the CPU, the steps each sequence runs (the rest are padding: o written 0, the state
+// carried unchanged, as a masked step would leave it when its query is 0) ->
 // {o: [B,T,H,dh], final state, saved: [B,H,ceil(T/kSegment),dh,dh] (the state before
 // steps 0, kSegment, 2·kSegment, ...)}.
 std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch::Tensor& k,
                                              const torch::Tensor& v, const torch::Tensor& g,
-                                             const torch::Tensor& initial) {
+                                             const torch::Tensor& initial,
+                                             const torch::Tensor& lengths) {
   const int64_t batch = q.size(0), steps = q.size(1), heads = q.size(2), width = q.size(3);
   const int64_t segments = (steps + kSegment - 1) / kSegment;
   auto o = torch::empty_like(q);
@@ -134,7 +139,12 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
         const int64_t offset = (b * steps * heads + h) * width, stride = heads * width;
         scalar_t* state = final_state.data_ptr<scalar_t>() + task * width * width;
         scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        for (int64_t t = 0; t < steps; ++t) {
+        const int64_t run = std::min(steps, lengths.data_ptr<int64_t>()[b]);
+        for (int64_t t = run; t < steps; ++t) {
+          scalar_t* o_row = o.data_ptr<scalar_t>() + offset + t * stride;
+          std::fill(o_row, o_row + width, scalar_t(0));
+        }
+        for (int64_t t = 0; t < run; ++t) {
           if (t % kSegment == 0) {
             std::copy(state, state + width * width, checkpoints + (t / kSegment) * width * width);
           }
@@ -149,11 +159,14 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
   return {o, final_state, saved};
 }
 
-// Returns {dq, dk, dv, dg, d initial}. d_o: [B,T,H,dh] and d_final: [B,H,dh,dh], contiguous.
+// Returns {dq, dk, dv, dg, d initial}. d_o: [B,T,H,dh] and d_final: [B,H,dh,dh], contiguous;
+// lengths as RecurrenceForward's (a padded step's gradients are 0; d_state passes it
+// unchanged).
 std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torch::Tensor& k,
                                               const torch::Tensor& v, const torch::Tensor& g,
                                               const torch::Tensor& saved, const torch::Tensor& d_o,
-                                              const torch::Tensor& d_final) {
+                                              const torch::Tensor& d_final,
+                                              const torch::Tensor& lengths) {
   const int64_t batch = q.size(0), steps = q.size(1), heads = q.size(2), width = q.size(3);
   const int64_t segments = saved.size(2);
   auto d_q = torch::empty_like(q), d_k = torch::empty_like(k), d_v = torch::empty_like(v),
@@ -168,8 +181,15 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
         const int64_t offset = (b * steps * heads + h) * width, stride = heads * width;
         scalar_t* d_state = d_initial.data_ptr<scalar_t>() + task * width * width;
         const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        for (int64_t segment = segments - 1; segment >= 0; --segment) {
-          const int64_t first = segment * kSegment, last = std::min(steps, first + kSegment);
+        const int64_t run = std::min(steps, lengths.data_ptr<int64_t>()[b]);
+        for (int64_t t = run; t < steps; ++t) {
+          for (const torch::Tensor* d : {&d_q, &d_k, &d_v, &d_g}) {
+            scalar_t* row = d->data_ptr<scalar_t>() + offset + t * stride;
+            std::fill(row, row + width, scalar_t(0));
+          }
+        }
+        for (int64_t segment = (run + kSegment - 1) / kSegment - 1; segment >= 0; --segment) {
+          const int64_t first = segment * kSegment, last = std::min(run, first + kSegment);
           std::copy(checkpoints + segment * width * width,
                     checkpoints + (segment + 1) * width * width, states.begin());
           for (int64_t t = first; t < last; ++t) {
@@ -195,15 +215,20 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
   return {d_q, d_k, d_v, d_g, d_initial};
 }
 
-// The kernels as one autograd node per layer. q, k, v, g: [B,T,H,dh]; initial: [B,H,dh,dh]
-// -> {o: [B,T,H,dh], final state}.
+// The kernels as one autograd node per layer. q, k, v, g: [B,T,H,dh]; initial: [B,H,dh,dh];
+// lengths: [B] int64 on the CPU (not differentiated) -> {o: [B,T,H,dh], final state}.
 class FusedRecurrence : public torch::autograd::Function<FusedRecurrence> {
  public:
   static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
-                               torch::Tensor v, torch::Tensor g, torch::Tensor initial) {
+                               torch::Tensor v, torch::Tensor g, torch::Tensor initial,
+                               torch::Tensor lengths) {
     q = q.contiguous(), k = k.contiguous(), v = v.contiguous(), g = g.contiguous();
-    auto results = RecurrenceForward(q, k, v, g, initial.contiguous());
+    lengths = lengths.to(torch::kCPU, torch::kInt64).contiguous();
+    TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == q.size(0),
+                "fused_recurrent: lengths must be [B]");
+    auto results = RecurrenceForward(q, k, v, g, initial.contiguous(), lengths);
     ctx->save_for_backward({q, k, v, g, results[2]});
+    ctx->saved_data["lengths"] = lengths;
     return {results[0], results[1]};
   }
 
@@ -219,7 +244,10 @@ class FusedRecurrence : public torch::autograd::Function<FusedRecurrence> {
                                       : torch::zeros({saved_states.size(0), saved_states.size(1),
                                                       saved_states.size(3), saved_states.size(4)},
                                                      saved_states.options());
-    return RecurrenceBackward(saved[0], saved[1], saved[2], saved[3], saved[4], d_o, d_final);
+    auto grads = RecurrenceBackward(saved[0], saved[1], saved[2], saved[3], saved[4], d_o, d_final,
+                                    ctx->saved_data["lengths"].toTensor());
+    grads.emplace_back();  // lengths: no gradient
+    return grads;
   }
 };
 
@@ -236,23 +264,28 @@ class FusedRecurrent final : public Variant {
   }
 
   ForwardOutput Forward(const Batch& batch) override {
-    const TimeMixer kernel = [](const LayerInputs& in, const torch::Tensor& mask,
-                                torch::Tensor& state) {
-      const torch::Tensor g = Decay(in.decay_logits, mask);
-      // The kernel takes one floating type: autocast's bf16 projections are promoted to
-      // the state's float32 (the casts carry gradients).
-      const auto dtype = PromotedType({in.q, in.k, in.v, g, state});
-      auto outputs = FusedRecurrence::apply(in.q.to(dtype), in.k.to(dtype), in.v.to(dtype),
-                                            g.to(dtype), state.to(dtype));
-      state = outputs[1];
-      return outputs[0];
-    };
     return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
-                          config().num_heads, kernel);
+                          config().num_heads, FusedRecurrentMixer());
   }
 };
 
 }  // namespace
+
+TimeMixer FusedRecurrentMixer(const torch::Tensor& lengths) {
+  return [lengths](const LayerInputs& in, const torch::Tensor& mask, torch::Tensor& state) {
+    const torch::Tensor g = Decay(in.decay_logits, mask);
+    // The kernel takes one floating type: autocast's bf16 projections are promoted to
+    // the state's float32 (the casts carry gradients).
+    const auto dtype = PromotedType({in.q, in.k, in.v, g, state});
+    // Without lengths every sequence runs all T steps, its padding masked.
+    const torch::Tensor steps =
+        lengths.defined() ? lengths : torch::full({in.q.size(0)}, in.q.size(1), torch::kInt64);
+    auto outputs = FusedRecurrence::apply(in.q.to(dtype), in.k.to(dtype), in.v.to(dtype),
+                                          g.to(dtype), state.to(dtype), steps);
+    state = outputs[1];
+    return outputs[0];
+  };
+}
 
 SEQBENCH_REGISTER_VARIANT("fused_recurrent", FusedRecurrent,
                           "batched with the recurrence in one C++ kernel per layer (CPU)");

@@ -1,0 +1,109 @@
+// `packed`: `fused_recurrent` without a product for any padded position. Every per-position
+// piece of the step (the embedding, each layer's norm, its [D,4D] and [D,D] products and
+// residual, the head's norm and [D,V] product, the loss) runs on the N real tokens of the
+// batch, gathered once as rows of an [N,D] residual stream (FlashAttention's varlen layout:
+// no padding and no sort). Only the recurrence needs time order: each layer scatters its
+// projections into the padded [B,T] grid, where the kernel's masked steps (decay 1, key 0)
+// leave the state unchanged, and gathers the outputs back; told the lengths, the kernel
+// stops each sequence at its end (its padded steps would read zeros and change nothing).
+// The scatter and gather move 5·D values a real position. With lengths uniform in
+// [T/2, T] a quarter of the positions are padding: that quarter of the whole step goes.
+#include <algorithm>
+
+#include "variants/core/language_model.h"
+#include "variants/core/registry.h"
+#include "variants/simple_rnn/fused_recurrent.h"
+#include "variants/simple_rnn/model.h"
+
+namespace seqbench::simple_rnn {
+namespace {
+
+// Where the real tokens sit in the flattened [B·T] grid, and their next-token targets.
+struct Packing {
+  torch::Tensor rows;        // [N] int64: b·T + t of each real position, ascending
+  torch::Tensor has_target;  // [N] bool: the sequence goes on after the position
+  torch::Tensor targets;     // [M] int64: the next tokens, for the positions that have one
+  torch::Tensor mask;        // [B,T] bool, or undefined when nothing is padding
+  int64_t grid = 0;          // B·T
+};
+
+Packing PackingOf(const Batch& batch) {
+  Packing packing;
+  const torch::Tensor mask = batch.PaddingMask();  // [B,T]
+  const int64_t length = batch.max_length();
+  packing.grid = mask.numel();
+  packing.rows = mask.reshape({-1}).nonzero().reshape({-1});
+  const torch::Tensor next = packing.rows + 1;
+  const torch::Tensor in_sequence = (packing.rows % length) < (length - 1);
+  const torch::Tensor next_real =
+      mask.reshape({-1}).index_select(0, next.clamp_max(packing.grid - 1));
+  packing.has_target = in_sequence & next_real;
+  packing.targets =
+      batch.tokens.reshape({-1}).index_select(0, next.masked_select(packing.has_target));
+  if (packing.rows.numel() < packing.grid) packing.mask = mask;
+  return packing;
+}
+
+// x: [N,C] rows of the packed grid -> [B,T,C] with zeros at padding.
+torch::Tensor Unpack(const torch::Tensor& x, const Packing& packing, const Batch& batch) {
+  const torch::Tensor grid = torch::zeros({packing.grid, x.size(1)}, x.options());
+  return grid.index_copy(0, packing.rows, x).reshape({batch.batch_size(), batch.max_length(), -1});
+}
+
+// One layer on the packed residual stream h: [N,D] -> [N,D]; `state` [B,H,dh,dh] carried.
+torch::Tensor PackedLayer(const torch::Tensor& h, const LayerWeights& layer, int64_t num_heads,
+                          const Packing& packing, const Batch& batch, torch::Tensor& state) {
+  const auto fused_weight = torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);
+  const torch::Tensor projected = torch::matmul(RmsNorm(h, layer.norm), fused_weight);  // [N,4D]
+  const LayerInputs inputs =
+      SplitProjections(Unpack(projected, packing, batch), layer.b_g, num_heads, packing.mask);
+  const torch::Tensor o =
+      FusedRecurrentMixer(batch.lengths)(inputs, packing.mask, state);  // [B,T,H,dh]
+  const torch::Tensor o_rows = o.reshape({packing.grid, -1}).index_select(0, packing.rows);
+  return h + torch::matmul(o_rows, layer.w_o);
+}
+
+class Packed final : public Variant {
+ public:
+  Capabilities capabilities() const override {
+    Capabilities caps = BaseCapabilities("padding skipped (packed)");
+    caps.devices = {torch::kCPU};  // fused_recurrent's kernel is host code
+    return caps;
+  }
+
+  // The products run on real tokens only; the kernel's recurrence runs forward twice in
+  // train (fused_recurrent's recompute), over the padded grid.
+  StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
+    StepWork work = WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
+    if (mode != Mode::kGenerate) work.positions = work.head_positions = batch.NumTokens();
+    return work;
+  }
+
+  ForwardOutput Forward(const Batch& batch) override {
+    const Weights weights = Weights::View(parameters(), config().num_layers);
+    const Packing packing = PackingOf(batch);
+    const int64_t num_heads = config().num_heads;
+    const int64_t width = config().width;
+    torch::Tensor h = torch::embedding(
+        weights.embedding, batch.tokens.reshape({-1}).index_select(0, packing.rows));  // [N,D]
+    for (const LayerWeights& layer : weights.layers) {
+      torch::Tensor state = torch::zeros(
+          {batch.batch_size(), num_heads, width / num_heads, width / num_heads}, h.options());
+      h = PackedLayer(h, layer, num_heads, packing, batch, state);
+    }
+    const torch::Tensor logits = Head(h, weights);  // [N,V]
+    const torch::Tensor losses = torch::nn::functional::cross_entropy(
+        logits.index({packing.has_target}), packing.targets,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    const double count = std::max<double>(1.0, static_cast<double>(packing.targets.numel()));
+    return {Unpack(logits, packing, batch), losses.sum() / count};
+  }
+};
+
+}  // namespace
+
+SEQBENCH_REGISTER_VARIANT(
+    "packed", Packed,
+    "fused_recurrent with every product on real tokens only (no padded position computed)");
+
+}  // namespace seqbench::simple_rnn
