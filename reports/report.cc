@@ -116,8 +116,8 @@ std::vector<std::string> CaseTableHeaders(bool with_floor) {
 
 // A case's roofline cells: GFLOP/s, GB/s, % of BLAS peak, % of HW peak and, with
 // `with_floor`, × GEMM floor; "—" where unknown.
-std::vector<std::string> RooflineCells(const RunRecord& run, const CaseRecord& c, bool with_floor) {
-  const auto roofline = Roofline(run, c);
+std::vector<std::string> RooflineCells(const std::optional<RooflinePoint>& roofline,
+                                       bool with_floor) {
   std::vector<std::string> cells(with_floor ? 5 : 4, "—");
   if (!roofline) return cells;
   cells[0] = Throughput(roofline->gflops_per_s);
@@ -165,14 +165,15 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
         "\n\n";
     // "× GEMM floor" only where a case has one: runs stored before step_gemm_flops keep
     // their tables as they were.
-    const bool with_floor = std::any_of(group.begin(), group.end(), [&](const CaseRecord* c) {
-      const auto roofline = Roofline(run, *c);
-      return roofline && roofline->times_gemm_floor;
+    std::vector<std::optional<RooflinePoint>> rooflines;
+    for (const CaseRecord* c : group) rooflines.push_back(Roofline(run, *c));
+    const bool with_floor = std::any_of(rooflines.begin(), rooflines.end(), [](const auto& point) {
+      return point && point->times_gemm_floor;
     });
     MarkdownTable table(CaseTableHeaders(with_floor));
     std::string reference_note;
-    int serial = 1;
-    for (const CaseRecord* c : group) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      const CaseRecord* c = group[i];
       // Location and spread from the samples themselves (the same statistics as the
       // speedup), whatever metrics an older seqbench stored.
       std::string spread = "—", runtime = "—";
@@ -194,7 +195,7 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
         }
       }
       std::vector<std::string> row = {
-          std::to_string(serial++),
+          std::to_string(i + 1),
           ModificationsCell(*c),
           c->category,
           ShapeCell(*c),
@@ -204,7 +205,9 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
           activation ? FormatBytes(static_cast<int64_t>(*activation)) : "—",
           speedup,
           tokens ? Throughput(*tokens) : "—"};
-      for (std::string& cell : RooflineCells(run, *c, with_floor)) row.push_back(std::move(cell));
+      for (std::string& cell : RooflineCells(rooflines[i], with_floor)) {
+        row.push_back(std::move(cell));
+      }
       row.push_back(StatusCell(*c));
       table.AddRow(row);
     }

@@ -59,8 +59,7 @@ class Int8Dynamic final : public Variant, public IncrementalDecoder {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     layers_.clear();
     for (const LayerWeights& layer : weights.layers) {
-      layers_.push_back({Int8Linear(torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1)),
-                         Int8Linear(layer.w_o)});
+      layers_.push_back({Int8Linear(FusedProjectionWeight(layer)), Int8Linear(layer.w_o)});
     }
     head_ = Int8Linear(weights.w_out);
     // Setup() gave this variant a float32 copy of every weight, for training, which it has

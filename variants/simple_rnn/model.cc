@@ -62,8 +62,12 @@ Weights Weights::View(const ParameterSet& parameters, int64_t num_layers) {
 
 LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,
                          const torch::Tensor& mask) {
-  const auto fused_weight = torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);  // [D,4D]
-  return SplitProjections(torch::matmul(u, fused_weight), layer.b_g, num_heads, mask);
+  return SplitProjections(torch::matmul(u, FusedProjectionWeight(layer)), layer.b_g, num_heads,
+                          mask);
+}
+
+torch::Tensor FusedProjectionWeight(const LayerWeights& layer) {
+  return torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);
 }
 
 LayerInputs SplitProjections(const torch::Tensor& projected, const torch::Tensor& b_g,

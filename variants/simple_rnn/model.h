@@ -48,6 +48,9 @@ struct LayerInputs {
   torch::Tensor decay_logits;  // u·W_g + b_g; the decay is sigmoid() of it
 };
 
+// [W_q W_k W_v W_g]: the layer's four [D,D] projections side by side, [D,4D] (a copy).
+torch::Tensor FusedProjectionWeight(const LayerWeights& layer);
+
 // One [D,4D] GEMM over every position, then split. u: [B,T,D]; mask: [B,T] bool or an
 // undefined tensor when there is no padding.
 LayerInputs ProjectFused(const torch::Tensor& u, const LayerWeights& layer, int64_t num_heads,

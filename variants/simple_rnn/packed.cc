@@ -53,8 +53,8 @@ torch::Tensor Unpack(const torch::Tensor& x, const Packing& packing, const Batch
 // One layer on the packed residual stream h: [N,D] -> [N,D]; `state` [B,H,dh,dh] carried.
 torch::Tensor PackedLayer(const torch::Tensor& h, const LayerWeights& layer, int64_t num_heads,
                           const Packing& packing, const Batch& batch, torch::Tensor& state) {
-  const auto fused_weight = torch::cat({layer.w_q, layer.w_k, layer.w_v, layer.w_g}, 1);
-  const torch::Tensor projected = torch::matmul(RmsNorm(h, layer.norm), fused_weight);  // [N,4D]
+  const torch::Tensor projected =
+      torch::matmul(RmsNorm(h, layer.norm), FusedProjectionWeight(layer));  // [N,4D]
   const LayerInputs inputs =
       SplitProjections(Unpack(projected, packing, batch), layer.b_g, num_heads, packing.mask);
   const torch::Tensor o =
