@@ -23,6 +23,7 @@
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"
+#include "reports/pull_request.h"
 #include "reports/readme.h"
 #include "reports/readme_sections.h"
 #include "reports/report.h"
@@ -340,6 +341,13 @@ json ComparisonJson(const CaseComparison& c, Gate gate) {
   entry["count_nondeterministic"] = c.count_nondeterministic;
   entry["count_verdict"] = c.count_verdict;
   entry["regression"] = IsRegression(c, gate);
+  json moved = json::array();
+  for (const FunctionMove& f : c.moved_functions)
+    moved.push_back({{"function", f.function},
+                     {"base_instructions", f.base},
+                     {"new_instructions", f.next},
+                     {"share", f.share}});
+  entry["moved_functions"] = moved;
   return entry;
 }
 
@@ -408,14 +416,16 @@ bool ParseCompareFlags(const std::vector<std::string>& args, CompareFlags& f) {
       "count-threshold", po::value(&f.count_threshold_text)->default_value("1%"),
       "smallest change of counted instructions that counts: 1% or 0.01")(
       "format", po::value(&f.format)->default_value("md"),
-      "md (a table) or json (for machines: per-case intervals, a geometric-mean summary)")(
+      "md (a table), json (for machines: per-case intervals, a geometric-mean summary) or pr "
+      "(one pull-request comment: verdict first, moved cases and functions, all cases "
+      "collapsed; under GitHub's 65,536 characters)")(
       "allow-different-suites", "judge runs of different suites on the cases they share")(
       "allow-different-machines", "judge runs from different CPUs or GPUs");
   auto values = ParseArguments(args, options, hidden, positional, "compare");
   if (!values) return false;
   f.values = std::move(*values);
-  if (f.format != "md" && f.format != "json")
-    throw UsageError("compare: --format must be md or json, got '" + f.format + "'");
+  if (f.format != "md" && f.format != "json" && f.format != "pr")
+    throw UsageError("compare: --format must be md, json or pr, got '" + f.format + "'");
   f.settings.threshold = ParseThreshold(f.threshold_text, "compare");
   f.settings.count_threshold = ParseThreshold(f.count_threshold_text, "compare --count-threshold");
   if (!(f.settings.confidence > 0 && f.settings.confidence < 1))
@@ -578,6 +588,8 @@ void PrintCompareTable(const ComparedRuns& runs, const CompareSettings& settings
             << " (new), suite " << escape::MarkdownText(runs.next.suite_name)
             << "; gate: " << GateName(gate) << "\n\n"
             << RenderCompareTable(comparisons, counted) << "\n";
+  if (const std::string moved = RenderMovedFunctions(comparisons); !moved.empty())
+    std::cout << moved << "\n";
   for (const auto& [verdict, count] : s.verdicts) std::cout << verdict << ": " << count << "  ";
   if (s.geometric_mean) {
     std::cout << "\ngeometric mean of the ratios: " << FormatSignificant(*s.geometric_mean, 4)
@@ -596,6 +608,28 @@ void PrintCompareTable(const ComparedRuns& runs, const CompareSettings& settings
             << GateName(gate) << (gate == Gate::kCounts ? "; time is advice" : "") << ")\n";
 }
 
+// `--format pr`: one pull-request comment on stdout.
+void PrintPullRequestComment(const ComparedRuns& runs, const CompareSettings& settings, Gate gate,
+                             const std::vector<std::string>& notes,
+                             const std::vector<CaseComparison>& comparisons) {
+  // "run 3 at d2fa1edf25f7-dirty": run ids repeat across the two databases, commits do not.
+  const auto name = [](const RunRecord& run) {
+    const std::string sha = run.Environment("git_sha").substr(0, 12);
+    return RunName(run) + (sha.empty() ? "" : " at " + sha) +
+           (run.Environment("git_dirty") == "true" ? "-dirty" : "");
+  };
+  PullRequestContext context;
+  context.base_name = name(runs.base);
+  context.new_name = name(runs.next);
+  context.suite = runs.next.suite_name;
+  context.gate = gate;
+  context.threshold = settings.threshold;
+  context.count_threshold = settings.count_threshold;
+  context.counted = HasCounts(runs.base_cases) && HasCounts(runs.new_cases);
+  context.notes = notes;
+  std::cout << RenderPullRequestComment(context, comparisons);
+}
+
 }  // namespace
 
 int RunCompare(const std::vector<std::string>& args) {
@@ -612,6 +646,8 @@ int RunCompare(const std::vector<std::string>& args) {
   const CompareSummary summary = Summarize(comparisons, gate);
   if (f.format == "json")
     PrintCompareJson(runs, settings, gate, notes, comparisons, summary);
+  else if (f.format == "pr")
+    PrintPullRequestComment(runs, settings, gate, notes, comparisons);
   else
     PrintCompareTable(runs, settings, gate, notes, comparisons, summary);
   return summary.regression ? 1 : 0;

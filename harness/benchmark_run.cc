@@ -108,6 +108,7 @@ void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
     const StepCounts& mine = counts.cases.at(i);
     if (mine.not_counted.empty()) {
       for (const Metric& metric : CountMetrics(mine)) record.metrics.push_back(metric);
+      record.functions = mine.functions;
     } else {
       record.message +=
           std::string(record.message.empty() ? "" : "; ") + "not counted: " + mine.not_counted;

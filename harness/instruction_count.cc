@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/callgrind_functions.h"
 #include "harness/child_process.h"
 #include "results/output_file.h"
 #include "stats/statistics.h"
@@ -83,8 +84,13 @@ class ScratchFolder {
   fs::path path_;
 };
 
-// One step's totals by event ("Ir", "D1mr", ...), keyed by (case, step).
-using DumpTotals = std::map<std::pair<int64_t, int64_t>, std::map<std::string, double>>;
+// What one step's dump says: its totals by event ("Ir", "D1mr", ...) and each function's
+// self instructions.
+struct StepDump {
+  std::map<std::string, double> events, functions;
+};
+// The steps' dumps, keyed by (case, step).
+using DumpTotals = std::map<std::pair<int64_t, int64_t>, StepDump>;
 
 // Every dump callgrind wrote as <prefix>.<part>, by the case and step its description
 // names ("Trigger: Client Request: case 3 step 2").
@@ -99,7 +105,8 @@ DumpTotals ReadDumps(const fs::path& prefix) {
     std::smatch match;
     std::map<std::string, double> events = CallgrindEvents(text);
     if (!events.empty() && std::regex_search(text, match, trigger))
-      totals[{std::stoll(match[1]), std::stoll(match[2])}] = std::move(events);
+      totals[{std::stoll(match[1]), std::stoll(match[2])}] = {std::move(events),
+                                                              CallgrindSelfCosts(text)};
   }
 }
 
@@ -126,10 +133,13 @@ StepCounts CaseCounts(const DumpTotals& totals, const fs::path& out_dir, int64_t
       native[std::atoll(key.c_str() + 8)] = std::atof(value.c_str());
   }
   if (!counts.not_counted.empty()) return counts;
+  std::map<std::string, double> functions;  // summed over the steps
   for (int64_t k = 1; k <= steps; ++k) {
     std::map<std::string, double> series;
-    if (const auto total = totals.find({index, k}); total != totals.end())
-      series = CallgrindSeries(total->second);
+    if (const auto total = totals.find({index, k}); total != totals.end()) {
+      series = CallgrindSeries(total->second.events);
+      for (const auto& [name, self] : total->second.functions) functions[name] += self;
+    }
     if (const auto count = native.find(k); count != native.end())
       series["hw_instructions"] = count->second;
     if (series.empty() || !(per_sample >= 1)) {
@@ -140,6 +150,8 @@ StepCounts CaseCounts(const DumpTotals& totals, const fs::path& out_dir, int64_t
     // A sample of several steps (a test slowdown's exact extra steps) counts per step.
     for (const auto& [metric, value] : series) counts.steps[metric].push_back(value / per_sample);
   }
+  for (auto& [name, self] : functions) self /= per_sample * static_cast<double>(steps);
+  counts.functions = CostliestFunctions(functions, kStoredFunctions);
   return counts;
 }
 
@@ -419,7 +431,7 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
   } catch (const std::exception& error) {  // the scratch folder, the copies
     CountBatch batch;
     batch.cases.assign(static_cast<size_t>(request.cases),
-                       StepCounts{{}, std::string("cannot start counting: ") + error.what()});
+                       StepCounts{{}, {}, std::string("cannot start counting: ") + error.what()});
     return batch;
   }
 }
@@ -430,7 +442,7 @@ CountBatch CountInScratchFolder(const CountRequest& request,
                                 const std::function<bool()>& should_stop) {
   CountBatch batch;
   const auto fail_all = [&](const std::string& why) {
-    batch.cases.assign(static_cast<size_t>(request.cases), StepCounts{{}, why});
+    batch.cases.assign(static_cast<size_t>(request.cases), StepCounts{{}, {}, why});
     return batch;
   };
   const bool native = CountsNatively(request.kinds);

@@ -94,6 +94,9 @@ struct StepCounts {
   // One value per counted step, in order, by CountKind::metric ("instructions",
   // "cycles_estimate", "hw_instructions").
   std::map<std::string, std::vector<double>> steps;
+  // Under callgrind: the costliest functions by self instructions per step (the mean of
+  // the counted steps), most first, at most kStoredFunctions.
+  std::vector<FunctionCost> functions;
   std::string not_counted;  // why none were taken; "" when counted
 };
 

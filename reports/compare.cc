@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
@@ -85,6 +86,28 @@ double Disagreement(const std::vector<double>& base_steps, const std::vector<dou
   return range(differences) / scale;
 }
 
+// The functions whose self instructions per step changed most from b to n, when both
+// sides stored their costliest functions.
+std::vector<FunctionMove> MovedFunctions(const CaseRecord& b, const CaseRecord& n,
+                                         double case_change) {
+  std::map<std::string, FunctionMove> moves;
+  for (const FunctionCost& f : b.functions) moves[f.function].base = f.instructions;
+  for (const FunctionCost& f : n.functions) moves[f.function].next = f.instructions;
+  std::vector<FunctionMove> moved;
+  for (auto& [name, move] : moves) {
+    if (move.next == move.base) continue;
+    move.function = name;
+    move.share = case_change != 0 ? (move.next - move.base) / case_change : 0;
+    moved.push_back(move);
+  }
+  std::sort(moved.begin(), moved.end(), [](const FunctionMove& x, const FunctionMove& y) {
+    const double a = std::fabs(x.next - x.base), c = std::fabs(y.next - y.base);
+    return a != c ? a > c : x.function < y.function;
+  });
+  if (moved.size() > kMovedFunctions) moved.resize(kMovedFunctions);
+  return moved;
+}
+
 // The counted-work part of a comparison, when both sides were counted: judged on the whole
 // range of the step ratios, as the time verdict is on its interval.
 void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettings& settings,
@@ -108,6 +131,9 @@ void CompareCounts(const CaseRecord& b, const CaseRecord& n, const CompareSettin
                              : *high < 1 - limit                       ? "fewer"
                              : *low >= 1 - limit && *high <= 1 + limit ? "same"
                                                                        : "ambiguous";
+  if (comparison.count_verdict != "same" && !b.functions.empty() && !n.functions.empty())
+    comparison.moved_functions =
+        MovedFunctions(b, n, stats::Median(new_steps) - stats::Median(base_steps));
 }
 
 // The time verdict: the ratio of medians (new / base, the inverse of the one speedup) and
@@ -305,6 +331,39 @@ std::string RenderCompareTable(const std::vector<CaseComparison>& comparisons, b
     table.AddRow(row);
   }
   return table.Render();
+}
+
+namespace {
+
+// A function's name in a table: a template's full name runs to thousands of characters;
+// the first kShownName bytes (cut at a character's start) and an ellipsis.
+std::string ShownFunctionName(const std::string& name) {
+  constexpr size_t kShownName = 160;
+  if (name.size() <= kShownName) return name;
+  size_t cut = kShownName;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+  return name.substr(0, cut) + "…";
+}
+
+}  // namespace
+
+std::string RenderMovedFunctions(const std::vector<CaseComparison>& comparisons) {
+  std::string text;
+  for (const CaseComparison& c : comparisons) {
+    if (c.moved_functions.empty()) continue;
+    text += (text.empty() ? "" : "\n") + std::string("Functions moved in ") +
+            escape::MarkdownText(c.case_key) + " (instructions " + c.count_verdict + ", " +
+            FormatSignificant(c.count_ratio.value_or(0), 5) + "×), self instructions per step:\n\n";
+    MarkdownTable table({"function", "base", "new", "change", "share of the case's change"});
+    for (const FunctionMove& f : c.moved_functions) {
+      const double change = f.next - f.base;
+      table.AddRow({ShownFunctionName(f.function), FormatExactCount(f.base),
+                    FormatExactCount(f.next), (change > 0 ? "+" : "") + FormatExactCount(change),
+                    f.share != 0 ? FormatSignificant(f.share * 100, 3) + "%" : "—"});
+    }
+    text += table.Render();
+  }
+  return text;
 }
 
 }  // namespace seqbench

@@ -40,6 +40,20 @@ enum class Gate { kTime, kCounts, kBoth };
 std::optional<Gate> ParseGate(const std::string& name);  // "time" | "counts" | "both"
 std::string GateName(Gate gate);
 
+// One function's move between two counted runs of a case: its self instructions per step
+// on each side (0 where it is not among that side's stored costliest functions, which
+// makes the change of a function that small an estimate).
+struct FunctionMove {
+  std::string function;
+  double base = 0, next = 0;
+  // next - base over the case's change of instructions per step (each side's median
+  // step), or 0 when the case did not change.
+  double share = 0;
+};
+
+// How many functions a moved case lists, the largest changes first.
+inline constexpr size_t kMovedFunctions = 10;
+
 struct CaseComparison {
   std::string case_key;
   // slower: the whole interval above 1 + threshold; faster: below 1 - threshold; same:
@@ -67,6 +81,9 @@ struct CaseComparison {
   // same: inside both; ambiguous: across a limit; not counted: counted in the base run
   // only (the counts gate fails it); "": counted on neither side (judged on time).
   std::string count_verdict;
+  // Counted with functions on both sides and judged more, fewer or ambiguous: the
+  // kMovedFunctions functions whose self instructions per step changed most.
+  std::vector<FunctionMove> moved_functions;
 };
 
 std::vector<CaseComparison> CompareCases(const std::vector<CaseRecord>& base,
@@ -100,6 +117,10 @@ bool HasCounts(const std::vector<CaseRecord>& cases);
 // The comparisons as `compare` prints them: a Markdown table, case by case (with the
 // instruction columns when both runs were `counted`).
 std::string RenderCompareTable(const std::vector<CaseComparison>& comparisons, bool counted);
+
+// The functions that moved, case by case (those with moved_functions): a Markdown heading
+// line and table each, or "" when none moved.
+std::string RenderMovedFunctions(const std::vector<CaseComparison>& comparisons);
 
 // "count_blas_core: Haswell -> SkylakeX" for each environment entry that decides which
 // code a counted run executed (valgrind, the pinning and what the counting child saw of

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <type_traits>
 #include <variant>
@@ -348,6 +349,10 @@ void Store::InsertCase(int64_t run_id, const CaseRecord& record) {
                    "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
   for (const Metric& m : record.metrics)
     metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
+  Statement function(
+      *this, "INSERT INTO case_functions (case_id, function, instructions) VALUES (?1, ?2, ?3)");
+  for (const FunctionCost& f : record.functions)
+    function.Bind(1, case_id).Bind(2, f.function).Bind(3, f.instructions).Run();
 }
 
 void Store::SetRunStatus(int64_t run_id, const std::string& status,
@@ -499,6 +504,12 @@ std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case
   Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
   Statement metrics(*this,
                     "SELECT name, value, unit FROM metrics WHERE case_id = ?1 ORDER BY rowid");
+  // v11 on: the counted case's functions (BackfillV5 reads cases before the table exists).
+  std::optional<Statement> functions;
+  if (schema_version >= 11)
+    functions.emplace(*this,
+                      "SELECT function, instructions FROM case_functions WHERE case_id = ?1 "
+                      "ORDER BY instructions DESC, function");
   std::vector<CaseRecord> cases;
   while (select.Step()) {
     CaseRecord record;
@@ -531,6 +542,12 @@ std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case
       record.metrics.push_back(
           {metrics.Text(0), metrics.OptionalReal(1).value_or(std::nan("")), metrics.Text(2)});
     metrics.Run();
+    if (functions) {
+      functions->Bind(1, case_id);
+      while (functions->Step())
+        record.functions.push_back({functions->Text(0), functions->Real(1)});
+      functions->Run();
+    }
     cases.push_back(std::move(record));
   }
   return cases;

@@ -40,7 +40,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // A ratio a run's suite expects, evaluated by `seqbench check` on the stored run alone
 // (suites/README.md): stored with the run, so that a run stays checkable whatever the
@@ -106,6 +106,14 @@ struct Metric {
   std::string unit;  // "s", "ratio", "tokens/s", "bytes", "count"
 };
 
+// One function's own share of a counted case (run --count instructions): callgrind's self
+// instructions (its callees' left out) per step, the mean over the counted steps (schema
+// v11), so that a comparison can say which functions moved.
+struct FunctionCost {
+  std::string function;  // demangled, as callgrind names it
+  double instructions = 0;
+};
+
 // What `reference` says of a case timed without a correctness check (run --check
 // sample|none): "not checked (--check sample)".
 inline constexpr char kNotCheckedReference[] = "not checked";
@@ -138,6 +146,9 @@ struct CaseRecord {
   double wall_s = 0;
   std::vector<double> samples_s;  // seconds per step, one per repetition
   std::vector<Metric> metrics;
+  // Counted cases: the costliest functions by self instructions per step, most first
+  // (harness/callgrind_functions.h); empty when not counted under callgrind.
+  std::vector<FunctionCost> functions;
 
   std::string key() const { return identity.Key(); }
   // Timed but not compared with the baseline (neither correct nor wrong).

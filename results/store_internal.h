@@ -18,6 +18,7 @@ namespace seqbench {
 // A prepared statement; binds by 1-based index, reads columns by 0-based index.
 class Store::Statement {
  public:
+  // Keeps its own copy of `sql` for its errors: callers pass a temporary's c_str().
   Statement(const Store& store, const char* sql) : store_(store), sql_(sql) {
     store_.Check(sqlite3_prepare_v2(store_.db_, sql, -1, &statement_, nullptr), sql);
   }
@@ -28,30 +29,30 @@ class Store::Statement {
   Statement& Bind(int index, const std::string& value) {
     store_.Check(sqlite3_bind_text(statement_, index, value.c_str(), static_cast<int>(value.size()),
                                    SQLITE_TRANSIENT),
-                 sql_);
+                 sql_.c_str());
     return *this;
   }
   Statement& Bind(int index, int64_t value) {
-    store_.Check(sqlite3_bind_int64(statement_, index, value), sql_);
+    store_.Check(sqlite3_bind_int64(statement_, index, value), sql_.c_str());
     return *this;
   }
   // NaN is stored as NULL (SQLite's own conversion), so only nullable columns take it;
   // infinities are stored as they are.
   Statement& Bind(int index, double value) {
-    store_.Check(sqlite3_bind_double(statement_, index, value), sql_);
+    store_.Check(sqlite3_bind_double(statement_, index, value), sql_.c_str());
     return *this;
   }
   Statement& Bind(int index, const std::optional<double>& value) {
     // NaN too: SQLite would store it as NULL anyway.
     if (!value || std::isnan(*value)) {
-      store_.Check(sqlite3_bind_null(statement_, index), sql_);
+      store_.Check(sqlite3_bind_null(statement_, index), sql_.c_str());
       return *this;
     }
     return Bind(index, *value);
   }
   Statement& BindNullIfEmpty(int index, const std::string& value) {
     if (value.empty()) {
-      store_.Check(sqlite3_bind_null(statement_, index), sql_);
+      store_.Check(sqlite3_bind_null(statement_, index), sql_.c_str());
       return *this;
     }
     return Bind(index, value);
@@ -62,15 +63,15 @@ class Store::Statement {
     const int rc = sqlite3_step(statement_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    store_.Check(rc, sql_);
+    store_.Check(rc, sql_.c_str());
     return false;
   }
   // For statements that return nothing; re-arms the statement for the next bindings.
   void Run() {
     while (Step()) {
     }
-    store_.Check(sqlite3_reset(statement_), sql_);
-    store_.Check(sqlite3_clear_bindings(statement_), sql_);
+    store_.Check(sqlite3_reset(statement_), sql_.c_str());
+    store_.Check(sqlite3_clear_bindings(statement_), sql_.c_str());
   }
 
   std::string Text(int column) const {
@@ -86,7 +87,7 @@ class Store::Statement {
 
  private:
   const Store& store_;
-  const char* sql_;
+  std::string sql_;
   sqlite3_stmt* statement_ = nullptr;
 };
 

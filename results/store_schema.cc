@@ -219,6 +219,14 @@ constexpr Migration kMigrations[] = {
     // v10: the run group a shard belongs to (run --group), which gathers shards into one
     // logical run.
     {10, "ALTER TABLE runs ADD COLUMN run_group TEXT NOT NULL DEFAULT '';"},
+    // v11: a counted case's costliest functions by self instructions per step, so that
+    // `compare` can say which functions moved between two counted runs.
+    {11,
+     "CREATE TABLE case_functions ("
+     "  case_id      INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  function     TEXT NOT NULL,"
+     "  instructions REAL NOT NULL,"
+     "  PRIMARY KEY (case_id, function));"},
 };
 
 }  // namespace

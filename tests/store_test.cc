@@ -253,12 +253,17 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
   sqlite3_close(db);
 }
 
-// Turns a database this seqbench wrote back into what `version` (1, 4 to 7) wrote:
+// Turns a database this seqbench wrote back into what `version` (1, 4 to 10) wrote:
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
-  // v10's run group, v9's view, v8's feed-forward activation, then v7's run facts (label,
-  // adaptive stopping): every older schema lacks them.
+  // v11's case functions, v10's run group, v9's view, v8's feed-forward activation, then
+  // v7's run facts (label, adaptive stopping): every older schema lacks them.
+  ExecuteAll(path, {"DROP TABLE case_functions"});
+  if (version == 10) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 10"});
+    return;
+  }
   ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE runs DROP COLUMN run_group"});
   if (version == 9) {
     ExecuteAll(path, {"UPDATE schema_version SET version = 9"});
@@ -316,6 +321,34 @@ void Downgrade(const std::string& path, int version) {
   }
   statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
   ExecuteAll(path, statements);
+}
+
+TEST_CASE("a version-10 database gains v11's case functions, none for its cases", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v10.db";
+  std::filesystem::remove(path);
+  CaseRecord counted;
+  counted.identity.variant_name = counted.identity.variant_key = "fused";
+  counted.status = kStatusOk;
+  {
+    Store store(path);
+    const int64_t run = store.CreateRun(SampleRun("uuid-v10"));
+    store.AddCase(run, counted);
+  }
+  Downgrade(path, 10);
+  const Store read_only(path, StoreAccess::kReadOnly);  // migrated in memory only
+  REQUIRE(read_only.Cases(1).size() == 1);
+  CHECK(read_only.Cases(1)[0].functions.empty());
+  Store migrated(path);
+  counted.identity.variant_name = counted.identity.variant_key = "batched";
+  counted.functions = {{"at::native::addmm", 1234.5}};
+  migrated.AddCase(1, counted);
+  const std::vector<CaseRecord> cases = migrated.Cases(1);
+  REQUIRE(cases.size() == 2);
+  CHECK(cases[0].functions.empty());
+  REQUIRE(cases[1].functions.size() == 1);
+  CHECK(cases[1].functions[0].function == "at::native::addmm");
+  CHECK(cases[1].functions[0].instructions == 1234.5);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a version-9 database gains v10's run group, empty for its runs", "[store]") {
@@ -391,8 +424,9 @@ TEST_CASE("case_results: a v8 database gains the view; a stale one is rebuilt", 
     store.AddCase(store.CreateRun(SampleRun("uuid-view")), record);
   }
   // As v8 wrote it: no view. A writer's migration creates it.
-  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE runs DROP COLUMN run_group",
-                    "UPDATE schema_version SET version = 8"});
+  ExecuteAll(path,
+             {"DROP TABLE case_functions", "DROP VIEW case_results",
+              "ALTER TABLE runs DROP COLUMN run_group", "UPDATE schema_version SET version = 8"});
   CHECK(ViewValue(path, "variant_name") == "no such column");
   { Store migrated(path); }
   CHECK(ViewValue(path, "variant_name") == "fast");

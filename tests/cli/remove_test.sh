@@ -41,6 +41,7 @@ rows_of() {
 orphans() {
   query "SELECT (SELECT COUNT(*) FROM samples WHERE case_id NOT IN (SELECT case_id FROM cases))
               + (SELECT COUNT(*) FROM metrics WHERE case_id NOT IN (SELECT case_id FROM cases))
+              + (SELECT COUNT(*) FROM case_functions WHERE case_id NOT IN (SELECT case_id FROM cases))
               + (SELECT COUNT(*) FROM environment WHERE run_id NOT IN (SELECT run_id FROM runs))
               + (SELECT COUNT(*) FROM cases WHERE run_id NOT IN (SELECT run_id FROM runs))"
 }
