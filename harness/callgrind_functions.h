@@ -4,10 +4,10 @@
 // case moved can say where.
 //
 // The format (valgrind's docs, "Callgrind Format Specification"): `fn=` opens a function's
-// cost lines (in the object of the last `ob=`), each a position (one column per `positions:` entry, possibly relative: +3,
-// -2, *) followed by the events' counts in `events:` order; a `calls=` line makes the next
-// cost line the inclusive cost of that call, which is not the caller's own. Names may be
-// compressed ("fn=(12) name" defines 12, "fn=(12)" uses it; fn= and cfn= share one table).
+// cost lines (in the object of the last `ob=`), each a position (one column per `positions:` entry,
+// possibly relative: +3, -2, *) followed by the events' counts in `events:` order; a `calls=` line
+// makes the next cost line the inclusive cost of that call, which is not the caller's own. Names
+// may be compressed ("fn=(12) name" defines 12, "fn=(12)" uses it; fn= and cfn= share one table).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -30,9 +30,5 @@ std::map<std::string, double> CallgrindSelfCosts(const std::string& dump_text);
 // The `limit` costliest of `costs` (ties by name), most first: what a counted case stores.
 std::vector<FunctionCost> CostliestFunctions(const std::map<std::string, double>& costs,
                                              size_t limit);
-
-// How many functions a counted case keeps: enough for the functions behind any change
-// worth a gate's notice, few enough that a run's database stays small (100 rows a case).
-inline constexpr size_t kStoredFunctions = 100;
 
 }  // namespace seqbench

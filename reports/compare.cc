@@ -86,16 +86,39 @@ double Disagreement(const std::vector<double>& base_steps, const std::vector<dou
   return range(differences) / scale;
 }
 
+// The smallest self cost a side stored: a function absent there cost less than this; 0
+// when the side stored every function (fewer than kStoredFunctions), so absent is 0.
+double SmallestStored(const std::vector<FunctionCost>& functions) {
+  if (functions.size() < kStoredFunctions) return 0;
+  double smallest = functions.front().instructions;
+  for (const FunctionCost& f : functions) smallest = std::min(smallest, f.instructions);
+  return smallest;
+}
+
 // The functions whose self instructions per step changed most from b to n, when both
-// sides stored their costliest functions.
+// sides stored their costliest functions. A function stored on one side only counts as 0
+// on the other when that side stored every function, or when it cost more there than
+// everything the other side kept (it would have been kept, had it cost that much); one
+// that may merely have fallen below the other side's cut is left out, not shown as a move
+// it may not have made.
 std::vector<FunctionMove> MovedFunctions(const CaseRecord& b, const CaseRecord& n,
                                          double case_change) {
   std::map<std::string, FunctionMove> moves;
-  for (const FunctionCost& f : b.functions) moves[f.function].base = f.instructions;
-  for (const FunctionCost& f : n.functions) moves[f.function].next = f.instructions;
+  std::map<std::string, int> sides;  // 1: base only, 2: new only, 3: both
+  for (const FunctionCost& f : b.functions) {
+    moves[f.function].base = f.instructions;
+    sides[f.function] |= 1;
+  }
+  for (const FunctionCost& f : n.functions) {
+    moves[f.function].next = f.instructions;
+    sides[f.function] |= 2;
+  }
+  const double base_cut = SmallestStored(b.functions), new_cut = SmallestStored(n.functions);
   std::vector<FunctionMove> moved;
   for (auto& [name, move] : moves) {
     if (move.next == move.base) continue;
+    if (sides[name] == 1 && move.base <= new_cut) continue;  // maybe just below new's cut
+    if (sides[name] == 2 && move.next <= base_cut) continue;
     move.function = name;
     move.share = case_change != 0 ? (move.next - move.base) / case_change : 0;
     moved.push_back(move);

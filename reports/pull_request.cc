@@ -47,6 +47,7 @@ std::string Overview(const PullRequestTally& tally, const PullRequestContext& co
                      escape::MarkdownText(context.new_name) + ", suite " +
                      escape::MarkdownText(context.suite) + ": " + std::to_string(tally.regressed) +
                      " regressed, " + std::to_string(tally.improved) + " improved, " +
+                     (tally.ambiguous > 0 ? std::to_string(tally.ambiguous) + " ambiguous, " : "") +
                      std::to_string(tally.unchanged) + " unchanged";
   if (tally.only_new > 0) text += ", " + std::to_string(tally.only_new) + " only in the new run";
   if (tally.only_base > 0) text += ", " + std::to_string(tally.only_base) + " only in the base run";
@@ -136,6 +137,8 @@ PullRequestTally TallyForPullRequest(const std::vector<CaseComparison>& comparis
       ++tally.regressed;
     else if (Improved(c, gate))
       ++tally.improved;
+    else if (c.count_verdict == "ambiguous")
+      ++tally.ambiguous;
     else
       ++tally.unchanged;
   }

@@ -33,11 +33,11 @@ struct PullRequestContext {
 
 // How the gate sorted the cases.
 struct PullRequestTally {
-  int regressed = 0, improved = 0, unchanged = 0, only_new = 0, only_base = 0;
+  int regressed = 0, improved = 0, ambiguous = 0, unchanged = 0, only_new = 0, only_base = 0;
 };
 // A case regressed (IsRegression), improved (fewer instructions under a counts gate,
-// faster under a time gate, either under both; or smaller), is only on one side, or else
-// stayed.
+// faster under a time gate, either under both; or smaller), has an ambiguous count (the
+// moved table lists it too), is only on one side, or else stayed.
 PullRequestTally TallyForPullRequest(const std::vector<CaseComparison>& comparisons, Gate gate);
 
 // The comment, at most `limit` bytes.

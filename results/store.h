@@ -113,6 +113,10 @@ struct FunctionCost {
   std::string function;  // demangled, as callgrind names it
   double instructions = 0;
 };
+// How many functions a counted case keeps, the costliest: enough for the functions behind
+// any change worth a gate's notice, few enough that a database stays small. A case with
+// fewer stored every function its steps ran.
+inline constexpr size_t kStoredFunctions = 100;
 
 // What `reference` says of a case timed without a correctness check (run --check
 // sample|none): "not checked (--check sample)".

@@ -144,6 +144,27 @@ TEST_CASE("a moved case names the functions that moved, largest change first", "
   REQUIRE(many.moved_functions.size() == kMovedFunctions);
   CHECK(many.moved_functions.front().function == "f14");
   CHECK(many.moved_functions.back().function == "f5");
+
+  // Full lists (kStoredFunctions each): a function on one side only that may just have
+  // fallen below the other side's cut is not a move; one costlier than all the other side
+  // kept is.
+  std::vector<FunctionCost> full_base, full_new;
+  for (size_t i = 0; i < kStoredFunctions; ++i) {
+    full_base.push_back({"g" + std::to_string(i), 1000.0 + static_cast<double>(i)});
+    full_new.push_back({"g" + std::to_string(i), 1000.0 + static_cast<double>(i)});
+  }
+  full_base.back() = {"slipped", 999.5};  // under the new side's cut of 1000: unknown
+  full_new.back() = {"appeared", 50'000};  // above the base's cut of 1000: a real move
+  const auto cut =
+      CompareCases({Counted("y", {100'000, 100'000, 100'000}, full_base)},
+                   {Counted("y", {150'000, 150'000, 150'000}, full_new)}, CompareSettings{})
+          .at(0)
+          .moved_functions;
+  REQUIRE(cut.size() == 1);  // g0..g98 did not move; g99 is on neither side
+  CHECK(cut[0].function == "appeared");
+  CHECK(cut[0].base == 0);
+  CHECK(std::none_of(cut.begin(), cut.end(),
+                     [](const FunctionMove& f) { return f.function == "slipped"; }));
 }
 
 TEST_CASE("a counted case's functions survive the store", "[count][gate][store]") {

@@ -7,7 +7,9 @@
 #
 # revision_counts SHA SUITE [FILTER]: prints the database's path; returns 3 when the
 # revision does not build, 4 when its counting run fails (the log's tail on stderr), 5
-# when the revision has no SUITE. Expects the repository's root as the working folder.
+# when the revision has no SUITE, 6 when it cannot be checked out (git's message on
+# stderr). The kept counts are named for the toolchain that counted them (valgrind's and
+# the compiler's versions), so that an upgrade counts again instead of comparing nothing. Expects the repository's root as the working folder.
 # Callers hold build/gate/lock (revision_counts_lock).
 
 revision_counts_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -26,9 +28,9 @@ revision_counts_checkout() {
   local sha=$1 tree=$revision_counts_tree
   if [[ ! -e "$tree/.git" ]]; then
     git worktree prune
-    git worktree add --detach "$tree" "$sha" >/dev/null 2>&1 || return 3
+    git worktree add --detach "$tree" "$sha" >/dev/null || return 6
   else
-    git -C "$tree" checkout --detach --force --quiet "$sha" || return 3
+    git -C "$tree" checkout --detach --force --quiet "$sha" || return 6
     git -C "$tree" clean -fdq
   fi
 }
@@ -88,9 +90,10 @@ count_suite() {
 
 # Where revision_counts keeps SHA's counts of SUITE [FILTER].
 revision_counts_path() {
-  local sha=$1 suite=$2 filter=${3:-} name
-  name=$sha-$(basename "$suite" .toml)
-  [[ -z "$filter" ]] || name+=-$(printf '%s' "$filter" | sha256sum | cut -c1-12)
+  local sha=$1 suite=$2 filter=${3:-} name key
+  key=$(printf '%s\n' "$suite" "$filter" "$(valgrind --version 2>&1)" "$(c++ --version 2>&1 | head -n 1)" |
+    sha256sum | cut -c1-12)
+  name=$sha-$(basename "$suite" .toml)-$key
   echo "$revision_counts_root/build/gate/counts/$name.db"
 }
 
@@ -101,7 +104,7 @@ revision_counts() {
     revision_counts_say "${sha:0:12}'s counts from an earlier call ($db)"
   else
     git cat-file -e "$sha:$suite" 2>/dev/null || return 5
-    revision_counts_checkout "$sha" || return 3
+    revision_counts_checkout "$sha" || return 6
     revision_counts_build "$sha" || return 3
     count_suite "$revision_counts_tree" "$revision_counts_tree/build/release/seqbench" "$suite" \
       "$db" "gate base" "$filter" || return 4
