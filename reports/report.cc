@@ -134,6 +134,21 @@ std::vector<std::string> RooflineCells(const std::optional<RooflinePoint>& roofl
   return cells;
 }
 
+// A case table's heading: the suite and group in bold, then where and when it ran.
+std::string GroupHeading(const RunRecord& run, const std::string& group_name,
+                         const std::string& device) {
+  std::string hardware =
+      device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
+  if (hardware.empty()) hardware = device;
+  if (device == "cpu") hardware += BlasKernelsNote(run);
+  return "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
+         escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
+                              DateOf(run.started_at) + ", run " + std::to_string(run.run_id) +
+                              " (git " + run.Environment("git_sha").substr(0, 7) +
+                              (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
+         "\n\n";
+}
+
 }  // namespace
 
 std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& cases) {
@@ -151,18 +166,7 @@ std::string RenderMarkdown(const RunRecord& run, const std::vector<CaseRecord>& 
   std::string text;
   for (const std::string& group_name : order) {
     const auto& group = groups[group_name];
-    const std::string device = group.front()->workload().device;
-    std::string hardware =
-        device == "cuda" ? run.Environment("gpu_name") : run.Environment("cpu_model");
-    if (hardware.empty()) hardware = device;
-    if (device == "cpu") hardware += BlasKernelsNote(run);
-    text +=
-        "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
-        escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
-                             DateOf(run.started_at) + ", run " + std::to_string(run.run_id) +
-                             " (git " + run.Environment("git_sha").substr(0, 7) +
-                             (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
-        "\n\n";
+    text += GroupHeading(run, group_name, group.front()->workload().device);
     // "× GEMM floor" only where a case has one: runs stored before step_gemm_flops keep
     // their tables as they were.
     std::vector<std::optional<RooflinePoint>> rooflines;
