@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/test_support.h"
+#include "variants/simple_rnn/recurrence_kernels.h"
 
 namespace seqbench {
 namespace {
@@ -59,6 +60,19 @@ TEST_CASE("variants agree on other shapes: one layer, one head, one token", "[eq
     }
     DYNAMIC_SECTION(key << " L=3 H=2 T=1") {
       RequireEquivalent(key, SmallSimpleRnn(3, 2), Mode::kForward, torch::kFloat64, {2, 1, 0});
+    }
+  }
+}
+
+TEST_CASE("fused_recurrent and packed equal the baseline where their vector kernels run",
+          "[equivalence][kernels]") {
+  ModelConfig config = SmallSimpleRnn(/*layers=*/2, /*heads=*/2);
+  config.width = 128;  // dh = 64: the README's head width
+  REQUIRE(simple_rnn::KernelsFor(float{}, 64).vectorized);
+  for (const std::string key : {"fused_recurrent", "packed"}) {
+    // T = 37: two whole segments of the backward's recompute and a part of one.
+    DYNAMIC_SECTION(key) {
+      RequireEquivalent(key, config, Mode::kTrain, torch::kFloat32, {3, 37, 9});
     }
   }
 }

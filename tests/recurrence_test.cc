@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "variants/simple_rnn/model.h"
+#include "variants/simple_rnn/recurrence_kernels.h"
 
 namespace seqbench::simple_rnn {
 namespace {
@@ -75,6 +76,99 @@ TEST_CASE("without gradients the recurrence saves nothing and gives the loop's v
   const auto through = RecurrenceThroughTime(in.q, in.k, in.v, in.g, through_state);
   CHECK(torch::equal(loop, through));
   CHECK(torch::equal(loop_state, through_state));
+}
+
+// One step's tensors for the step kernels, in float64 (the reference's type): a state, the
+// next state's buffer, the step's inputs and its backward's inputs. g in (0, 1).
+struct StepTensors {
+  torch::Tensor state, next, q, k, v, g, o, d_state, d_o, d_q, d_k, d_v, d_g;
+
+  static StepTensors Random(int64_t width) {
+    torch::manual_seed(width);
+    const auto options = torch::TensorOptions().dtype(torch::kFloat64);
+    StepTensors s;
+    s.state = torch::randn({width, width}, options);
+    s.d_state = torch::randn({width, width}, options);
+    s.next = torch::zeros({width, width}, options);
+    for (torch::Tensor* row : {&s.q, &s.k, &s.v, &s.d_o}) *row = torch::randn({width}, options);
+    s.g = torch::sigmoid(torch::randn({width}, options));
+    for (torch::Tensor* row : {&s.o, &s.d_q, &s.d_k, &s.d_v, &s.d_g}) {
+      *row = torch::full({width}, -7.0, options);  // written by the kernels: not read
+    }
+    return s;
+  }
+
+  StepTensors To(torch::ScalarType dtype) const {
+    StepTensors s;
+    torch::Tensor StepTensors::*const fields[] = {
+        &StepTensors::state, &StepTensors::next, &StepTensors::q,   &StepTensors::k,
+        &StepTensors::v,     &StepTensors::g,    &StepTensors::o,   &StepTensors::d_state,
+        &StepTensors::d_o,   &StepTensors::d_q,  &StepTensors::d_k, &StepTensors::d_v,
+        &StepTensors::d_g};
+    for (auto field : fields) {
+      s.*field = (this->*field).to(dtype).clone();  // a copy even in the same type
+    }
+    return s;
+  }
+
+  // Forward in place, the recompute from the forward's input into `next`, then backward
+  // from the updated state (S_t) and the original one (S_{t-1}).
+  template <typename scalar_t>
+  void Run(const StepKernels<scalar_t>& kernels) {
+    const int64_t width = q.size(0);
+    const torch::Tensor previous = state.clone();
+    kernels.recompute(next.data_ptr<scalar_t>(), previous.data_ptr<scalar_t>(),
+                      k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(),
+                      width);
+    kernels.forward(state.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                    v.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), o.data_ptr<scalar_t>(), width);
+    kernels.backward(d_state.data_ptr<scalar_t>(), state.data_ptr<scalar_t>(),
+                     previous.data_ptr<scalar_t>(), q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                     v.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), d_o.data_ptr<scalar_t>(),
+                     d_q.data_ptr<scalar_t>(), d_k.data_ptr<scalar_t>(), d_v.data_ptr<scalar_t>(),
+                     d_g.data_ptr<scalar_t>(), width);
+  }
+};
+
+TEST_CASE("the vector step kernels take float32 head widths 32 to 256 in steps of 32",
+          "[recurrence][kernels]") {
+  for (const int64_t width : {32, 64, 96, 256}) {
+    INFO("width " << width);
+    CHECK(KernelsFor(float{}, width).vectorized);
+  }
+  for (const int64_t width : {1, 8, 31, 33, 48, 288}) {
+    INFO("width " << width);
+    CHECK_FALSE(KernelsFor(float{}, width).vectorized);
+  }
+  CHECK_FALSE(KernelsFor(double{}, 64).vectorized);
+}
+
+TEST_CASE("every float32 step kernel equals the float64 loops, forward and backward",
+          "[recurrence][kernels]") {
+  // 32 and 256: the vector kernels' ends; 96: three column blocks; 8 and 48: the float32
+  // loops the vector kernels leave.
+  for (const int64_t width : {8, 32, 48, 96, 256}) {
+    DYNAMIC_SECTION("width " << width) {
+      const StepTensors inputs = StepTensors::Random(width);
+      StepTensors expected = inputs.To(torch::kFloat64);
+      expected.Run(KernelsFor(double{}, width));
+      StepTensors actual = inputs.To(torch::kFloat32);
+      actual.Run(KernelsFor(float{}, width));
+      const std::pair<const char*, torch::Tensor StepTensors::*> outputs[] = {
+          {"state", &StepTensors::state}, {"next", &StepTensors::next},
+          {"o", &StepTensors::o},         {"d_state", &StepTensors::d_state},
+          {"d_q", &StepTensors::d_q},     {"d_k", &StepTensors::d_k},
+          {"d_v", &StepTensors::d_v},     {"d_g", &StepTensors::d_g}};
+      for (const auto& [name, field] : outputs) {
+        INFO(name);
+        const torch::Tensor got = (actual.*field).to(torch::kFloat64);
+        const torch::Tensor want = expected.*field;
+        // Sums of `width` float32 products: rounding grows with sqrt(width) at most.
+        const double scale = want.abs().max().item<double>() + 1.0;
+        CHECK((got - want).abs().max().item<double>() <= 1e-5 * scale);
+      }
+    }
+  }
 }
 
 }  // namespace

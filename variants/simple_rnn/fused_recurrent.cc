@@ -7,6 +7,7 @@
 // states, in L2) and walks it in reverse, again one pass over the rows per step. So the
 // recurrence moves O(T/kSegment · dh²) bytes per task through memory instead of autograd's
 // several passes over [B,H,dh,dh] per step, at the price of running it forward twice.
+// The step kernels themselves are in recurrence_kernels.cc (vector ones for float32).
 // The projections, norms and head stay ATen GEMMs under autograd, as in `batched`.
 #include "variants/simple_rnn/fused_recurrent.h"
 
@@ -17,6 +18,7 @@
 
 #include "variants/core/registry.h"
 #include "variants/simple_rnn/model.h"
+#include "variants/simple_rnn/recurrence_kernels.h"
 
 namespace seqbench::simple_rnn {
 namespace {
@@ -28,95 +30,31 @@ using torch::autograd::variable_list;
 // per task (272 KiB at dh = 64, float32), and the saved states are T/kSegment of them.
 constexpr int64_t kSegment = 16;
 
-// The inputs of one (sequence, head) task, as row pointers into [B,T,H,dh] tensors: step t
-// of the task starts at base + t·stride.
+// Raw pointers to the tensors a kernel reads and writes each step: calling data_ptr()
+// checks the tensor each time, several times a step.
 template <typename scalar_t>
-struct Sequence {
-  const scalar_t* q;
-  const scalar_t* k;
-  const scalar_t* v;
-  const scalar_t* g;
-  int64_t stride;  // H·dh
+struct Rows {
+  std::vector<scalar_t*> bases;
+  int64_t stride = 0, width = 0;
+
+  Rows(std::initializer_list<const torch::Tensor*> tensors, int64_t heads, int64_t width)
+      : stride(heads * width), width(width) {
+    for (const torch::Tensor* tensor : tensors) bases.push_back(tensor->data_ptr<scalar_t>());
+  }
+  // Row t of tensor `which` in the task at `offset`.
+  scalar_t* operator()(size_t which, int64_t offset, int64_t t) const {
+    return bases[which] + offset + t * stride;
+  }
+  // Asks for step t's rows of every tensor ahead of their use: a task's rows lie H·dh
+  // apart, a stride the hardware prefetchers follow poorly, and backward walks it in
+  // reverse.
+  void Prefetch(int64_t offset, int64_t t) const {
+    constexpr int64_t kLine = 64 / sizeof(scalar_t);
+    for (scalar_t* base : bases) {
+      for (int64_t j = 0; j < width; j += kLine) __builtin_prefetch(base + offset + t * stride + j);
+    }
+  }
 };
-
-// One step forward: S = diag(g)·S + k·vᵀ and, when kWithOutput, o = Sᵀ·q, in one pass
-// over the rows of S (the backward's recompute needs only the states: 3 of 5 FLOPs).
-// state: [dh,dh], written in place; o: [dh], written when kWithOutput.
-template <bool kWithOutput, typename scalar_t>
-__attribute__((always_inline)) inline void StepForwardImpl(scalar_t* __restrict state,
-                                                           const scalar_t* __restrict q,
-                                                           const scalar_t* __restrict k,
-                                                           const scalar_t* __restrict v,
-                                                           const scalar_t* __restrict g,
-                                                           scalar_t* __restrict o, int64_t width) {
-  if (kWithOutput) std::fill(o, o + width, scalar_t(0));
-  for (int64_t i = 0; i < width; ++i) {
-    scalar_t* __restrict row = state + i * width;
-    const scalar_t decay = g[i], key = k[i], query = kWithOutput ? q[i] : scalar_t(0);
-    for (int64_t j = 0; j < width; ++j) {
-      row[j] = decay * row[j] + key * v[j];
-      if (kWithOutput) o[j] += query * row[j];
-    }
-  }
-}
-
-// One step backward, in one pass over the rows. On entry d_state holds the gradient of the
-// state after this step from the steps after it; on exit, that of the state before it.
-// state: S_t, previous: S_{t-1}; d_o: [dh]; d_q, d_k, d_g: [dh] written; d_v: [dh] written.
-template <typename scalar_t>
-__attribute__((always_inline)) inline void StepBackwardImpl(
-    scalar_t* __restrict d_state, const scalar_t* __restrict state,
-    const scalar_t* __restrict previous, const scalar_t* __restrict q, const scalar_t* __restrict k,
-    const scalar_t* __restrict v, const scalar_t* __restrict g, const scalar_t* __restrict d_o,
-    scalar_t* __restrict d_q, scalar_t* __restrict d_k, scalar_t* __restrict d_v,
-    scalar_t* __restrict d_g, int64_t width) {
-  std::fill(d_v, d_v + width, scalar_t(0));
-  for (int64_t i = 0; i < width; ++i) {
-    scalar_t* __restrict d_row = d_state + i * width;
-    const scalar_t* __restrict row = state + i * width;
-    const scalar_t* __restrict previous_row = previous + i * width;
-    const scalar_t query = q[i], key = k[i];
-    scalar_t dq = 0, dk = 0, dg = 0;
-    // Without it the three sums are added in order, lane by lane: a chain of scalar adds
-    // that took most of the backward's time. Reassociating them changes only rounding.
-#pragma omp simd reduction(+ : dq, dk, dg)
-    for (int64_t j = 0; j < width; ++j) {
-      d_row[j] += query * d_o[j];  // o_t = S_tᵀ·q_t feeds S_t
-      dq += row[j] * d_o[j];
-      dk += d_row[j] * v[j];
-      d_v[j] += key * d_row[j];
-      dg += d_row[j] * previous_row[j];
-      d_row[j] *= g[i];
-    }
-    d_q[i] = dq;
-    d_k[i] = dk;
-    d_g[i] = dg;
-  }
-}
-
-// The step kernels as compiled functions, once for AVX2 and FMA (8 floats a vector) and
-// once for any x86-64 (SSE2, 4), chosen when the program loads (GCC's target_clones): the
-// build stays portable and this machine gets its wider vectors.
-#define SEQBENCH_STEP_KERNELS(scalar_t)                                                            \
-  __attribute__((target_clones("arch=haswell", "default"))) void StepForward(                      \
-      scalar_t* state, const scalar_t* q, const scalar_t* k, const scalar_t* v, const scalar_t* g, \
-      scalar_t* o, int64_t width) {                                                                \
-    StepForwardImpl<true>(state, q, k, v, g, o, width);                                            \
-  }                                                                                                \
-  __attribute__((target_clones("arch=haswell", "default"))) void StepStateOnly(                    \
-      scalar_t* state, const scalar_t* k, const scalar_t* v, const scalar_t* g, int64_t width) {   \
-    StepForwardImpl<false>(state, static_cast<const scalar_t*>(nullptr), k, v, g,                  \
-                           static_cast<scalar_t*>(nullptr), width);                                \
-  }                                                                                                \
-  __attribute__((target_clones("arch=haswell", "default"))) void StepBackward(                     \
-      scalar_t* d_state, const scalar_t* state, const scalar_t* previous, const scalar_t* q,       \
-      const scalar_t* k, const scalar_t* v, const scalar_t* g, const scalar_t* d_o, scalar_t* d_q, \
-      scalar_t* d_k, scalar_t* d_v, scalar_t* d_g, int64_t width) {                                \
-    StepBackwardImpl(d_state, state, previous, q, k, v, g, d_o, d_q, d_k, d_v, d_g, width);        \
-  }
-SEQBENCH_STEP_KERNELS(float)
-SEQBENCH_STEP_KERNELS(double)
-#undef SEQBENCH_STEP_KERNELS
 
 // q, k, v, g: [B,T,H,dh] contiguous; initial: [B,H,dh,dh] contiguous; lengths: [B] int64
 // on the CPU, the steps each sequence runs (the rest are padding: o written 0, the state
@@ -133,25 +71,24 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
   auto final_state = initial.clone();
   auto saved = torch::empty({batch, heads, segments, width, width}, initial.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_forward", [&] {
+    const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
+    const Rows<scalar_t> rows({&q, &k, &v, &g, &o}, heads, width);  // 0..4: q k v g o
+    const int64_t* run_lengths = lengths.data_ptr<int64_t>();
     at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / heads, h = task % heads;
-        const int64_t offset = (b * steps * heads + h) * width, stride = heads * width;
+        const int64_t offset = (b * steps * heads + h) * width;
         scalar_t* state = final_state.data_ptr<scalar_t>() + task * width * width;
         scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        const int64_t run = std::min(steps, lengths.data_ptr<int64_t>()[b]);
-        for (int64_t t = run; t < steps; ++t) {
-          scalar_t* o_row = o.data_ptr<scalar_t>() + offset + t * stride;
-          std::fill(o_row, o_row + width, scalar_t(0));
-        }
+        const int64_t run = std::min(steps, run_lengths[b]);
+        for (int64_t t = run; t < steps; ++t) std::fill_n(rows(4, offset, t), width, scalar_t(0));
         for (int64_t t = 0; t < run; ++t) {
           if (t % kSegment == 0) {
             std::copy(state, state + width * width, checkpoints + (t / kSegment) * width * width);
           }
-          const int64_t at = offset + t * stride;
-          StepForward(state, q.data_ptr<scalar_t>() + at, k.data_ptr<scalar_t>() + at,
-                      v.data_ptr<scalar_t>() + at, g.data_ptr<scalar_t>() + at,
-                      o.data_ptr<scalar_t>() + at, width);
+          if (t + 1 < run) rows.Prefetch(offset, t + 1);
+          kernels.forward(state, rows(0, offset, t), rows(1, offset, t), rows(2, offset, t),
+                          rows(3, offset, t), rows(4, offset, t), width);
         }
       }
     });
@@ -173,19 +110,22 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
        d_g = torch::empty_like(g);
   auto d_initial = d_final.clone();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_backward", [&] {
+    const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
+    // 0..8: q k v g dO, then the gradients dq dk dv dg.
+    const Rows<scalar_t> rows({&q, &k, &v, &g, &d_o, &d_q, &d_k, &d_v, &d_g}, heads, width);
+    const int64_t* run_lengths = lengths.data_ptr<int64_t>();
     at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
       // The states of one segment: states[s] is the state after s of its steps.
       std::vector<scalar_t> states((kSegment + 1) * width * width);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / heads, h = task % heads;
-        const int64_t offset = (b * steps * heads + h) * width, stride = heads * width;
+        const int64_t offset = (b * steps * heads + h) * width;
         scalar_t* d_state = d_initial.data_ptr<scalar_t>() + task * width * width;
         const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        const int64_t run = std::min(steps, lengths.data_ptr<int64_t>()[b]);
+        const int64_t run = std::min(steps, run_lengths[b]);
         for (int64_t t = run; t < steps; ++t) {
-          for (const torch::Tensor* d : {&d_q, &d_k, &d_v, &d_g}) {
-            scalar_t* row = d->data_ptr<scalar_t>() + offset + t * stride;
-            std::fill(row, row + width, scalar_t(0));
+          for (size_t gradient = 5; gradient < 9; ++gradient) {
+            std::fill_n(rows(gradient, offset, t), width, scalar_t(0));
           }
         }
         for (int64_t segment = (run + kSegment - 1) / kSegment - 1; segment >= 0; --segment) {
@@ -194,19 +134,16 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
                     checkpoints + (segment + 1) * width * width, states.begin());
           for (int64_t t = first; t < last; ++t) {
             scalar_t* next = states.data() + (t - first + 1) * width * width;
-            std::copy(next - width * width, next, next);
-            const int64_t at = offset + t * stride;
-            StepStateOnly(next, k.data_ptr<scalar_t>() + at, v.data_ptr<scalar_t>() + at,
-                          g.data_ptr<scalar_t>() + at, width);
+            rows.Prefetch(offset, t);  // for the walk back, in reverse, that follows
+            kernels.recompute(next, next - width * width, rows(1, offset, t), rows(2, offset, t),
+                              rows(3, offset, t), width);
           }
           for (int64_t t = last - 1; t >= first; --t) {
             const scalar_t* state = states.data() + (t - first + 1) * width * width;
-            const int64_t at = offset + t * stride;
-            StepBackward(d_state, state, state - width * width, q.data_ptr<scalar_t>() + at,
-                         k.data_ptr<scalar_t>() + at, v.data_ptr<scalar_t>() + at,
-                         g.data_ptr<scalar_t>() + at, d_o.data_ptr<scalar_t>() + at,
-                         d_q.data_ptr<scalar_t>() + at, d_k.data_ptr<scalar_t>() + at,
-                         d_v.data_ptr<scalar_t>() + at, d_g.data_ptr<scalar_t>() + at, width);
+            kernels.backward(d_state, state, state - width * width, rows(0, offset, t),
+                             rows(1, offset, t), rows(2, offset, t), rows(3, offset, t),
+                             rows(4, offset, t), rows(5, offset, t), rows(6, offset, t),
+                             rows(7, offset, t), rows(8, offset, t), width);
           }
         }
       }
