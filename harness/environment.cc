@@ -1,5 +1,6 @@
 #include "harness/environment.h"
 
+#include <ATen/Parallel.h>
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <gnu/libc-version.h>
@@ -100,6 +101,18 @@ std::string LoadedBlasLibrary() {
     }
   }
   return "none found";
+}
+
+// ATen's intra-op thread pool, as LibTorch was built: beside OpenMP, a BLAS with a pool
+// of its own hands the cores back and forth (reports/hardware.h: BlasPoolWarning).
+std::string AtenParallelBackend() {
+#if AT_PARALLEL_OPENMP
+  return "OpenMP";
+#elif AT_PARALLEL_NATIVE
+  return "native";
+#else
+  return "TBB";
+#endif
 }
 
 // A string returned by an OpenBLAS function of this process, or `otherwise` when the BLAS
@@ -258,6 +271,7 @@ Environment CaptureEnvironment() {
   add("blas_library", LoadedBlasLibrary());
   for (const auto& [key, value] : CodePathFacts()) add(key, value);
   add("torch_threads", std::to_string(at::get_num_threads()));
+  add("aten_parallel", AtenParallelBackend());
   add("torch_interop_threads", std::to_string(at::get_num_interop_threads()));
   const ThreadsInForce threads = CurrentThreads();
   add("malloc", RetainFreedMemory());

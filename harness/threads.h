@@ -1,5 +1,7 @@
 // The threads a case computes with, set and read back: LibTorch's intra-op pool (which
-// also sets OpenMP's) and OpenBLAS's own pthreads pool, which LibTorch does not touch. A
+// also sets OpenMP's) and OpenBLAS's thread count, which LibTorch does not touch (a pool
+// of its own in OpenBLAS's pthread build; OpenMP's in the OpenMP build that
+// ci/install-deps selects, so that the two share one pool). A
 // run records what was in force, not what was asked for, so that "1 thread" never hides
 // a GEMM on two.
 //

@@ -111,6 +111,18 @@ std::string BlasCoreWarning(std::string_view blas_core, std::string_view cpu_fla
          "checks every case either way)";
 }
 
+std::string BlasPoolWarning(std::string_view blas_config, std::string_view aten_parallel,
+                            std::string_view blas_threads) {
+  const bool openblas = blas_config.rfind("OpenBLAS", 0) == 0;
+  const bool own_pool = blas_config.find("USE_OPENMP") == std::string_view::npos;
+  const bool threaded = !blas_threads.empty() && blas_threads != "1" && blas_threads != "unknown";
+  if (!openblas || !own_pool || aten_parallel != "OpenMP" || !threaded) return "";
+  return "OpenBLAS ran on a thread pool of its own (its pthread build) beside ATen's OpenMP "
+         "pool: between GEMMs its idle threads spin on the cores the OpenMP workers need, and "
+         "multi-threaded steps ran slower than this machine allows; Debian's "
+         "libopenblas0-openmp shares the one pool (ci/install-deps selects it)";
+}
+
 double FlopsPerCycle(SimdLevel level) { return FactsOf(level).flops_per_cycle; }
 
 std::optional<double> CpuPeakGflops(const CpuPeakInput& input) {

@@ -35,6 +35,13 @@ std::optional<SimdLevel> CpuSimdLevel(std::string_view flags);
 // nullopt for a name the table lacks, "not OpenBLAS" included.
 std::optional<SimdLevel> BlasCoreLevel(std::string_view core);
 
+// The warning for a run whose OpenBLAS keeps a thread pool of its own (its pthread build:
+// `blas_config` without USE_OPENMP) beside ATen's OpenMP pool (`aten_parallel`), with more
+// than one BLAS thread: between GEMMs its idle threads spin on the cores the OpenMP workers
+// need. "" otherwise, or when any of the three is unknown.
+std::string BlasPoolWarning(std::string_view blas_config, std::string_view aten_parallel,
+                            std::string_view blas_threads);
+
 // The warning for a run whose OpenBLAS core is below its CPU's level, naming the core,
 // the CPU's extension, whether OPENBLAS_CORETYPE chose it (`coretype_variable`: its value,
 // or "unset"/"") and the core that would match; "" when they match or either is unknown.

@@ -102,6 +102,11 @@ std::vector<std::string> RunWarnings(const RunRecord& run, const std::vector<Cas
                                run.Environment("env_openblas_coretype"))
              : "";
   if (!blas.empty()) warnings.push_back(blas);
+  const std::string pool =
+      on_cpu ? BlasPoolWarning(run.Environment("blas_config"), run.Environment("aten_parallel"),
+                               run.Environment("blas_threads"))
+             : "";
+  if (!pool.empty()) warnings.push_back(pool);
   // A training pipeline's samples are steps of different batches, spread by design.
   if (run.kind == kRunKindTraining) return warnings;
   for (const CaseRecord& c : cases) {

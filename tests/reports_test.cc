@@ -482,6 +482,33 @@ TEST_CASE("BLAS core warning: an OpenBLAS core below the CPU's vector extension"
   CHECK(RunWarnings(run, {}).size() == 1);
 }
 
+TEST_CASE("BLAS pool warning: OpenBLAS's own threads beside ATen's OpenMP pool", "[reports]") {
+  const std::string pthreads =
+      "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64";
+  const std::string openmp =
+      "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Zen MAX_THREADS=64";
+  CHECK_THAT(BlasPoolWarning(pthreads, "OpenMP", "2"),
+             Catch::Contains("thread pool of its own") && Catch::Contains("libopenblas0-openmp"));
+  CHECK_THAT(BlasPoolWarning(pthreads, "OpenMP", "64"), Catch::Contains("pthread build"));
+  // One pool, or one thread, or another backend or BLAS: nothing to say.
+  CHECK(BlasPoolWarning(openmp, "OpenMP", "2").empty());
+  CHECK(BlasPoolWarning(pthreads, "OpenMP", "1").empty());
+  CHECK(BlasPoolWarning(pthreads, "native", "2").empty());
+  CHECK(BlasPoolWarning("not OpenBLAS", "OpenMP", "2").empty());
+  // Runs stored before the keys existed.
+  CHECK(BlasPoolWarning(pthreads, "", "2").empty());
+  CHECK(BlasPoolWarning(pthreads, "OpenMP", "").empty());
+  CHECK(BlasPoolWarning(pthreads, "OpenMP", "unknown").empty());
+
+  RunRecord run = Run();
+  run.environment.push_back({"blas_config", pthreads});
+  run.environment.push_back({"aten_parallel", "OpenMP"});
+  run.environment.push_back({"blas_threads", "2"});
+  CHECK(RunWarnings(run, {}) == std::vector<std::string>{BlasPoolWarning(pthreads, "OpenMP", "2")});
+  run.environment[run.environment.size() - 3].second = openmp;  // blas_config
+  CHECK(RunWarnings(run, {}).empty());
+}
+
 TEST_CASE("Markdown tables escape every cell as text (reports/escape/markdown.h)", "[reports]") {
   MarkdownTable table({"name"});
   table.AddRow({"two\nlines | <b>bold</b>"});

@@ -1,6 +1,6 @@
 // Threads are set where computation happens: LibTorch's pool and, when the loaded BLAS is
-// OpenBLAS (Debian's libopenblas0-pthread), OpenBLAS's own pool, which LibTorch leaves at
-// its default; what is read back is what is in force.
+// OpenBLAS (Debian's libopenblas0-openmp or -pthread), OpenBLAS's thread count, which
+// LibTorch leaves at its default; what is read back is what is in force.
 #include "harness/threads.h"
 
 #include <ATen/Parallel.h>

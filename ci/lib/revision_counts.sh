@@ -90,9 +90,13 @@ count_suite() {
 
 # Where revision_counts keeps SHA's counts of SUITE [FILTER].
 revision_counts_path() {
-  local sha=$1 suite=$2 filter=${3:-} name key
-  key=$(printf '%s\n' "$suite" "$filter" "$(valgrind --version 2>&1)" "$(c++ --version 2>&1 | head -n 1)" |
-    sha256sum | cut -c1-12)
+  local sha=$1 suite=$2 filter=${3:-} name key libraries
+  # The counts depend on the shared libraries the binary loads too: which BLAS build the
+  # system's alternatives resolve to (ci/install-deps switches it), LibTorch, libgomp.
+  libraries=$(ldconfig -p | awk '/lib(open)?blas|libtorch_cpu|libgomp/ {print $NF}' |
+    xargs -r readlink -f | sort -u)
+  key=$(printf '%s\n' "$suite" "$filter" "$(valgrind --version 2>&1)" "$(c++ --version 2>&1 | head -n 1)" \
+    "$libraries" | sha256sum | cut -c1-12)
   name=$sha-$(basename "$suite" .toml)-$key
   echo "$revision_counts_root/build/gate/counts/$name.db"
 }
