@@ -92,6 +92,12 @@ void RecordEnd(int status, const std::string& program, const std::function<bool(
   }
 }
 
+// Kills what the child left in its process group (its group id is its pid): a wrapper
+// script's program, a probe's subprocess, anything it started in the background. Called
+// once the child is reaped: the kernel keeps a group's id from being reused while any
+// member lives, so the signal reaches nothing else; ESRCH when nothing was left.
+void KillGroup(pid_t pid) { kill(-pid, SIGKILL); }
+
 // Waits for child `pid`, polling every 20 ms; kills it past `timeout_s` or when
 // `should_stop` says so.
 ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
@@ -106,6 +112,7 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    KillGroup(pid);
     outcome.end = why;
     outcome.wall_s = elapsed();
     return outcome;
@@ -114,6 +121,7 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
+      KillGroup(pid);
       outcome.wall_s = elapsed();
       RecordEnd(status, program, should_stop, outcome);
       return outcome;
@@ -155,6 +163,9 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) BecomeChild(parent, output, working_dir, args, environment);
+  // The child does the same before exec; here too, so that the group exists before any
+  // kill of it, whichever of the two runs first (EACCES once the child has exec'd).
+  if (pid > 0) setpgid(pid, pid);
   if (output >= 0) close(output);
   if (pid < 0) {
     outcome.message = std::string("fork: ") + std::strerror(errno);

@@ -37,7 +37,9 @@ struct ChildOutcome {
 // `output_path`, the child's stdout and stderr go to that file (created or truncated);
 // with `working_dir`, the child starts there.
 // timeout_s <= 0: no limit. `should_stop` is polled about every 20 ms (it may read a flag
-// set by a signal handler). The child dies with its supervisor (PR_SET_PDEATHSIG).
+// set by a signal handler). The child dies with its supervisor (PR_SET_PDEATHSIG). It runs
+// in a process group of its own, which is killed whole when it ends, however it ends: no
+// process it started outlives it.
 ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
                       const std::function<bool()>& should_stop,
                       const std::vector<std::string>& extra_environment = {},
