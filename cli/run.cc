@@ -630,7 +630,7 @@ OpenedRun OpenRun(const RunFlags& f, Store& store, const RunRecord& requested) {
   if (f.resume == 0) {
     run.id = store.CreateRun(requested);
     for (const auto& warning : requested.warnings)
-      std::cerr << "seqbench: warning: " << warning << "\n";
+      std::cerr << "seqbench: warning: " << escape::TerminalText(warning, false) << "\n";
     return run;
   }
   run.id = f.resume;
@@ -717,7 +717,8 @@ void PrintProgress(const CaseProgress& progress) {
                 FormatEta(progress.eta_s).c_str());
   } else {
     std::printf("[%lld/%lld] %s  ETA %s\n", (long long)progress.done, (long long)progress.total,
-                ProgressLine(*progress.record).c_str(), FormatEta(progress.eta_s).c_str());
+                escape::TerminalText(ProgressLine(*progress.record), false).c_str(),
+                FormatEta(progress.eta_s).c_str());
   }
   std::fflush(stdout);
 }
@@ -800,14 +801,15 @@ int RunRun(const std::vector<std::string>& args) {
   if (complete_shard) {
     RefuseConflictingResume(f, *complete_shard, requested);
     std::printf("run %lld: shard %s of group %s is complete in %s; nothing to do\n",
-                (long long)*complete_shard, requested.shard.c_str(), f.group.c_str(),
+                (long long)*complete_shard, requested.shard.c_str(),
+                escape::TerminalText(f.group, false).c_str(),
                 escape::TerminalText(f.db_path).c_str());
     return 0;
   }
   if (f.resume > 0) RefuseConflictingResume(f, f.resume, requested);
   if (f.resume > 0 && !f.Given("resume"))  // FindOwnShard's: after the check, which may refuse
     std::printf("run %lld: resuming shard %s of group %s\n", (long long)f.resume,
-                requested.shard.c_str(), f.group.c_str());
+                requested.shard.c_str(), escape::TerminalText(f.group, false).c_str());
   Store store(f.db_path);
   const OpenedRun run = OpenRun(f, store, requested);
   std::optional<Isolation> isolation;
@@ -816,12 +818,12 @@ int RunRun(const std::vector<std::string>& args) {
   if (!suite.measurement.count.empty()) counting = CountingFor(f, suite.measurement);
 
   InstallStopHandlers();
-  std::printf("run %lld: suite %s, %zu cases%s -> %s\n", (long long)run.id, suite.name.c_str(),
-              cases.size(),
+  std::printf("run %lld: suite %s, %zu cases%s -> %s\n", (long long)run.id,
+              escape::TerminalText(suite.name, false).c_str(), cases.size(),
               run.finished.empty()
                   ? ""
                   : (" (" + std::to_string(run.finished.size()) + " already done)").c_str(),
-              f.db_path.c_str());
+              escape::TerminalText(f.db_path, false).c_str());
   std::fflush(stdout);
   const auto should_stop = [&](int64_t cases_run) {
     return StopRequested() || (f.stop_after > 0 && cases_run >= f.stop_after);

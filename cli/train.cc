@@ -24,6 +24,7 @@
 #include "harness/training/pipeline.h"
 #include "harness/training/training_run.h"
 #include "harness/training/training_suite.h"
+#include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/training.h"
 #include "results/output_file.h"
@@ -142,7 +143,9 @@ UsageError CommandLineError(const SuiteError& error, const CommandLineSuiteText&
 
 class ProgressPrinter {
  public:
-  ProgressPrinter(std::string name, int64_t total) : name_(std::move(name)), total_(total) {}
+  // The name is a pipeline's, from a suite file: shown as text.
+  ProgressPrinter(const std::string& name, int64_t total)
+      : name_(escape::TerminalText(name, false)), total_(total) {}
 
   void Update(const StepResult& step, double elapsed_s, double tokens_per_s,
               std::optional<double> validation, int64_t first_step, bool last) {

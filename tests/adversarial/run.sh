@@ -331,6 +331,20 @@ list_hostile_suite() {
   sed "s/^description = .*/description = \"\\\\u001b[31mred <b>x<\\/b>\"/" tiny.toml >hostile_suites/h.toml
   sb 0 list --suites hostile_suites && no_esc out
 }
+no_controls() {  # no_controls FILE: no ESC, C1 control (U+0085, U+009B) or bidi override (U+202E)
+  no_esc "$1" || return 1
+  if LC_ALL=C grep -qP '\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]' "$1"; then
+    why="a C1 control or a bidirectional override reached $1"
+    return 1
+  fi
+}
+run_progress_terminal() {  # the run's own lines: its header, progress, warnings, summary
+  # (ESC itself is refused by the suite's parser, with a file:line message)
+  sed 's/^name = .*/name = "t\\u202e\\u0085\\u009b"/' tiny.toml >hostile_name.toml
+  sb 0 run hostile_name.toml --db progress.db --in-process --repetitions 2 || return 1
+  rm -f progress.db*  # later tries check that no new.db-like store is left
+  grep -q "ETA" out && no_controls out && no_controls err
+}
 error_message_terminal() {
   sb 2 run $'\e[31mmissing.toml' --db new.db && no_esc err && [[ ! -e new.db ]]
 }
@@ -407,6 +421,7 @@ for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
   damaged_refused_by_writers truncated_refused text_file_refused newer_schema_refused \
   merge_from_damaged_source merge_killed wal_on_read_only_storage \
   report_markdown report_csv report_json report_gbench_json show_terminal show_list_terminal \
+  run_progress_terminal \
   compare_terminal compare_json check_terminal readme_hostile list_hostile_suite \
   error_message_terminal \
   regex_cannot_hang regex_refused_clearly repetitions_bound min_time_bound count_steps_bound \
