@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -170,7 +173,15 @@ void RefuseUsedFolder(const SlurmJob& job) {
 // Runs `argv` (a Slurm client) and returns what it printed, trailing blanks dropped. A
 // failure is a UsageError with its words.
 std::string RunTool(const std::vector<std::string>& argv, const std::string& dir) {
-  const std::string output = dir + "/.slurm-output";
+  // A name of its own (mkstemp: created, never opened through a planted link), so that a
+  // link another user left in the folder cannot turn the output into a write elsewhere.
+  std::string output = dir + "/.slurm-output-XXXXXX";
+  const int created = mkstemp(output.data());
+  if (created < 0) {
+    throw UsageError("slurm: cannot create a file in " + escape::TerminalText(dir) + ": " +
+                     std::strerror(errno));
+  }
+  close(created);
   const ChildOutcome outcome = RunChild(
       argv, 120, [] { return false; }, {}, output);
   std::ifstream in(output);

@@ -154,7 +154,8 @@ ChildOutcome RunChild(const std::vector<std::string>& argv, double timeout_s,
   std::vector<char*> environment = ChildEnvironment(extra_environment, inherit_environment);
   int output = -1;
   if (!output_path.empty()) {
-    output = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Never through a link planted at the path: the output would land in its target.
+    output = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (output < 0) {
       outcome.message = "cannot write " + output_path + ": " + std::strerror(errno);
       return outcome;

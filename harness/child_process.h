@@ -34,7 +34,8 @@ struct ChildOutcome {
 // Runs argv[0] (a path, not looked up in PATH) with `argv`, inheriting stdout, stderr and
 // the environment, to which `extra_environment` ("NAME=value") adds or overrides; with
 // `inherit_environment` false, `extra_environment` is the child's whole environment. With
-// `output_path`, the child's stdout and stderr go to that file (created or truncated);
+// `output_path`, the child's stdout and stderr go to that file (created or truncated; a
+// symbolic link there is refused);
 // with `working_dir`, the child starts there.
 // timeout_s <= 0: no limit. `should_stop` is polled about every 20 ms (it may read a flag
 // set by a signal handler). The child dies with its supervisor (PR_SET_PDEATHSIG). It runs

@@ -120,4 +120,13 @@ rc=$?
 set -e
 [[ $rc -eq 2 ]] && grep -q "array.sh exists" "$work/err" || fail "a pending folder: $rc $(cat "$work/err")"
 bash -n "$work/out/array.sh" && bash -n "$work/out/gather.sh" || fail "scripts do not parse"
+
+# 6. A link planted where the tools' output went (DIR/.slurm-output) writes nothing through
+#    it, and the tools' output files are gone afterwards.
+mkdir "$work/linked" && echo precious >"$work/victim"
+ln -s "$work/victim" "$work/linked/.slurm-output"
+PATH="$work/bin:$PATH" "$seqbench" slurm "$suite" --shards 2 --group g4 --db-dir "$work/linked" \
+  >"$work/submitted" || fail "a submission beside a planted link failed"
+[[ $(cat "$work/victim") == precious ]] || fail "the planted link's target was overwritten"
+[[ -z $(find "$work/linked" -name '.slurm-output-*') ]] || fail "the tools' output files were left"
 echo "slurm command tests passed"
