@@ -3,6 +3,9 @@
 // gradients of every input, the initial state included, with padding-like steps (g = 1,
 // k = 0) among them.
 #include <catch2/catch.hpp>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "variants/simple_rnn/model.h"
 #include "variants/simple_rnn/recurrence_kernels.h"

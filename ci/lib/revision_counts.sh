@@ -9,7 +9,8 @@
 # revision does not build, 4 when its counting run fails (the log's tail on stderr), 5
 # when the revision has no SUITE, 6 when it cannot be checked out (git's message on
 # stderr). The kept counts are named for the toolchain that counted them (valgrind's and
-# the compiler's versions), so that an upgrade counts again instead of comparing nothing. Expects the repository's root as the working folder.
+# the compiler's versions, the shared libraries), so that an upgrade counts again instead
+# of comparing nothing. Expects the repository's root as the working folder.
 # Callers hold build/gate/lock (revision_counts_lock).
 
 revision_counts_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -14,6 +14,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "variants/core/registry.h"
@@ -41,7 +42,7 @@ struct Rows {
       : stride(heads * width), width(width) {
     for (const torch::Tensor* tensor : tensors) bases.push_back(tensor->data_ptr<scalar_t>());
   }
-  // Row t of tensor `which` in the task at `offset`.
+  // Row t of tensor `which` (its place in the constructor's list) in the task at `offset`.
   scalar_t* operator()(size_t which, int64_t offset, int64_t t) const {
     return bases[which] + offset + t * stride;
   }
@@ -55,6 +56,10 @@ struct Rows {
     }
   }
 };
+
+// The tensors' places in a call's Rows: the inputs, then o (forward) or dO and the
+// gradients (backward).
+enum RowTensor : size_t { kQ, kK, kV, kG, kO, kDO = kO, kDQ, kDK, kDV, kDG };
 
 // q, k, v, g: [B,T,H,dh] contiguous; initial: [B,H,dh,dh] contiguous; lengths: [B] int64
 // on the CPU, the steps each sequence runs (the rest are padding: o written 0, the state
@@ -72,7 +77,7 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
   auto saved = torch::empty({batch, heads, segments, width, width}, initial.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_forward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    const Rows<scalar_t> rows({&q, &k, &v, &g, &o}, heads, width);  // 0..4: q k v g o
+    const Rows<scalar_t> rows({&q, &k, &v, &g, &o}, heads, width);
     const int64_t* run_lengths = lengths.data_ptr<int64_t>();
     at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
@@ -81,14 +86,14 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
         scalar_t* state = final_state.data_ptr<scalar_t>() + task * width * width;
         scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
         const int64_t run = std::min(steps, run_lengths[b]);
-        for (int64_t t = run; t < steps; ++t) std::fill_n(rows(4, offset, t), width, scalar_t(0));
+        for (int64_t t = run; t < steps; ++t) std::fill_n(rows(kO, offset, t), width, scalar_t(0));
         for (int64_t t = 0; t < run; ++t) {
           if (t % kSegment == 0) {
             std::copy(state, state + width * width, checkpoints + (t / kSegment) * width * width);
           }
           if (t + 1 < run) rows.Prefetch(offset, t + 1);
-          kernels.forward(state, rows(0, offset, t), rows(1, offset, t), rows(2, offset, t),
-                          rows(3, offset, t), rows(4, offset, t), width);
+          kernels.forward(state, rows(kQ, offset, t), rows(kK, offset, t), rows(kV, offset, t),
+                          rows(kG, offset, t), rows(kO, offset, t), width);
         }
       }
     });
@@ -111,7 +116,6 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
   auto d_initial = d_final.clone();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_backward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    // 0..8: q k v g dO, then the gradients dq dk dv dg.
     const Rows<scalar_t> rows({&q, &k, &v, &g, &d_o, &d_q, &d_k, &d_v, &d_g}, heads, width);
     const int64_t* run_lengths = lengths.data_ptr<int64_t>();
     at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
@@ -124,7 +128,7 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
         const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
         const int64_t run = std::min(steps, run_lengths[b]);
         for (int64_t t = run; t < steps; ++t) {
-          for (size_t gradient = 5; gradient < 9; ++gradient) {
+          for (const RowTensor gradient : {kDQ, kDK, kDV, kDG}) {
             std::fill_n(rows(gradient, offset, t), width, scalar_t(0));
           }
         }
@@ -135,15 +139,15 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torc
           for (int64_t t = first; t < last; ++t) {
             scalar_t* next = states.data() + (t - first + 1) * width * width;
             rows.Prefetch(offset, t);  // for the walk back, in reverse, that follows
-            kernels.recompute(next, next - width * width, rows(1, offset, t), rows(2, offset, t),
-                              rows(3, offset, t), width);
+            kernels.recompute(next, next - width * width, rows(kK, offset, t), rows(kV, offset, t),
+                              rows(kG, offset, t), width);
           }
           for (int64_t t = last - 1; t >= first; --t) {
             const scalar_t* state = states.data() + (t - first + 1) * width * width;
-            kernels.backward(d_state, state, state - width * width, rows(0, offset, t),
-                             rows(1, offset, t), rows(2, offset, t), rows(3, offset, t),
-                             rows(4, offset, t), rows(5, offset, t), rows(6, offset, t),
-                             rows(7, offset, t), rows(8, offset, t), width);
+            kernels.backward(d_state, state, state - width * width, rows(kQ, offset, t),
+                             rows(kK, offset, t), rows(kV, offset, t), rows(kG, offset, t),
+                             rows(kDO, offset, t), rows(kDQ, offset, t), rows(kDK, offset, t),
+                             rows(kDV, offset, t), rows(kDG, offset, t), width);
           }
         }
       }
