@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -103,6 +104,13 @@ const char* RetainFreedMemory() {
 #else
   return "system default";
 #endif
+}
+
+std::string RetainFreedMemoryTunables(const std::string& inherited) {
+  // mmap_max=0 is M_MMAP_MAX=0; a trim threshold of SIZE_MAX is M_TRIM_THRESHOLD=-1.
+  const std::string policy = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=" +
+                             std::to_string(std::numeric_limits<size_t>::max());
+  return inherited.empty() ? policy : inherited + ":" + policy;
 }
 
 CountingCpuAllocator& CountingCpuAllocator::Install() {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "harness/memory_limit.h"
 #include "variants/core/torch_compat.h"
@@ -65,6 +66,12 @@ class CountingCpuAllocator final : public at::Allocator {
 // tcmalloc, as CPU tuning guides recommend. Idempotent; returns the policy in words, for
 // the run's environment.
 const char* RetainFreedMemory();
+
+// The same policy for a child process that is not seqbench (a Python peer), as the value
+// of its GLIBC_TUNABLES: `inherited` (the parent's value, may be empty) with the malloc
+// tunables appended, so that a peer's step is spared the page faults a variant's is spared
+// (GLIBC_TUNABLES is read when a process starts: mallopt cannot reach into a child).
+std::string RetainFreedMemoryTunables(const std::string& inherited);
 
 // The process's resident-set high-water mark (VmHWM), in bytes; -1 where /proc has none.
 // ResetPeakRss() starts it again from the current resident set (Linux >= 4.0:

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "build_info.h"
+#include "harness/memory.h"
 #include "results/output_file.h"
 
 namespace seqbench {
@@ -158,8 +159,11 @@ PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads, double answer_
   const std::string n = std::to_string(threads);
   // TMPDIR: the peer's scratch is removed with it (PyTorch 2.x's import leaves a
   // torchinductor_USER directory in the temporary directory).
-  const std::vector<std::string> environment = {"OMP_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n,
-                                                "TMPDIR=" + dir_};
+  // GLIBC_TUNABLES: the malloc policy seqbench's own cases run under (RetainFreedMemory).
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const std::vector<std::string> environment = {
+      "OMP_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n, "TMPDIR=" + dir_,
+      "GLIBC_TUNABLES=" + RetainFreedMemoryTunables(tunables != nullptr ? tunables : "")};
   thread_ = std::thread([this, argv, environment] {
     outcome_ = RunChild(
         argv, 0, [this] { return abandon_.load(); }, environment, dir_ + "/peer.log");

@@ -18,7 +18,9 @@
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
+#include "harness/child_process.h"
 #include "harness/cuda_probe.h"
+#include "harness/memory.h"
 #include "harness/workload.h"
 #include "stats/statistics.h"
 #include "tests/test_support.h"
@@ -228,6 +230,39 @@ TEST_CASE("measuring keeps freed tensor memory in the process for the next step"
   block.reset();
   CHECK(mallinfo2().fordblks >= free_while_held + kBlock);
   CHECK(std::string(RetainFreedMemory()).find("kept") != std::string::npos);
+}
+
+TEST_CASE("a peer's process keeps freed memory as seqbench's does", "[memory][peer]") {
+  const std::string policy = RetainFreedMemoryTunables("");
+  CHECK(policy.find("glibc.malloc.mmap_max=0") != std::string::npos);
+  // The user's own tunables stay, first.
+  CHECK(RetainFreedMemoryTunables("glibc.cpu.hwcaps=-AVX512F") ==
+        "glibc.cpu.hwcaps=-AVX512F:" + policy);
+  // glibc takes the string: in a child started with it, a freed 64 MiB block stays in the
+  // heap (without it, glibc unmaps a block that large on free). Exit 3: unmapped.
+  const std::string script =
+      "import ctypes, sys\n"
+      "libc = ctypes.CDLL('libc.so.6')\n"
+      "class Info(ctypes.Structure):\n"
+      "    _fields_ = [(n, ctypes.c_size_t) for n in 'arena ordblks smblks hblks hblkhd usmblks "
+      "fsmblks uordblks fordblks keepcost'.split()]\n"
+      "libc.mallinfo2.restype = Info\n"
+      "libc.malloc.restype = ctypes.c_void_p\n"
+      "size = 64 << 20\n"
+      "block = libc.malloc(size)\n"
+      "ctypes.memset(block, 1, size)\n"
+      "held = libc.mallinfo2().fordblks\n"
+      "libc.free(ctypes.c_void_p(block))\n"
+      "sys.exit(0 if libc.mallinfo2().fordblks >= held + size else 3)\n";
+  const auto run = [&](const std::vector<std::string>& environment) {
+    return RunChild(
+        {"/usr/bin/python3", "-c", script}, 60, [] { return false; }, environment);
+  };
+  const ChildOutcome kept = run({"GLIBC_TUNABLES=" + policy});
+  CHECK(kept.end == ChildOutcome::End::kExited);
+  CHECK(kept.exit_code == 0);
+  // The check itself can fail: glibc's default policy unmaps the block.
+  CHECK(run({"GLIBC_TUNABLES="}).exit_code == 3);
 }
 #endif
 

@@ -47,9 +47,20 @@ StepCost LanguageModelCost(const ModelConfig& config, const StepWork& work, cons
 // x: [...,D], gain: [D] -> [...,D]
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
 
+// RmsNorm as one autograd node with a hand-written backward, for the CPU variants that
+// fuse their elementwise work: one pass over x forward (a row's sum of squares, then the
+// scaled write) and two backward (a row's dot product dy·gain·x, then dx; the gain's
+// gradient summed per thread), where ATen's expression runs six operations forward and a
+// dozen backward over [...,D]. The same function up to rounding. Computed in the promoted
+// type of x and gain; on any other device than the CPU it is RmsNorm().
+torch::Tensor FusedRmsNorm(const torch::Tensor& x, const torch::Tensor& gain);
+
 // logits = RMSNorm(h; gain)·W_out. h: [...,D], w_out: [D,V] -> [...,V]
 torch::Tensor LanguageModelHead(const torch::Tensor& h, const torch::Tensor& gain,
                                 const torch::Tensor& w_out);
+// The same with FusedRmsNorm().
+torch::Tensor FusedLanguageModelHead(const torch::Tensor& h, const torch::Tensor& gain,
+                                     const torch::Tensor& w_out);
 
 // Mean cross-entropy of next-token prediction over non-padding targets (0 when the batch
 // has none). logits: [B,T,V]

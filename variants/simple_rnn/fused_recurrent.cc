@@ -7,18 +7,26 @@
 // states, in L2) and walks it in reverse, again one pass over the rows per step. So the
 // recurrence moves O(T/kSegment · dh²) bytes per task through memory instead of autograd's
 // several passes over [B,H,dh,dh] per step, at the price of running it forward twice.
+//
+// The kernel reads the layer's fused projection [B,T,4D] where the GEMM wrote it: the
+// query's scale is applied to a row as the step reads it, the padding rule is the
+// sequence's length (its steps after it are not run), and backward writes the gradient of
+// all four projections into one [B,T,4D] tensor, the decay's sigmoid derivative included.
+// What ATen would do as a dozen passes over [B,T,D] a layer (scale, mask, bias, sigmoid,
+// copies to contiguous heads, their backwards and the concatenation of four gradients)
+// is one sigmoid and one bias-gradient sum.
 // The step kernels themselves are in recurrence_kernels.cc (vector ones for float32).
-// The projections, norms and head stay ATen GEMMs under autograd, as in `batched`.
 #include "variants/simple_rnn/fused_recurrent.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <initializer_list>
+#include <array>
+#include <cmath>
 #include <vector>
 
+#include "variants/core/language_model.h"
 #include "variants/core/registry.h"
-#include "variants/simple_rnn/model.h"
 #include "variants/simple_rnn/recurrence_kernels.h"
 
 namespace seqbench::simple_rnn {
@@ -31,69 +39,116 @@ using torch::autograd::variable_list;
 // per task (272 KiB at dh = 64, float32), and the saved states are T/kSegment of them.
 constexpr int64_t kSegment = 16;
 
-// Raw pointers to the tensors a kernel reads and writes each step: calling data_ptr()
-// checks the tensor each time, several times a step.
+// One head's columns of a [B,T,C] tensor: row t of head h of sequence b starts at
+// data + (b·T + t)·C + first + h·dh.
 template <typename scalar_t>
-struct Rows {
-  std::vector<scalar_t*> bases;
-  int64_t stride = 0, width = 0;
+struct HeadColumns {
+  scalar_t* data;
+  int64_t columns;  // C
+  int64_t first;
+};
 
-  Rows(std::initializer_list<const torch::Tensor*> tensors, int64_t heads, int64_t width)
-      : stride(heads * width), width(width) {
-    for (const torch::Tensor* tensor : tensors) bases.push_back(tensor->data_ptr<scalar_t>());
+// The rows one (sequence, head) task reads and writes, as raw pointers: calling
+// data_ptr() checks the tensor each time, several times a step. Row t of tensor `which`
+// (its place in the list it was made from) is start[which] + t·step[which].
+template <typename scalar_t, size_t N>
+struct TaskRows {
+  std::array<scalar_t*, N> start{};
+  std::array<int64_t, N> step{};
+
+  TaskRows(const std::array<HeadColumns<scalar_t>, N>& tensors, int64_t b, int64_t h, int64_t steps,
+           int64_t width) {
+    for (size_t i = 0; i < N; ++i) {
+      step[i] = tensors[i].columns;
+      start[i] = tensors[i].data + b * steps * step[i] + tensors[i].first + h * width;
+    }
   }
-  // Row t of tensor `which` (its place in the constructor's list) in the task at `offset`.
-  scalar_t* operator()(size_t which, int64_t offset, int64_t t) const {
-    return bases[which] + offset + t * stride;
-  }
-  // Asks for step t's rows of every tensor ahead of their use: a task's rows lie H·dh
-  // apart, a stride the hardware prefetchers follow poorly, and backward walks it in
-  // reverse.
-  void Prefetch(int64_t offset, int64_t t) const {
+  scalar_t* operator()(size_t which, int64_t t) const { return start[which] + t * step[which]; }
+  // Asks for step t's rows ahead of their use: a task's rows lie C values apart, a stride
+  // the hardware prefetchers follow poorly, and backward walks it in reverse.
+  void Prefetch(int64_t t, int64_t width) const {
     constexpr int64_t kLine = 64 / sizeof(scalar_t);
-    for (scalar_t* base : bases) {
-      for (int64_t j = 0; j < width; j += kLine) __builtin_prefetch(base + offset + t * stride + j);
+    for (size_t i = 0; i < N; ++i) {
+      for (int64_t j = 0; j < width; j += kLine) __builtin_prefetch((*this)(i, t) + j);
     }
   }
 };
 
-// The tensors' places in a call's Rows: the inputs, then o (forward) or dO and the
-// gradients (backward).
-enum RowTensor : size_t { kQ, kK, kV, kG, kO, kDO = kO, kDQ, kDK, kDV, kDG };
+// The tensors' places in a task's rows: forward reads q, k, v (parts of the projection)
+// and the decay, and writes o; backward reads the same and dO, and writes the four parts
+// of the projection's gradient.
+enum ForwardRow : size_t { kQ, kK, kV, kDecay, kO, kForwardRows };
+enum BackwardRow : size_t { kDO = kO, kDQ, kDK, kDV, kDLogit, kBackwardRows };
 
-// q, k, v, g: [B,T,H,dh] contiguous; initial: [B,H,dh,dh] contiguous; lengths: [B] int64
-// on the CPU, the steps each sequence runs (the rest are padding: o written 0, the state
-// carried unchanged, as a masked step would leave it when its query is 0) ->
-// {o: [B,T,H,dh], final state, saved: [B,H,ceil(T/kSegment),dh,dh] (the state before
-// steps 0, kSegment, 2·kSegment, ...)}.
-std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch::Tensor& k,
-                                             const torch::Tensor& v, const torch::Tensor& g,
+// The shapes of one call: projected [B,T,4D] with D = heads·width.
+struct Shape {
+  int64_t batch, steps, heads, width;
+  int64_t model() const { return heads * width; }
+  int64_t segments() const { return (steps + kSegment - 1) / kSegment; }
+};
+
+Shape ShapeOf(const torch::Tensor& projected, int64_t heads) {
+  return {projected.size(0), projected.size(1), heads, projected.size(2) / 4 / heads};
+}
+
+// The parts of the projection in their order: q, k, v, then the decay's logits.
+template <typename scalar_t>
+std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const Shape& shape) {
+  scalar_t* data = projected.data_ptr<scalar_t>();
+  const int64_t columns = 4 * shape.model();
+  return {{{data, columns, 0},
+           {data, columns, shape.model()},
+           {data, columns, 2 * shape.model()},
+           {data, columns, 3 * shape.model()}}};
+}
+
+template <typename scalar_t>
+HeadColumns<scalar_t> Whole(const torch::Tensor& tensor, const Shape& shape) {
+  return {tensor.data_ptr<scalar_t>(), shape.model(), 0};
+}
+
+// scaled = scale·row, over `width` values.
+template <typename scalar_t>
+void ScaleRow(const scalar_t* row, scalar_t scale, scalar_t* scaled, int64_t width) {
+  for (int64_t j = 0; j < width; ++j) scaled[j] = scale * row[j];
+}
+
+// projected: [B,T,4D] and decay: [B,T,D] (sigmoid(logits + b_g)), contiguous; initial:
+// [B,H,dh,dh] contiguous; lengths: [B] int64 on the CPU -> {o: [B,T,D] (0 after each
+// sequence's length), final state, saved: [B,H,segments,dh,dh] (the state before steps
+// 0, kSegment, 2·kSegment, ...)}.
+std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& projected,
+                                             const torch::Tensor& decay,
                                              const torch::Tensor& initial,
-                                             const torch::Tensor& lengths) {
-  const int64_t batch = q.size(0), steps = q.size(1), heads = q.size(2), width = q.size(3);
-  const int64_t segments = (steps + kSegment - 1) / kSegment;
-  auto o = torch::empty_like(q);
+                                             const torch::Tensor& lengths, int64_t heads) {
+  const Shape shape = ShapeOf(projected, heads);
+  const int64_t width = shape.width, area = width * width;
+  auto o = torch::empty_like(decay);
   auto final_state = initial.clone();
-  auto saved = torch::empty({batch, heads, segments, width, width}, initial.options());
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_forward", [&] {
+  auto saved =
+      torch::empty({shape.batch, heads, shape.segments(), width, width}, initial.options());
+  AT_DISPATCH_FLOATING_TYPES(projected.scalar_type(), "fused_recurrent_forward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    const Rows<scalar_t> rows({&q, &k, &v, &g, &o}, heads, width);
+    const auto parts = Parts<scalar_t>(projected, shape);
+    const std::array<HeadColumns<scalar_t>, kForwardRows> tensors = {
+        parts[0], parts[1], parts[2], Whole<scalar_t>(decay, shape), Whole<scalar_t>(o, shape)};
+    const scalar_t scale = scalar_t(1) / std::sqrt(static_cast<scalar_t>(width));
     const int64_t* run_lengths = lengths.data_ptr<int64_t>();
-    at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, shape.batch * heads, 1, [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> query(width);
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / heads, h = task % heads;
-        const int64_t offset = (b * steps * heads + h) * width;
-        scalar_t* state = final_state.data_ptr<scalar_t>() + task * width * width;
-        scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        const int64_t run = std::min(steps, run_lengths[b]);
-        for (int64_t t = run; t < steps; ++t) std::fill_n(rows(kO, offset, t), width, scalar_t(0));
+        const int64_t b = task / heads;
+        const TaskRows<scalar_t, kForwardRows> rows(tensors, b, task % heads, shape.steps, width);
+        scalar_t* state = final_state.data_ptr<scalar_t>() + task * area;
+        scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * shape.segments() * area;
+        const int64_t run = std::min(shape.steps, run_lengths[b]);
+        for (int64_t t = run; t < shape.steps; ++t) std::fill_n(rows(kO, t), width, scalar_t(0));
         for (int64_t t = 0; t < run; ++t) {
-          if (t % kSegment == 0) {
-            std::copy(state, state + width * width, checkpoints + (t / kSegment) * width * width);
-          }
-          if (t + 1 < run) rows.Prefetch(offset, t + 1);
-          kernels.forward(state, rows(kQ, offset, t), rows(kK, offset, t), rows(kV, offset, t),
-                          rows(kG, offset, t), rows(kO, offset, t), width);
+          if (t % kSegment == 0) std::copy(state, state + area, checkpoints + t / kSegment * area);
+          if (t + 1 < run) rows.Prefetch(t + 1, width);
+          ScaleRow(rows(kQ, t), scale, query.data(), width);
+          kernels.forward(state, query.data(), rows(kK, t), rows(kV, t), rows(kDecay, t),
+                          rows(kO, t), width);
         }
       }
     });
@@ -101,94 +156,121 @@ std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& q, const torch
   return {o, final_state, saved};
 }
 
-// Returns {dq, dk, dv, dg, d initial}. d_o: [B,T,H,dh] and d_final: [B,H,dh,dh], contiguous;
-// lengths as RecurrenceForward's (a padded step's gradients are 0; d_state passes it
-// unchanged).
-std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& q, const torch::Tensor& k,
-                                              const torch::Tensor& v, const torch::Tensor& g,
+// The gradient of the decay's logits from that of the decay g = sigmoid(logits):
+// d_logits = d_g·g·(1 − g).
+template <typename scalar_t>
+void DecayLogitGradient(const scalar_t* d_decay, const scalar_t* decay, scalar_t* d_logits,
+                        int64_t width) {
+  for (int64_t j = 0; j < width; ++j)
+    d_logits[j] = d_decay[j] * decay[j] * (scalar_t(1) - decay[j]);
+}
+
+// Returns {d projected: [B,T,4D] (0 at padding), d initial}. Inputs as RecurrenceForward's
+// and its `saved`; d_o: [B,T,D] and d_final: [B,H,dh,dh], contiguous.
+std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& projected,
+                                              const torch::Tensor& decay,
                                               const torch::Tensor& saved, const torch::Tensor& d_o,
                                               const torch::Tensor& d_final,
-                                              const torch::Tensor& lengths) {
-  const int64_t batch = q.size(0), steps = q.size(1), heads = q.size(2), width = q.size(3);
-  const int64_t segments = saved.size(2);
-  auto d_q = torch::empty_like(q), d_k = torch::empty_like(k), d_v = torch::empty_like(v),
-       d_g = torch::empty_like(g);
+                                              const torch::Tensor& lengths, int64_t heads) {
+  const Shape shape = ShapeOf(projected, heads);
+  const int64_t width = shape.width, area = width * width;
+  auto d_projected = torch::empty_like(projected);
   auto d_initial = d_final.clone();
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_recurrent_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES(projected.scalar_type(), "fused_recurrent_backward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    const Rows<scalar_t> rows({&q, &k, &v, &g, &d_o, &d_q, &d_k, &d_v, &d_g}, heads, width);
+    const auto parts = Parts<scalar_t>(projected, shape);
+    const auto d_parts = Parts<scalar_t>(d_projected, shape);
+    const std::array<HeadColumns<scalar_t>, kBackwardRows> tensors = {parts[0],
+                                                                      parts[1],
+                                                                      parts[2],
+                                                                      Whole<scalar_t>(decay, shape),
+                                                                      Whole<scalar_t>(d_o, shape),
+                                                                      d_parts[0],
+                                                                      d_parts[1],
+                                                                      d_parts[2],
+                                                                      d_parts[3]};
+    const scalar_t scale = scalar_t(1) / std::sqrt(static_cast<scalar_t>(width));
     const int64_t* run_lengths = lengths.data_ptr<int64_t>();
-    at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, shape.batch * heads, 1, [&](int64_t begin, int64_t end) {
       // The states of one segment: states[s] is the state after s of its steps.
-      std::vector<scalar_t> states((kSegment + 1) * width * width);
+      std::vector<scalar_t> states((kSegment + 1) * area), query(width), d_decay(width);
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / heads, h = task % heads;
-        const int64_t offset = (b * steps * heads + h) * width;
-        scalar_t* d_state = d_initial.data_ptr<scalar_t>() + task * width * width;
-        const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * segments * width * width;
-        const int64_t run = std::min(steps, run_lengths[b]);
-        for (int64_t t = run; t < steps; ++t) {
-          for (const RowTensor gradient : {kDQ, kDK, kDV, kDG}) {
-            std::fill_n(rows(gradient, offset, t), width, scalar_t(0));
+        const int64_t b = task / heads;
+        const TaskRows<scalar_t, kBackwardRows> rows(tensors, b, task % heads, shape.steps, width);
+        scalar_t* d_state = d_initial.data_ptr<scalar_t>() + task * area;
+        const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * shape.segments() * area;
+        const int64_t run = std::min(shape.steps, run_lengths[b]);
+        for (int64_t t = run; t < shape.steps; ++t) {
+          for (const BackwardRow gradient : {kDQ, kDK, kDV, kDLogit}) {
+            std::fill_n(rows(gradient, t), width, scalar_t(0));
           }
         }
         for (int64_t segment = (run + kSegment - 1) / kSegment - 1; segment >= 0; --segment) {
           const int64_t first = segment * kSegment, last = std::min(run, first + kSegment);
-          std::copy(checkpoints + segment * width * width,
-                    checkpoints + (segment + 1) * width * width, states.begin());
+          std::copy(checkpoints + segment * area, checkpoints + (segment + 1) * area,
+                    states.begin());
           for (int64_t t = first; t < last; ++t) {
-            scalar_t* next = states.data() + (t - first + 1) * width * width;
-            rows.Prefetch(offset, t);  // for the walk back, in reverse, that follows
-            kernels.recompute(next, next - width * width, rows(kK, offset, t), rows(kV, offset, t),
-                              rows(kG, offset, t), width);
+            scalar_t* next = states.data() + (t - first + 1) * area;
+            rows.Prefetch(t, width);  // for the walk back, in reverse, that follows
+            kernels.recompute(next, next - area, rows(kK, t), rows(kV, t), rows(kDecay, t), width);
           }
           for (int64_t t = last - 1; t >= first; --t) {
-            const scalar_t* state = states.data() + (t - first + 1) * width * width;
-            kernels.backward(d_state, state, state - width * width, rows(kQ, offset, t),
-                             rows(kK, offset, t), rows(kV, offset, t), rows(kG, offset, t),
-                             rows(kDO, offset, t), rows(kDQ, offset, t), rows(kDK, offset, t),
-                             rows(kDV, offset, t), rows(kDG, offset, t), width);
+            const scalar_t* state = states.data() + (t - first + 1) * area;
+            ScaleRow(rows(kQ, t), scale, query.data(), width);
+            kernels.backward(d_state, state, state - area, query.data(), rows(kK, t), rows(kV, t),
+                             rows(kDecay, t), rows(kDO, t), rows(kDQ, t), rows(kDK, t),
+                             rows(kDV, t), d_decay.data(), width);
+            ScaleRow(rows(kDQ, t), scale, rows(kDQ, t), width);  // q entered scaled
+            DecayLogitGradient(d_decay.data(), rows(kDecay, t), rows(kDLogit, t), width);
           }
         }
       }
     });
   });
-  return {d_q, d_k, d_v, d_g, d_initial};
+  return {d_projected, d_initial};
 }
 
-// The kernels as one autograd node per layer. q, k, v, g: [B,T,H,dh]; initial: [B,H,dh,dh];
-// lengths: [B] int64 on the CPU (not differentiated) -> {o: [B,T,H,dh], final state}.
-class FusedRecurrence : public torch::autograd::Function<FusedRecurrence> {
+// The kernels as one autograd node per layer. projected: [B,T,4D]; b_g: [D]; initial:
+// [B,H,dh,dh]; lengths: [B] int64 (not differentiated) -> {o: [B,T,D], final state}.
+class GatedRecurrenceFunction : public torch::autograd::Function<GatedRecurrenceFunction> {
  public:
-  static variable_list forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
-                               torch::Tensor v, torch::Tensor g, torch::Tensor initial,
-                               torch::Tensor lengths) {
-    q = q.contiguous(), k = k.contiguous(), v = v.contiguous(), g = g.contiguous();
+  static variable_list forward(AutogradContext* ctx, torch::Tensor projected, torch::Tensor b_g,
+                               torch::Tensor initial, torch::Tensor lengths, int64_t heads) {
+    projected = projected.contiguous();
     lengths = lengths.to(torch::kCPU, torch::kInt64).contiguous();
-    TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == q.size(0),
+    TORCH_CHECK(projected.dim() == 3 && projected.size(2) % (4 * heads) == 0,
+                "fused_recurrent: projected must be [B,T,4D] with D a multiple of the heads");
+    TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == projected.size(0),
                 "fused_recurrent: lengths must be [B]");
-    auto results = RecurrenceForward(q, k, v, g, initial.contiguous(), lengths);
-    ctx->save_for_backward({q, k, v, g, results[2]});
+    const int64_t model = projected.size(2) / 4;
+    // ATen's vectorised sigmoid, in place on the biased copy; backward reuses it
+    // (g·(1 − g)) instead of recomputing it.
+    const torch::Tensor decay = (projected.narrow(2, 3 * model, model) + b_g).sigmoid_();
+    auto results = RecurrenceForward(projected, decay, initial.contiguous(), lengths, heads);
+    ctx->save_for_backward({projected, decay, results[2]});
     ctx->saved_data["lengths"] = lengths;
+    ctx->saved_data["heads"] = heads;
     return {results[0], results[1]};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &projected = saved[0], &decay = saved[1], &states = saved[2];
     // In the inputs' type: under autocast, o's consumer may hand back a bf16 gradient.
-    const auto dtype = saved[0].scalar_type();
+    const auto dtype = projected.scalar_type();
     const torch::Tensor d_o = grad_outputs[0].defined() ? grad_outputs[0].to(dtype).contiguous()
-                                                        : torch::zeros_like(saved[0]);
-    const auto& saved_states = saved[4];  // [B,H,segments,dh,dh]
-    const torch::Tensor d_final = grad_outputs[1].defined()
-                                      ? grad_outputs[1].to(dtype).contiguous()
-                                      : torch::zeros({saved_states.size(0), saved_states.size(1),
-                                                      saved_states.size(3), saved_states.size(4)},
-                                                     saved_states.options());
-    auto grads = RecurrenceBackward(saved[0], saved[1], saved[2], saved[3], saved[4], d_o, d_final,
-                                    ctx->saved_data["lengths"].toTensor());
-    grads.emplace_back();  // lengths: no gradient
-    return grads;
+                                                        : torch::zeros_like(decay);
+    const torch::Tensor d_final =
+        grad_outputs[1].defined()
+            ? grad_outputs[1].to(dtype).contiguous()
+            : torch::zeros({states.size(0), states.size(1), states.size(3), states.size(4)},
+                           states.options());
+    auto grads =
+        RecurrenceBackward(projected, decay, states, d_o, d_final,
+                           ctx->saved_data["lengths"].toTensor(), ctx->saved_data["heads"].toInt());
+    const int64_t model = projected.size(2) / 4;
+    const torch::Tensor d_b_g = grads[0].narrow(2, 3 * model, model).sum(torch::IntArrayRef{0, 1});
+    return {grads[0], d_b_g, grads[1], torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -205,27 +287,41 @@ class FusedRecurrent final : public Variant {
   }
 
   ForwardOutput Forward(const Batch& batch) override {
-    return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
-                          config().num_heads, FusedRecurrentMixer());
+    const Weights weights = Weights::View(parameters(), config().num_layers);
+    const int64_t heads = config().num_heads;
+    std::vector<torch::Tensor> states;
+    const torch::Tensor h = RunLayers(
+        weights, batch.tokens, heads,
+        [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
+          return FusedRecurrentLayer(x, weights.layers[layer], heads, batch.lengths, state);
+        },
+        states);
+    const torch::Tensor logits = FusedLanguageModelHead(h, weights.norm_out, weights.w_out);
+    return {logits, NextTokenLoss(logits, batch)};
   }
 };
 
 }  // namespace
 
-TimeMixer FusedRecurrentMixer(const torch::Tensor& lengths) {
-  return [lengths](const LayerInputs& in, const torch::Tensor& mask, torch::Tensor& state) {
-    const torch::Tensor g = Decay(in.decay_logits, mask);
-    // The kernel takes one floating type: autocast's bf16 projections are promoted to
-    // the state's float32 (the casts carry gradients).
-    const auto dtype = PromotedType({in.q, in.k, in.v, g, state});
-    // Without lengths every sequence runs all T steps, its padding masked.
-    const torch::Tensor steps =
-        lengths.defined() ? lengths : torch::full({in.q.size(0)}, in.q.size(1), torch::kInt64);
-    auto outputs = FusedRecurrence::apply(in.q.to(dtype), in.k.to(dtype), in.v.to(dtype),
-                                          g.to(dtype), state.to(dtype), steps);
-    state = outputs[1];
-    return outputs[0];
-  };
+torch::Tensor GatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
+                              int64_t num_heads, const torch::Tensor& lengths,
+                              torch::Tensor& state) {
+  // The kernel takes one floating type: autocast's bf16 projections are promoted to the
+  // state's float32 (the casts carry gradients).
+  const auto dtype = PromotedType({projected, b_g, state});
+  auto outputs = GatedRecurrenceFunction::apply(projected.to(dtype), b_g.to(dtype), state.to(dtype),
+                                                lengths, num_heads);
+  state = outputs[1];
+  return outputs[0];
+}
+
+torch::Tensor FusedRecurrentLayer(const torch::Tensor& h, const LayerWeights& layer,
+                                  int64_t num_heads, const torch::Tensor& lengths,
+                                  torch::Tensor& state) {
+  const torch::Tensor projected =
+      torch::matmul(FusedRmsNorm(h, layer.norm), FusedProjectionWeight(layer));  // [B,T,4D]
+  const torch::Tensor o = GatedRecurrence(projected, layer.b_g, num_heads, lengths, state);
+  return h + torch::matmul(o, layer.w_o);
 }
 
 SEQBENCH_REGISTER_VARIANT("fused_recurrent", FusedRecurrent,

@@ -3,10 +3,9 @@
 // residual, the head's norm and [D,V] product, the loss) runs on the N real tokens of the
 // batch, gathered once as rows of an [N,D] residual stream (FlashAttention's varlen layout:
 // no padding and no sort). Only the recurrence needs time order: each layer scatters its
-// projections into the padded [B,T] grid, where the kernel's masked steps (decay 1, key 0)
-// leave the state unchanged, and gathers the outputs back; told the lengths, the kernel
-// stops each sequence at its end (its padded steps would read zeros and change nothing).
-// The scatter and gather move 5·D values a real position. With lengths uniform in
+// fused projections into the padded [B,T] grid, where the kernel stops each sequence at
+// its length (GatedRecurrence), and gathers the outputs back. The scatter and gather move
+// 5·D values a real position. With lengths uniform in
 // [T/2, T] a quarter of the positions are padding: that quarter of the whole step goes.
 #include <algorithm>
 
@@ -23,7 +22,6 @@ struct Packing {
   torch::Tensor rows;        // [N] int64: b·T + t of each real position, ascending
   torch::Tensor has_target;  // [N] bool: the sequence goes on after the position
   torch::Tensor targets;     // [M] int64: the next tokens, for the positions that have one
-  torch::Tensor mask;        // [B,T] bool, or undefined when nothing is padding
   int64_t grid = 0;          // B·T
 };
 
@@ -40,7 +38,6 @@ Packing PackingOf(const Batch& batch) {
   packing.has_target = in_sequence & next_real;
   packing.targets =
       batch.tokens.reshape({-1}).index_select(0, next.masked_select(packing.has_target));
-  if (packing.rows.numel() < packing.grid) packing.mask = mask;
   return packing;
 }
 
@@ -54,11 +51,9 @@ torch::Tensor Unpack(const torch::Tensor& x, const Packing& packing, const Batch
 torch::Tensor PackedLayer(const torch::Tensor& h, const LayerWeights& layer, int64_t num_heads,
                           const Packing& packing, const Batch& batch, torch::Tensor& state) {
   const torch::Tensor projected =
-      torch::matmul(RmsNorm(h, layer.norm), FusedProjectionWeight(layer));  // [N,4D]
-  const LayerInputs inputs =
-      SplitProjections(Unpack(projected, packing, batch), layer.b_g, num_heads, packing.mask);
-  const torch::Tensor o =
-      FusedRecurrentMixer(batch.lengths)(inputs, packing.mask, state);  // [B,T,H,dh]
+      torch::matmul(FusedRmsNorm(h, layer.norm), FusedProjectionWeight(layer));  // [N,4D]
+  const torch::Tensor o = GatedRecurrence(Unpack(projected, packing, batch), layer.b_g, num_heads,
+                                          batch.lengths, state);  // [B,T,D]
   const torch::Tensor o_rows = o.reshape({packing.grid, -1}).index_select(0, packing.rows);
   return h + torch::matmul(o_rows, layer.w_o);
 }
@@ -91,7 +86,8 @@ class Packed final : public Variant {
           {batch.batch_size(), num_heads, width / num_heads, width / num_heads}, h.options());
       h = PackedLayer(h, layer, num_heads, packing, batch, state);
     }
-    const torch::Tensor logits = Head(h, weights);  // [N,V]
+    const torch::Tensor logits =
+        FusedLanguageModelHead(h, weights.norm_out, weights.w_out);  // [N,V]
     const torch::Tensor losses = torch::nn::functional::cross_entropy(
         logits.index({packing.has_target}), packing.targets,
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
