@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <tuple>
 
@@ -146,6 +147,23 @@ std::vector<std::pair<std::string, std::string>> LimitsFor(const std::vector<Cas
   }
   auto entries = MeasureLimitsFor(cases);
   entries.emplace_back("machine_limits", "measured");
+  return entries;
+}
+
+std::vector<std::pair<std::string, std::string>> KeepHigherLimits(
+    const RunRecord& run, const std::vector<std::pair<std::string, std::string>>& again) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::string raised;
+  for (const auto& [key, value] : again) {
+    const std::string before = run.Environment(key);
+    if (before.empty() || !(std::atof(value.c_str()) > std::atof(before.c_str()))) continue;
+    entries.emplace_back(key, value);
+    raised += (raised.empty() ? "" : ", ") + key + " " + before + " -> " + value;
+  }
+  if (!entries.empty()) {
+    entries.emplace_back("machine_limits", run.Environment("machine_limits") +
+                                               "; measured higher after the last case: " + raised);
+  }
   return entries;
 }
 

@@ -3,8 +3,9 @@
 // best of several) and the streaming bandwidth (a copy of a buffer far larger than the
 // caches, counted as STREAM counts it: bytes read plus bytes written). `seqbench run`
 // measures them once, before its first case, at each device, dtype and thread count its
-// cases use, and stores them in the run's environment (PeakGemmKey, PeakStreamKey), so
-// that "% of peak" compares a case with what this machine did under the same conditions.
+// cases use (a long run again after its last case, keeping the higher), and stores them in
+// the run's environment (PeakGemmKey, PeakStreamKey), so that "% of peak" compares a case
+// with what this machine did under the same conditions.
 //
 // Thread-safety: changes the process-wide thread settings (SetThreads); call from the
 // thread that runs cases, before them.
@@ -42,6 +43,14 @@ MachineLimits MeasureMachineLimits(torch::Device device, torch::ScalarType dtype
 // without a GPU) are left out: their cases are skipped anyway.
 std::vector<std::pair<std::string, std::string>> MeasureLimitsFor(
     const std::vector<CaseSpec>& cases);
+
+// A limit is what the machine can do, and a disturbance (a neighbour on a shared VM, for
+// seconds at a time) only lowers a measurement of it: a long run measures its limits again
+// after its last case (MeasureLimitsFor) and keeps, per entry, the higher of that and what
+// `run` stored at its start. Returns the entries to store over the run's (none when the
+// start's were as high), with "machine_limits" saying which were raised.
+std::vector<std::pair<std::string, std::string>> KeepHigherLimits(
+    const RunRecord& run, const std::vector<std::pair<std::string, std::string>>& again);
 
 // The environment entries that decide what the limits measure: the machine (CPU model and
 // logical cores, GPU, host), and the code the GEMM and copy run (LibTorch, the BLAS library

@@ -254,5 +254,26 @@ TEST_CASE("the machine limits are measured once per machine fingerprint", "[roof
   SetThreads(threads_before);
 }
 
+TEST_CASE("a run's end raises a limit its start measured low, never lowers one", "[roofline]") {
+  RunRecord run;
+  run.environment = {{"machine_limits", "measured"},
+                     {PeakGemmKey("cpu", "float32", 2), "82"},
+                     {PeakStreamKey("cpu", 2), "15.4"},
+                     {PeakGemmKey("cpu", "float64", 2), "60"}};
+  const auto raised = KeepHigherLimits(run, {{PeakGemmKey("cpu", "float32", 2), "131"},
+                                             {PeakStreamKey("cpu", 2), "15.4"},
+                                             {PeakGemmKey("cpu", "float64", 2), "59.9"}});
+  // Only the higher one is replaced; an equal or lower one stays as the start measured it.
+  REQUIRE(raised.size() == 2);
+  CHECK(raised[0] == std::make_pair(PeakGemmKey("cpu", "float32", 2), std::string("131")));
+  CHECK(raised[1].first == "machine_limits");
+  CHECK(raised[1].second.rfind("measured; measured higher after the last case: ", 0) == 0);
+  CHECK(raised[1].second.find("82 -> 131") != std::string::npos);
+  // Nothing higher: nothing to store, not even the note.
+  CHECK(KeepHigherLimits(run, {{PeakGemmKey("cpu", "float32", 2), "82"}}).empty());
+  // A limit the start did not store (another condition) is not invented at the end.
+  CHECK(KeepHigherLimits(run, {{PeakGemmKey("cpu", "float32", 1), "999"}}).empty());
+}
+
 }  // namespace
 }  // namespace seqbench
