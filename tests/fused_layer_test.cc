@@ -2,8 +2,8 @@
 // replace, in float64 (exact up to rounding) and float32 (the vector kernels): FusedRmsNorm
 // against RmsNorm, and GatedRecurrence (scale, bias, sigmoid, padding by length, the
 // recurrence, and one gradient for the whole projection) against SplitProjections, Decay
-// and the step loop under autograd. Values and the gradients of every input, a carried
-// initial state included.
+// and the step loop under autograd, and PackedGatedRecurrence against GatedRecurrence.
+// Values and the gradients of every input, a carried initial state included.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
@@ -89,6 +89,19 @@ torch::Tensor FusedMixing(const std::vector<torch::Tensor>& in, int64_t heads,
   return torch::cat({o.flatten(1), state.flatten(1)}, 1);
 }
 
+// FusedMixing on the packed rows of the same projection: gathered from the padded leaf
+// (so that the gradients land where FusedMixing's do) and the outputs put back on the grid.
+torch::Tensor PackedMixing(const std::vector<torch::Tensor>& in, int64_t heads,
+                           const torch::Tensor& lengths, const torch::Tensor& mask) {
+  const torch::Tensor rows = mask.reshape({-1}).nonzero().reshape({-1});
+  const torch::Tensor packed = in[0].reshape({-1, in[0].size(-1)}).index_select(0, rows);
+  torch::Tensor state = in[2];
+  const torch::Tensor o = PackedGatedRecurrence(packed, in[1], heads, lengths, state);  // [N,D]
+  const torch::Tensor grid =
+      torch::zeros({mask.numel(), o.size(1)}, o.options()).index_copy(0, rows, o);
+  return torch::cat({grid.reshape({mask.size(0), -1}), state.flatten(1)}, 1);
+}
+
 struct MixingShape {
   int64_t heads, width;
   torch::ScalarType dtype;
@@ -135,6 +148,14 @@ TEST_CASE("GatedRecurrence equals the masked step loop from the same projections
       CHECK(outputs.masked_select(~real).abs().max().item<double>() == 0);
       // No gradient reaches a padding position's projection.
       CHECK(fused[1].masked_select(~mask.unsqueeze(-1)).abs().max().item<double>() == 0);
+      // Packed: the same kernels on the same rows (only b_g's sum runs in another order).
+      const auto packed = WithGradients(
+          {projected.to(shape.dtype), b_g.to(shape.dtype), initial.to(shape.dtype)},
+          [&](const std::vector<torch::Tensor>& in) {
+            return PackedMixing(in, shape.heads, lengths, mask);
+          },
+          weigh);
+      RequireClose(packed, fused, shape.rtol, shape.atol);
       fused[0] = fused[0].to(torch::kFloat64) * weigh;
       literal[0] = literal[0] * weigh;
       RequireClose(fused, literal, shape.rtol, shape.atol);

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "variants/core/language_model.h"
@@ -39,8 +40,8 @@ using torch::autograd::variable_list;
 // per task (272 KiB at dh = 64, float32), and the saved states are T/kSegment of them.
 constexpr int64_t kSegment = 16;
 
-// One head's columns of a [B,T,C] tensor: row t of head h of sequence b starts at
-// data + (b·T + t)·C + first + h·dh.
+// One head's columns of a [rows, C] tensor: step t of head h of sequence b starts at
+// data + (first_row[b] + t)·C + first + h·dh (Layout).
 template <typename scalar_t>
 struct HeadColumns {
   scalar_t* data;
@@ -56,11 +57,11 @@ struct TaskRows {
   std::array<scalar_t*, N> start{};
   std::array<int64_t, N> step{};
 
-  TaskRows(const std::array<HeadColumns<scalar_t>, N>& tensors, int64_t b, int64_t h, int64_t steps,
+  TaskRows(const std::array<HeadColumns<scalar_t>, N>& tensors, int64_t first_row, int64_t h,
            int64_t width) {
     for (size_t i = 0; i < N; ++i) {
       step[i] = tensors[i].columns;
-      start[i] = tensors[i].data + b * steps * step[i] + tensors[i].first + h * width;
+      start[i] = tensors[i].data + first_row * step[i] + tensors[i].first + h * width;
     }
   }
   scalar_t* operator()(size_t which, int64_t t) const { return start[which] + t * step[which]; }
@@ -80,20 +81,51 @@ struct TaskRows {
 enum ForwardRow : size_t { kQ, kK, kV, kDecay, kO, kForwardRows };
 enum BackwardRow : size_t { kDO = kO, kDQ, kDK, kDV, kDLogit, kBackwardRows };
 
-// The shapes of one call: projected [B,T,4D] with D = heads·width.
-struct Shape {
-  int64_t batch, steps, heads, width;
+// Where one call's sequences lie in the projection, with D = heads·width. Padded,
+// projected is [B,T,4D] and sequence b's step t is row b·T + t; packed, projected is
+// [N,4D] holding the sequences' real steps one after another (N = Σ lengths), and step t
+// of sequence b is row lengths[0] + … + lengths[b−1] + t. Sequence b runs runs[b] steps;
+// a padded layout's rows after them, up to T, are padding.
+struct Layout {
+  int64_t batch = 0, steps = 0, heads = 0, width = 0;  // steps: T, or the longest sequence
+  bool padded = true;
+  std::vector<int64_t> first_row, runs;
   int64_t model() const { return heads * width; }
   int64_t segments() const { return (steps + kSegment - 1) / kSegment; }
+  int64_t rows_end(int64_t b) const { return padded ? steps : runs[b]; }  // rows it owns
 };
 
-Shape ShapeOf(const torch::Tensor& projected, int64_t heads) {
-  return {projected.size(0), projected.size(1), heads, projected.size(2) / 4 / heads};
+// lengths: [B] int64 on the CPU, contiguous.
+Layout LayoutOf(const torch::Tensor& projected, const torch::Tensor& lengths, int64_t heads,
+                bool packed) {
+  Layout layout;
+  layout.batch = lengths.size(0);
+  layout.heads = heads;
+  layout.width = projected.size(-1) / 4 / heads;
+  layout.padded = !packed;
+  const int64_t* length = lengths.data_ptr<int64_t>();
+  int64_t row = 0;
+  for (int64_t b = 0; b < layout.batch; ++b) {
+    TORCH_CHECK(length[b] >= 1, "fused_recurrent: every length must be at least 1");
+    layout.first_row.push_back(packed ? row : b * projected.size(1));
+    layout.runs.push_back(packed ? length[b] : std::min(projected.size(1), length[b]));
+    layout.steps = std::max(layout.steps, length[b]);
+    row += length[b];
+  }
+  if (packed) {
+    TORCH_CHECK(projected.dim() == 2 && projected.size(0) == row,
+                "fused_recurrent: packed projections must be [sum(lengths), 4D]");
+  } else {
+    TORCH_CHECK(projected.dim() == 3 && projected.size(0) == layout.batch,
+                "fused_recurrent: projections must be [B,T,4D] with lengths [B]");
+    layout.steps = projected.size(1);
+  }
+  return layout;
 }
 
 // The parts of the projection in their order: q, k, v, then the decay's logits.
 template <typename scalar_t>
-std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const Shape& shape) {
+std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const Layout& shape) {
   scalar_t* data = projected.data_ptr<scalar_t>();
   const int64_t columns = 4 * shape.model();
   return {{{data, columns, 0},
@@ -103,7 +135,7 @@ std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const
 }
 
 template <typename scalar_t>
-HeadColumns<scalar_t> Whole(const torch::Tensor& tensor, const Shape& shape) {
+HeadColumns<scalar_t> Whole(const torch::Tensor& tensor, const Layout& shape) {
   return {tensor.data_ptr<scalar_t>(), shape.model(), 0};
 }
 
@@ -113,36 +145,34 @@ void ScaleRow(const scalar_t* row, scalar_t scale, scalar_t* scaled, int64_t wid
   for (int64_t j = 0; j < width; ++j) scaled[j] = scale * row[j];
 }
 
-// projected: [B,T,4D] and decay: [B,T,D] (sigmoid(logits + b_g)), contiguous; initial:
-// [B,H,dh,dh] contiguous; lengths: [B] int64 on the CPU -> {o: [B,T,D] (0 after each
-// sequence's length), final state, saved: [B,H,segments,dh,dh] (the state before steps
-// 0, kSegment, 2·kSegment, ...)}.
+// projected: [...,4D] and decay: [...,D] (sigmoid(logits + b_g)), contiguous, laid out as
+// `layout` says; initial: [B,H,dh,dh] contiguous -> {o: [...,D] (0 at padding), final
+// state, saved: [B,H,segments,dh,dh] (the state before steps 0, kSegment, 2·kSegment, ...)}.
 std::vector<torch::Tensor> RecurrenceForward(const torch::Tensor& projected,
                                              const torch::Tensor& decay,
-                                             const torch::Tensor& initial,
-                                             const torch::Tensor& lengths, int64_t heads) {
-  const Shape shape = ShapeOf(projected, heads);
-  const int64_t width = shape.width, area = width * width;
+                                             const torch::Tensor& initial, const Layout& layout) {
+  const int64_t width = layout.width, area = width * width, heads = layout.heads;
   auto o = torch::empty_like(decay);
   auto final_state = initial.clone();
   auto saved =
-      torch::empty({shape.batch, heads, shape.segments(), width, width}, initial.options());
+      torch::empty({layout.batch, heads, layout.segments(), width, width}, initial.options());
   AT_DISPATCH_FLOATING_TYPES(projected.scalar_type(), "fused_recurrent_forward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    const auto parts = Parts<scalar_t>(projected, shape);
+    const auto parts = Parts<scalar_t>(projected, layout);
     const std::array<HeadColumns<scalar_t>, kForwardRows> tensors = {
-        parts[0], parts[1], parts[2], Whole<scalar_t>(decay, shape), Whole<scalar_t>(o, shape)};
+        parts[0], parts[1], parts[2], Whole<scalar_t>(decay, layout), Whole<scalar_t>(o, layout)};
     const scalar_t scale = scalar_t(1) / std::sqrt(static_cast<scalar_t>(width));
-    const int64_t* run_lengths = lengths.data_ptr<int64_t>();
-    at::parallel_for(0, shape.batch * heads, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, layout.batch * heads, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> query(width);
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / heads;
-        const TaskRows<scalar_t, kForwardRows> rows(tensors, b, task % heads, shape.steps, width);
+        const int64_t b = task / heads, run = layout.runs[b];
+        const TaskRows<scalar_t, kForwardRows> rows(tensors, layout.first_row[b], task % heads,
+                                                    width);
         scalar_t* state = final_state.data_ptr<scalar_t>() + task * area;
-        scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * shape.segments() * area;
-        const int64_t run = std::min(shape.steps, run_lengths[b]);
-        for (int64_t t = run; t < shape.steps; ++t) std::fill_n(rows(kO, t), width, scalar_t(0));
+        scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * layout.segments() * area;
+        for (int64_t t = run; t < layout.rows_end(b); ++t) {
+          std::fill_n(rows(kO, t), width, scalar_t(0));
+        }
         for (int64_t t = 0; t < run; ++t) {
           if (t % kSegment == 0) std::copy(state, state + area, checkpoints + t / kSegment * area);
           if (t + 1 < run) rows.Prefetch(t + 1, width);
@@ -165,42 +195,40 @@ void DecayLogitGradient(const scalar_t* d_decay, const scalar_t* decay, scalar_t
     d_logits[j] = d_decay[j] * decay[j] * (scalar_t(1) - decay[j]);
 }
 
-// Returns {d projected: [B,T,4D] (0 at padding), d initial}. Inputs as RecurrenceForward's
-// and its `saved`; d_o: [B,T,D] and d_final: [B,H,dh,dh], contiguous.
+// Returns {d projected: [...,4D] (0 at padding), d initial}. Inputs as RecurrenceForward's
+// and its `saved`; d_o: [...,D] and d_final: [B,H,dh,dh], contiguous.
 std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& projected,
                                               const torch::Tensor& decay,
                                               const torch::Tensor& saved, const torch::Tensor& d_o,
-                                              const torch::Tensor& d_final,
-                                              const torch::Tensor& lengths, int64_t heads) {
-  const Shape shape = ShapeOf(projected, heads);
-  const int64_t width = shape.width, area = width * width;
+                                              const torch::Tensor& d_final, const Layout& layout) {
+  const int64_t width = layout.width, area = width * width, heads = layout.heads;
   auto d_projected = torch::empty_like(projected);
   auto d_initial = d_final.clone();
   AT_DISPATCH_FLOATING_TYPES(projected.scalar_type(), "fused_recurrent_backward", [&] {
     const StepKernels<scalar_t> kernels = KernelsFor(scalar_t{}, width);
-    const auto parts = Parts<scalar_t>(projected, shape);
-    const auto d_parts = Parts<scalar_t>(d_projected, shape);
-    const std::array<HeadColumns<scalar_t>, kBackwardRows> tensors = {parts[0],
-                                                                      parts[1],
-                                                                      parts[2],
-                                                                      Whole<scalar_t>(decay, shape),
-                                                                      Whole<scalar_t>(d_o, shape),
-                                                                      d_parts[0],
-                                                                      d_parts[1],
-                                                                      d_parts[2],
-                                                                      d_parts[3]};
+    const auto parts = Parts<scalar_t>(projected, layout);
+    const auto d_parts = Parts<scalar_t>(d_projected, layout);
+    const std::array<HeadColumns<scalar_t>, kBackwardRows> tensors = {
+        parts[0],
+        parts[1],
+        parts[2],
+        Whole<scalar_t>(decay, layout),
+        Whole<scalar_t>(d_o, layout),
+        d_parts[0],
+        d_parts[1],
+        d_parts[2],
+        d_parts[3]};
     const scalar_t scale = scalar_t(1) / std::sqrt(static_cast<scalar_t>(width));
-    const int64_t* run_lengths = lengths.data_ptr<int64_t>();
-    at::parallel_for(0, shape.batch * heads, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, layout.batch * heads, 1, [&](int64_t begin, int64_t end) {
       // The states of one segment: states[s] is the state after s of its steps.
       std::vector<scalar_t> states((kSegment + 1) * area), query(width), d_decay(width);
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t b = task / heads;
-        const TaskRows<scalar_t, kBackwardRows> rows(tensors, b, task % heads, shape.steps, width);
+        const int64_t b = task / heads, run = layout.runs[b];
+        const TaskRows<scalar_t, kBackwardRows> rows(tensors, layout.first_row[b], task % heads,
+                                                     width);
         scalar_t* d_state = d_initial.data_ptr<scalar_t>() + task * area;
-        const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * shape.segments() * area;
-        const int64_t run = std::min(shape.steps, run_lengths[b]);
-        for (int64_t t = run; t < shape.steps; ++t) {
+        const scalar_t* checkpoints = saved.data_ptr<scalar_t>() + task * layout.segments() * area;
+        for (int64_t t = run; t < layout.rows_end(b); ++t) {
           for (const BackwardRow gradient : {kDQ, kDK, kDV, kDLogit}) {
             std::fill_n(rows(gradient, t), width, scalar_t(0));
           }
@@ -230,32 +258,38 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& projected,
   return {d_projected, d_initial};
 }
 
-// The kernels as one autograd node per layer. projected: [B,T,4D]; b_g: [D]; initial:
-// [B,H,dh,dh]; lengths: [B] int64 (not differentiated) -> {o: [B,T,D], final state}.
+// The kernels as one autograd node per layer. projected: [B,T,4D] (padded) or [N,4D]
+// (packed, Layout); b_g: [D]; initial: [B,H,dh,dh]; lengths: [B] int64 (not
+// differentiated) -> {o: [B,T,D] or [N,D], final state}.
 class GatedRecurrenceFunction : public torch::autograd::Function<GatedRecurrenceFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, torch::Tensor projected, torch::Tensor b_g,
-                               torch::Tensor initial, torch::Tensor lengths, int64_t heads) {
+                               torch::Tensor initial, torch::Tensor lengths, int64_t heads,
+                               bool packed) {
     projected = projected.contiguous();
     lengths = lengths.to(torch::kCPU, torch::kInt64).contiguous();
-    TORCH_CHECK(projected.dim() == 3 && projected.size(2) % (4 * heads) == 0,
-                "fused_recurrent: projected must be [B,T,4D] with D a multiple of the heads");
-    TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == projected.size(0),
-                "fused_recurrent: lengths must be [B]");
-    const int64_t model = projected.size(2) / 4;
+    TORCH_CHECK(projected.size(-1) % (4 * heads) == 0,
+                "fused_recurrent: projections must be 4D wide with D a multiple of the heads");
+    TORCH_CHECK(lengths.dim() == 1, "fused_recurrent: lengths must be [B]");
+    const Layout layout = LayoutOf(projected, lengths, heads, packed);
     // ATen's vectorised sigmoid, in place on the biased copy; backward reuses it
     // (g·(1 − g)) instead of recomputing it.
-    const torch::Tensor decay = (projected.narrow(2, 3 * model, model) + b_g).sigmoid_();
-    auto results = RecurrenceForward(projected, decay, initial.contiguous(), lengths, heads);
+    const torch::Tensor decay =
+        (projected.narrow(-1, 3 * layout.model(), layout.model()) + b_g).sigmoid_();
+    auto results = RecurrenceForward(projected, decay, initial.contiguous(), layout);
     ctx->save_for_backward({projected, decay, results[2]});
     ctx->saved_data["lengths"] = lengths;
     ctx->saved_data["heads"] = heads;
+    ctx->saved_data["packed"] = packed;
     return {results[0], results[1]};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &projected = saved[0], &decay = saved[1], &states = saved[2];
+    const Layout layout =
+        LayoutOf(projected, ctx->saved_data["lengths"].toTensor(), ctx->saved_data["heads"].toInt(),
+                 ctx->saved_data["packed"].toBool());
     // In the inputs' type: under autocast, o's consumer may hand back a bf16 gradient.
     const auto dtype = projected.scalar_type();
     const torch::Tensor d_o = grad_outputs[0].defined() ? grad_outputs[0].to(dtype).contiguous()
@@ -265,12 +299,12 @@ class GatedRecurrenceFunction : public torch::autograd::Function<GatedRecurrence
             ? grad_outputs[1].to(dtype).contiguous()
             : torch::zeros({states.size(0), states.size(1), states.size(3), states.size(4)},
                            states.options());
-    auto grads =
-        RecurrenceBackward(projected, decay, states, d_o, d_final,
-                           ctx->saved_data["lengths"].toTensor(), ctx->saved_data["heads"].toInt());
-    const int64_t model = projected.size(2) / 4;
-    const torch::Tensor d_b_g = grads[0].narrow(2, 3 * model, model).sum(torch::IntArrayRef{0, 1});
-    return {grads[0], d_b_g, grads[1], torch::Tensor(), torch::Tensor()};
+    auto grads = RecurrenceBackward(projected, decay, states, d_o, d_final, layout);
+    // b_g's gradient: the logits' gradient summed over every row.
+    std::vector<int64_t> rows(projected.dim() - 1);
+    std::iota(rows.begin(), rows.end(), 0);
+    const torch::Tensor d_b_g = grads[0].narrow(-1, 3 * layout.model(), layout.model()).sum(rows);
+    return {grads[0], d_b_g, grads[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -303,16 +337,32 @@ class FusedRecurrent final : public Variant {
 
 }  // namespace
 
-torch::Tensor GatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
-                              int64_t num_heads, const torch::Tensor& lengths,
-                              torch::Tensor& state) {
+namespace {
+
+torch::Tensor ApplyGatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
+                                   int64_t num_heads, const torch::Tensor& lengths,
+                                   torch::Tensor& state, bool packed) {
   // The kernel takes one floating type: autocast's bf16 projections are promoted to the
   // state's float32 (the casts carry gradients).
   const auto dtype = PromotedType({projected, b_g, state});
   auto outputs = GatedRecurrenceFunction::apply(projected.to(dtype), b_g.to(dtype), state.to(dtype),
-                                                lengths, num_heads);
+                                                lengths, num_heads, packed);
   state = outputs[1];
   return outputs[0];
+}
+
+}  // namespace
+
+torch::Tensor GatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
+                              int64_t num_heads, const torch::Tensor& lengths,
+                              torch::Tensor& state) {
+  return ApplyGatedRecurrence(projected, b_g, num_heads, lengths, state, /*packed=*/false);
+}
+
+torch::Tensor PackedGatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
+                                    int64_t num_heads, const torch::Tensor& lengths,
+                                    torch::Tensor& state) {
+  return ApplyGatedRecurrence(projected, b_g, num_heads, lengths, state, /*packed=*/true);
 }
 
 torch::Tensor FusedRecurrentLayer(const torch::Tensor& h, const LayerWeights& layer,

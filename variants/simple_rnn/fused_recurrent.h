@@ -27,6 +27,13 @@ torch::Tensor GatedRecurrence(const torch::Tensor& projected, const torch::Tenso
                               int64_t num_heads, const torch::Tensor& lengths,
                               torch::Tensor& state);
 
+// The same on packed sequences: projected: [N,4D] holds sequence 0's lengths[0] steps,
+// then sequence 1's, and so on (N = Σ lengths; FlashAttention's variable-length layout,
+// the rows of the real positions of a right-padded batch in order). Returns o: [N,D].
+torch::Tensor PackedGatedRecurrence(const torch::Tensor& projected, const torch::Tensor& b_g,
+                                    int64_t num_heads, const torch::Tensor& lengths,
+                                    torch::Tensor& state);
+
 // One layer on the residual stream, as LayerForward with the recurrence above:
 // h + GatedRecurrence(RMSNorm(h)·[W_q W_k W_v W_g])·W_o. h: [B,T,D] -> [B,T,D].
 torch::Tensor FusedRecurrentLayer(const torch::Tensor& h, const LayerWeights& layer,

@@ -2,11 +2,11 @@
 // piece of the step (the embedding, each layer's norm, its [D,4D] and [D,D] products and
 // residual, the head's norm and [D,V] product, the loss) runs on the N real tokens of the
 // batch, gathered once as rows of an [N,D] residual stream (FlashAttention's varlen layout:
-// no padding and no sort). Only the recurrence needs time order: each layer scatters its
-// fused projections into the padded [B,T] grid, where the kernel stops each sequence at
-// its length (GatedRecurrence), and gathers the outputs back. The scatter and gather move
-// 5·D values a real position. With lengths uniform in
-// [T/2, T] a quarter of the positions are padding: that quarter of the whole step goes.
+// no padding and no sort). The recurrence reads the packed rows in place
+// (PackedGatedRecurrence: sequence b's steps are consecutive rows, from the sum of the
+// lengths before it), so no layer scatters into or gathers from the padded grid; only the
+// returned logits are laid out on it. With lengths uniform in [T/2, T] a quarter of the
+// positions are padding: that quarter of the whole step goes.
 #include <algorithm>
 
 #include "variants/core/language_model.h"
@@ -49,13 +49,12 @@ torch::Tensor Unpack(const torch::Tensor& x, const Packing& packing, const Batch
 
 // One layer on the packed residual stream h: [N,D] -> [N,D]; `state` [B,H,dh,dh] carried.
 torch::Tensor PackedLayer(const torch::Tensor& h, const LayerWeights& layer, int64_t num_heads,
-                          const Packing& packing, const Batch& batch, torch::Tensor& state) {
+                          const Batch& batch, torch::Tensor& state) {
   const torch::Tensor projected =
       torch::matmul(FusedRmsNorm(h, layer.norm), FusedProjectionWeight(layer));  // [N,4D]
-  const torch::Tensor o = GatedRecurrence(Unpack(projected, packing, batch), layer.b_g, num_heads,
-                                          batch.lengths, state);  // [B,T,D]
-  const torch::Tensor o_rows = o.reshape({packing.grid, -1}).index_select(0, packing.rows);
-  return h + torch::matmul(o_rows, layer.w_o);
+  const torch::Tensor o =
+      PackedGatedRecurrence(projected, layer.b_g, num_heads, batch.lengths, state);  // [N,D]
+  return h + torch::matmul(o, layer.w_o);
 }
 
 class Packed final : public Variant {
@@ -84,7 +83,7 @@ class Packed final : public Variant {
     for (const LayerWeights& layer : weights.layers) {
       torch::Tensor state = torch::zeros(
           {batch.batch_size(), num_heads, width / num_heads, width / num_heads}, h.options());
-      h = PackedLayer(h, layer, num_heads, packing, batch, state);
+      h = PackedLayer(h, layer, num_heads, batch, state);
     }
     const torch::Tensor logits =
         FusedLanguageModelHead(h, weights.norm_out, weights.w_out);  // [N,V]
