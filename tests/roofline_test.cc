@@ -152,6 +152,15 @@ TEST_CASE("each variant states the work of its own step", "[roofline]") {
   // K = ceil(sqrt(12)) = 4: three segments, the last kept from forward, two recomputed.
   CHECK(checkpointed.recomputed_positions == 4 * 8);
   CHECK(work("checkpointed", Mode::kForward).recomputed_positions == 0);
+  // fused_recurrent's products run on the padded grid, its kernel on real steps only
+  // (recomputed in train); packed runs everything on real tokens.
+  for (const char* key : {"fused_recurrent", "packed"}) {
+    INFO(key);
+    CHECK(work(key, Mode::kTrain).recomputed_positions == batch.NumTokens());
+    CHECK(work(key, Mode::kForward).recomputed_positions == 0);
+  }
+  CHECK(work("fused_recurrent", Mode::kTrain).positions == 4 * 12);
+  CHECK(work("packed", Mode::kTrain).positions == batch.NumTokens());
   CHECK(CostOf(config, checkpointed).flops > CostOf(config, batched).flops);
   // Generate 3 tokens after a prompt of 12: the default re-runs 12, 13 and 14 positions;
   // stepwise runs the prompt once and then one position per token after the first.

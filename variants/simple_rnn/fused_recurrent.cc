@@ -316,8 +316,13 @@ class FusedRecurrent final : public Variant {
     return caps;
   }
 
+  // The products run on the padded grid; the kernel runs (and in train recomputes) only
+  // each sequence's real steps. The family's formula counts the forward recurrence at every
+  // position, padded ones too: its FLOPs are overstated by their share of it.
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    return WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
+    StepWork work = Variant::Work(mode, batch, num_tokens);
+    if (mode == Mode::kTrain) work.recomputed_positions = batch.NumTokens();
+    return work;
   }
 
   ForwardOutput Forward(const Batch& batch) override {

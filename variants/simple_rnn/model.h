@@ -142,8 +142,9 @@ ForwardOutput ForwardMasked(const Weights& weights, const torch::Tensor& tokens,
 // below. Recomputed positions re-run the recurrence only (checkpointed).
 StepCost StepCostOf(const ModelConfig& config, const StepWork& work);
 
-// `work` for a variant whose train step re-runs the recurrence of every position in
-// backward (checkpointed, fused_recurrent): recomputed_positions = positions in train mode.
+// `work` for a variant whose train step re-runs the recurrence of every position it
+// computes in backward (layer_checkpointed, packed):
+// recomputed_positions = positions in train mode.
 StepWork WithRecomputedRecurrence(StepWork work);
 
 // Capabilities every simple_rnn variant starts from: all modes, CPU and CUDA, fp32/fp64,

@@ -65,12 +65,12 @@ class Packed final : public Variant {
     return caps;
   }
 
-  // The products run on real tokens only; the kernel's recurrence runs forward twice in
-  // train (fused_recurrent's recompute), over the padded grid.
+  // Everything runs on real tokens only; the kernel's recurrence runs forward twice in
+  // train (fused_recurrent's recompute).
   StepWork Work(Mode mode, const Batch& batch, int64_t num_tokens) const override {
-    StepWork work = WithRecomputedRecurrence(Variant::Work(mode, batch, num_tokens));
+    StepWork work = Variant::Work(mode, batch, num_tokens);
     if (mode != Mode::kGenerate) work.positions = work.head_positions = batch.NumTokens();
-    return work;
+    return WithRecomputedRecurrence(work);
   }
 
   ForwardOutput Forward(const Batch& batch) override {
