@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <stdexcept>
 
 #include "cli/command.h"
 #include "harness/ab_run.h"
@@ -141,6 +142,16 @@ std::string ScratchFolder(const std::string& keep) {
   return pattern;
 }
 
+void PrintAbProgress(const AbProgress& progress) {
+  if (progress.pairs > 0)
+    std::printf("ab: %lld of %lld sample pairs\n", (long long)progress.pairs_done,
+                (long long)progress.pairs);
+  else
+    std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
+                (long long)progress.rounds, progress.side.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int RunAbCommand(const std::vector<std::string>& args) {
@@ -153,18 +164,17 @@ int RunAbCommand(const std::vector<std::string>& args) {
                                  : "one process a side each round",
               (long long)f.request.rounds);
   InstallStopHandlers();
-  const AbResult result = RunAb(
-      f.request, store, folder,
-      [](const AbProgress& progress) {
-        if (progress.pairs > 0)
-          std::printf("ab: %lld of %lld sample pairs\n", (long long)progress.pairs_done,
-                      (long long)progress.pairs);
-        else
-          std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
-                      (long long)progress.rounds, progress.side.c_str());
-        std::fflush(stdout);
-      },
-      StopRequested);
+  AbResult result;
+  try {
+    result = RunAb(f.request, store, folder, PrintAbProgress, StopRequested);
+  } catch (...) {
+    // Interrupted, the private folder goes with the run (the sides' errors would name logs
+    // in it); a side that failed keeps it, as its error names the log inside.
+    if (!StopRequested()) throw;
+    if (!f.scratch.empty()) throw std::runtime_error("ab: interrupted; the logs are in " + folder);
+    RemoveTree(folder);
+    throw std::runtime_error("ab: interrupted (--keep DIR keeps the sides' logs)");
+  }
   if (f.scratch.empty()) RemoveTree(folder);
   std::printf(
       "ab: runs %lld (base) and %lld (new), order %s -> %s\n"

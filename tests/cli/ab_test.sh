@@ -80,4 +80,21 @@ set -e
 [[ $rc -le 1 ]] || fail "compare exited $rc: $(cat "$work/compare.out")"
 grep -q "A/B pair" "$work/compare.out" || fail "compare did not pair: $(cat "$work/compare.out")"
 grep -q "gate: time" "$work/compare.out" || fail "$(cat "$work/compare.out")"
+# 5. Interrupted: the private scratch folder under TMPDIR goes with it (--keep's stays).
+mkdir "$work/tmp"
+TMPDIR="$work/tmp" "$seqbench" ab "$work/tiny.toml" --db "$work/interrupted.db" \
+  --base-binary "$work/base-seqbench" --rounds 200 --filter 'mode=train' >"$work/int.out" 2>&1 &
+ab_pid=$!
+for _ in $(seq 600); do
+  compgen -G "$work/tmp/seqbench-ab-*/base.log" >/dev/null && break
+  sleep 0.1
+done
+compgen -G "$work/tmp/seqbench-ab-*/base.log" >/dev/null || fail "ab never started: $(cat "$work/int.out")"
+kill -INT "$ab_pid"
+set +e
+wait "$ab_pid"
+set -e
+leftover=$(ls -A "$work/tmp")
+[[ -z $leftover ]] || fail "interrupted ab left $leftover in TMPDIR: $(cat "$work/int.out")"
+grep -q "ab: interrupted (--keep DIR" "$work/int.out" || fail "$(cat "$work/int.out")"
 echo "ab test: ok"
