@@ -12,12 +12,15 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
 #include "harness/child_process.h"
 #include "harness/lockstep.h"
+#include "harness/roofline.h"
 #include "harness/run_header.h"
+#include "harness/suite.h"
 
 namespace seqbench {
 namespace {
@@ -186,6 +189,24 @@ int64_t StoreSide(Store& store, RunRecord run, const std::vector<CaseRecord>& ca
   return run_id;
 }
 
+// The machine's limits at the conditions of `cases`, measured by this process once both
+// workers have ended: each worker measured its own while its partner measured too, so
+// both halved what the machine can do. The entries replace the workers' in both runs.
+std::vector<std::pair<std::string, std::string>> LimitsMeasuredOnce(
+    const std::vector<CaseRecord>& cases) {
+  std::vector<CaseSpec> conditions;
+  for (const CaseRecord& c : cases) {
+    CaseSpec spec;
+    spec.workload = c.workload();
+    conditions.push_back(spec);
+  }
+  auto limits = MeasureLimitsFor(conditions);
+  limits.emplace_back("machine_limits",
+                      "measured once by ab after both sides ended (the sides' own, measured at "
+                      "the same time, replaced)");
+  return limits;
+}
+
 }  // namespace
 
 std::vector<bool> AbOrder(int64_t rounds, uint64_t seed) {
@@ -326,6 +347,10 @@ AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratc
                                  new_uuid, result.order, started_at);
   result.new_run_id = StoreSide(store, *runs.new_run, runs.new_cases, request, "new", new_uuid,
                                 base_uuid, result.order, started_at);
+  const auto limits = LimitsMeasuredOnce(runs.new_cases);
+  for (const int64_t run_id : {result.base_run_id, result.new_run_id}) {
+    store.AddRunEnvironment(run_id, limits, {});
+  }
   return result;
 }
 

@@ -15,7 +15,9 @@
 // time; a pair is then seconds apart. Either way the sides' scratch databases are gathered
 // into two runs of the target database, linked to each other (environment entries
 // ab_side, ab_pair = the other run's uuid, ab_order), sample r of a case paired with the
-// other side's sample r.
+// other side's sample r. The machine's limits (harness/roofline.h) are measured once, by
+// this process after both sides have ended, and replace those each side measured while its
+// partner measured too.
 //
 // Thread-safety: RunAb blocks its thread until the last child is gone (in lockstep it
 // supervises each worker on a thread of its own).

@@ -54,6 +54,15 @@ order=$(sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 
 [[ $(wc -w <<<"$order") -eq $((6 * cases)) ]] || fail "order '$order' is not 6 x $cases pairs"
 grep -qw BN <<<"$order" && grep -qw NB <<<"$order" || fail "order '$order' never alternates"
 [[ -f "$work/rounds/base.log" && -f "$work/rounds/new.log" ]] || fail "--keep kept no logs"
+# The machine's limits, measured once after both sides ended (not by each worker while the
+# other measured too): the same entries in both runs, and said so.
+for run in 1 2; do
+  sqlite3 "$db" "SELECT value FROM environment WHERE run_id = $run AND key = 'machine_limits'" |
+    grep -q "^measured once by ab after both sides ended" || fail "run $run: limits not measured once"
+done
+peaks() { sqlite3 "$db" "SELECT group_concat(key || '=' || value) FROM (SELECT key, value FROM
+  environment WHERE run_id = $1 AND key LIKE 'peak_%' ORDER BY key)"; }
+[[ -n $(peaks 1) && $(peaks 1) == "$(peaks 2)" ]] || fail "limits differ: $(peaks 1) / $(peaks 2)"
 
 # 3. A base binary whose run lacks --lockstep (an older build): one process a side each
 # round instead, one order entry a round.
