@@ -226,7 +226,9 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
       "nvtx", "emit NVTX ranges per case and step phase (for Nsight Systems)")(
       "measure-limits",
       "measure this machine's GEMM rate and memory bandwidth (the roofline's peaks) again, "
-      "instead of taking them from an earlier run in the database on the same machine")(
+      "instead of taking them from an earlier run in the database on the same machine (a run "
+      "whose cases take over a minute measures them once more after its last case, keeping "
+      "the higher)")(
       "check", po::value(&f.check_text)->default_value("full"),
       "full: check every case against the baseline; sample: one case per variant, mode, "
       "device and shape; none: timing only (recorded with the run)")(

@@ -17,12 +17,16 @@ class EinsumRecurrence final : public Variant {
   ForwardOutput Forward(const Batch& batch) override {
     const TimeMixer einsum_loop = [](const LayerInputs& in, const torch::Tensor& mask,
                                      torch::Tensor& state) {
-      const auto g = Decay(in.decay_logits, mask);  // [B,T,H,dh]
+      // [B,T,H,dh] each, unbound once into T steps of [B,H,dh]: a per-step select() in an
+      // autograd loop would make backward scatter into a zero tensor of the whole input at
+      // every step (O(T²) time and memory).
+      const auto qs = in.q.unbind(1), ks = in.k.unbind(1), vs = in.v.unbind(1),
+                 gs = Decay(in.decay_logits, mask).unbind(1);
       std::vector<torch::Tensor> outputs;
-      for (int64_t t = 0; t < in.q.size(1); ++t) {
-        state = torch::einsum("bhi,bhij->bhij", {g.select(1, t), state}) +
-                torch::einsum("bhi,bhj->bhij", {in.k.select(1, t), in.v.select(1, t)});
-        outputs.push_back(torch::einsum("bhi,bhij->bhj", {in.q.select(1, t), state}));
+      for (size_t t = 0; t < qs.size(); ++t) {
+        state = torch::einsum("bhi,bhij->bhij", {gs[t], state}) +
+                torch::einsum("bhi,bhj->bhij", {ks[t], vs[t]});
+        outputs.push_back(torch::einsum("bhi,bhij->bhj", {qs[t], state}));
       }
       return torch::stack(outputs, 1);
     };
