@@ -287,7 +287,12 @@ sqlite3 hostile.db "PRAGMA journal_mode = DELETE;
   UPDATE environment SET value = '# ' || char(27) || '[2J<script>x</script>' WHERE key = 'cpu_model'" >/dev/null
 no_markup() {  # no_markup FILE: cmark-gfm (GitHub's extensions) finds no HTML, image or link
   # (seqbench's own section markers, HTML comments, aside)
-  grep -v '^<!-- seqbench:' "$1" | cmark-gfm -e table -e autolink -e strikethrough --to xml >ast.xml
+  # A parser that is missing or fails must break the try, not leave an empty tree to pass.
+  if ! grep -v '^<!-- seqbench:' "$1" | cmark-gfm -e table -e autolink -e strikethrough --to xml >ast.xml ||
+    ! grep -q '<document' ast.xml; then
+    why="cmark-gfm did not parse $1 (missing? ci/install-deps installs it)"
+    return 1
+  fi
   if grep -qE "<(html_inline|html_block|image)\b" ast.xml; then
     why="$1 renders raw HTML or an image: $(grep -oE '<(html_inline|html_block|image)[^>]*>' ast.xml | head -2)"
     return 1

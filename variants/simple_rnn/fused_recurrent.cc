@@ -125,18 +125,19 @@ Layout LayoutOf(const torch::Tensor& projected, const torch::Tensor& lengths, in
 
 // The parts of the projection in their order: q, k, v, then the decay's logits.
 template <typename scalar_t>
-std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const Layout& shape) {
+std::array<HeadColumns<scalar_t>, 4> Parts(const torch::Tensor& projected, const Layout& layout) {
   scalar_t* data = projected.data_ptr<scalar_t>();
-  const int64_t columns = 4 * shape.model();
+  const int64_t columns = 4 * layout.model();
   return {{{data, columns, 0},
-           {data, columns, shape.model()},
-           {data, columns, 2 * shape.model()},
-           {data, columns, 3 * shape.model()}}};
+           {data, columns, layout.model()},
+           {data, columns, 2 * layout.model()},
+           {data, columns, 3 * layout.model()}}};
 }
 
+// A [rows, D] tensor's heads: the decay, o, and o's gradient.
 template <typename scalar_t>
-HeadColumns<scalar_t> Whole(const torch::Tensor& tensor, const Layout& shape) {
-  return {tensor.data_ptr<scalar_t>(), shape.model(), 0};
+HeadColumns<scalar_t> Whole(const torch::Tensor& tensor, const Layout& layout) {
+  return {tensor.data_ptr<scalar_t>(), layout.model(), 0};
 }
 
 // scaled = scale·row, over `width` values.
