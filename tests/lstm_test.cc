@@ -36,42 +36,69 @@ struct ModuleResult {
   ParameterSet lstm_gradients;
 };
 
-ModuleResult RunModule(const ModelConfig& config, const ParameterSet& weights, const Batch& batch) {
+torch::nn::LSTM MakeModule(const ModelConfig& config, const ParameterSet& weights) {
   torch::nn::LSTM module(torch::nn::LSTMOptions(config.width, config.width)
                              .num_layers(config.num_layers)
                              .batch_first(true));
   module->to(torch::kFloat64);
-  {
-    torch::NoGradGuard no_grad;
-    for (int64_t l = 0; l < config.num_layers; ++l) {
-      const std::string layer = "layers." + std::to_string(l) + ".";
-      const std::string suffix = "_l" + std::to_string(l);
-      for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
-        module->named_parameters()[name + suffix].copy_(weights[layer + name]);
-      }
+  torch::NoGradGuard no_grad;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const std::string layer = "layers." + std::to_string(l) + ".";
+    const std::string suffix = "_l" + std::to_string(l);
+    for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+      module->named_parameters()[name + suffix].copy_(weights[layer + name]);
     }
   }
-  const auto embedding = weights["embedding"].detach().clone().requires_grad_(true);
-  const auto norm_out = weights["norm_out"].detach().clone().requires_grad_(true);
-  const auto w_out = weights["w_out"].detach().clone().requires_grad_(true);
-  const auto inputs = torch::embedding(embedding, batch.tokens);
+  return module;
+}
+
+// The module's outputs on the embedded batch, packed as a user packs a ragged batch.
+lstm::LstmOutputs RunPacked(torch::nn::LSTM& module, const torch::Tensor& inputs,
+                            const Batch& batch) {
   const auto packed = rnn::pack_padded_sequence(inputs, batch.lengths, /*batch_first=*/true,
                                                 /*enforce_sorted=*/false);
   auto [packed_outputs, state] = module->forward_with_packed_input(packed);
   auto [outputs, unused] =
       rnn::pad_packed_sequence(packed_outputs, /*batch_first=*/true, 0.0, batch.max_length());
-  const auto logits = LanguageModelHead(outputs, norm_out, w_out);
-  NextTokenLoss(logits, batch).backward();
-  ModuleResult result;
-  result.outputs = {outputs, std::get<0>(state), std::get<1>(state)};
+  return {outputs, std::get<0>(state), std::get<1>(state)};
+}
+
+// The module's LSTM parameter gradients under seqbench's names.
+ParameterSet ModuleGradients(torch::nn::LSTM& module, const ModelConfig& config) {
+  ParameterSet gradients;
   for (int64_t l = 0; l < config.num_layers; ++l) {
     const std::string suffix = "_l" + std::to_string(l);
     for (const char* name : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
-      result.lstm_gradients.insert("layers." + std::to_string(l) + "." + name,
-                                   module->named_parameters()[name + suffix].grad());
+      gradients.insert("layers." + std::to_string(l) + "." + name,
+                       module->named_parameters()[name + suffix].grad());
     }
   }
+  return gradients;
+}
+
+ModuleResult RunModule(const ModelConfig& config, const ParameterSet& weights, const Batch& batch) {
+  torch::nn::LSTM module = MakeModule(config, weights);
+  const auto embedding = weights["embedding"].detach().clone().requires_grad_(true);
+  const auto norm_out = weights["norm_out"].detach().clone().requires_grad_(true);
+  const auto w_out = weights["w_out"].detach().clone().requires_grad_(true);
+  ModuleResult result;
+  result.outputs = RunPacked(module, torch::embedding(embedding, batch.tokens), batch);
+  const auto logits = LanguageModelHead(result.outputs.outputs, norm_out, w_out);
+  NextTokenLoss(logits, batch).backward();
+  result.lstm_gradients = ModuleGradients(module, config);
   return result;
+}
+
+// A loss that reads everything the stack returns, with a different weight for every
+// value: the real outputs, and h_n and c_n, through which a padded row's carried state
+// reaches the loss (the next-token loss never takes that path).
+torch::Tensor StateLoss(const lstm::LstmOutputs& out, const Batch& batch) {
+  const auto weigh = [](const torch::Tensor& value) {
+    return torch::sin(torch::arange(value.numel(), value.options()) * 0.37 + 1).view_as(value);
+  };
+  const auto real = batch.PaddingMask().unsqueeze(-1).to(out.outputs.dtype());
+  return (out.outputs * real * weigh(out.outputs)).sum() + (out.h_n * weigh(out.h_n)).sum() +
+         (out.c_n * weigh(out.c_n)).sum();
 }
 
 const std::vector<Shape> kShapes = {
@@ -130,6 +157,36 @@ TEST_CASE("every lstm variant equals torch::nn::LSTM: outputs, final state, grad
         const auto result = CheckEquivalence(*fresh, *reference, Mode::kTrain, batch, tolerance);
         INFO("worst gradient " << result.worst_gradient);
         CHECK(result.passed());
+      }
+    }
+  }
+}
+
+TEST_CASE("lstm variants' gradients through h_n and c_n equal torch::nn::LSTM's", "[lstm]") {
+  const Tolerance tolerance{1e-9, 1e-11};
+  const Shape shape{2, 12, 4, 9, 2};  // ragged: some rows carry their state for 7 steps
+  const ModelConfig config = LstmConfig(shape);
+  const ParameterSet weights = lstm::InitWeights(config, 11);
+  const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 12);
+  REQUIRE(batch.lengths.min().item<int64_t>() < shape.steps);
+  torch::nn::LSTM module = MakeModule(config, weights);
+  const auto inputs = torch::embedding(weights["embedding"], batch.tokens);
+  StateLoss(RunPacked(module, inputs, batch), batch).backward();
+  const ParameterSet expected = ModuleGradients(module, config);
+  for (const std::string& key : testing::VariantsOf(lstm::kFamily, "")) {
+    const Capabilities& caps = GlobalVariants().Get(key).capabilities;
+    if (!caps.Supports(Mode::kTrain) || !caps.Supports(torch::kFloat64)) continue;
+    DYNAMIC_SECTION(key) {
+      auto variant = CreateVariant(key);
+      variant->Setup(config, weights, torch::kCPU, torch::kFloat64);
+      auto* stack = dynamic_cast<lstm::LstmVariant*>(variant.get());
+      REQUIRE(stack != nullptr);
+      StateLoss(stack->Run(inputs, batch.PaddingMask()), batch).backward();
+      for (const auto& item : expected) {
+        INFO(item.key());
+        const auto gradient = variant->parameters()[item.key()].grad();
+        REQUIRE(gradient.defined());
+        CHECK(Compare(gradient, item.value(), tolerance).within);
       }
     }
   }

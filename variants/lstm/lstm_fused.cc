@@ -1,7 +1,9 @@
 // `lstm_fused`: Appleyard's and haste's structure (FusedLayer). Per layer, the input
 // projection of all T steps is one GEMM with both biases folded in; each step is one [H,4H]
 // recurrent GEMM (addmm onto the precomputed input part) and the pointwise gate math in few
-// kernels.
+// kernels. On the CPU a layer is one autograd node with a hand-written backward through
+// time (fused_layer.h): a step of backward is one pass over its gates and one product, and
+// the weight gradients of all steps are single GEMMs at the end.
 #include "variants/core/registry.h"
 #include "variants/lstm/model.h"
 

@@ -5,6 +5,7 @@
 
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
+#include "variants/lstm/fused_layer.h"
 
 namespace seqbench::lstm {
 void ValidateConfig(const ModelConfig& config) {
@@ -81,6 +82,7 @@ torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
 
 LayerOutputs FusedLayer(const torch::Tensor& x, const LayerWeights& layer,
                         const torch::Tensor& mask) {
+  if (x.device().is_cpu()) return HandWrittenLayer(x, layer, mask);
   const auto projected =
       torch::matmul(x, layer.weight_ih.t()) + (layer.bias_ih + layer.bias_hh);  // [B,T,4H]
   const auto recurrent = layer.weight_hh.t();

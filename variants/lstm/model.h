@@ -67,9 +67,11 @@ torch::Tensor KeepWhere(const torch::Tensor& keep, const torch::Tensor& updated,
                         const torch::Tensor& old);
 
 // One layer as lstm_fused runs it: the input projection of all T steps as one GEMM with both
-// biases folded in, then one [H,4H] recurrent addmm and FusedCellUpdate() a step (steps
-// unbound once). x: [B,T,H]; mask: [B,T] bool or undefined -> {outputs [B,T,H], h [B,H],
-// c [B,H]} (h_n and c_n of the layer: padding keeps the state).
+// biases folded in, then one [H,4H] recurrent addmm a step. On the CPU one autograd node
+// with a hand-written backward (HandWrittenLayer, fused_layer.h); elsewhere autograd's
+// graph of addmm and FusedCellUpdate() a step (steps unbound once). x: [B,T,H]; mask:
+// [B,T] bool or undefined -> {outputs [B,T,H], h [B,H], c [B,H]} (h_n and c_n of the
+// layer: padding keeps the state).
 struct LayerOutputs {
   torch::Tensor outputs, h, c;
 };
