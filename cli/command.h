@@ -35,6 +35,10 @@ const std::vector<Command>& Commands();
 int RunList(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
 int RunRun(const std::vector<std::string>& args);
+// `seqbench run ARGS` checked as RunRun checks it before it touches a database (flags,
+// suite, overrides, the cases selected), without running anything: a UsageError names
+// what the command would refuse. For commands seqbench submits on a user's behalf.
+void CheckRunCommand(const std::vector<std::string>& args);
 int RunShow(const std::vector<std::string>& args);
 int RunMerge(const std::vector<std::string>& args);
 int RunRemove(const std::vector<std::string>& args);

@@ -785,6 +785,19 @@ RunSummary RunPending(const RunFlags& f, const Suite& suite, const std::vector<C
 
 }  // namespace
 
+void CheckRunCommand(const std::vector<std::string>& args) {
+  RunFlags f;
+  if (!ParseRunFlags(args, f)) throw UsageError("run: --help asks for the help, not a run");
+  CheckedFlags checked;
+  CheckModeFlags(f);
+  CheckMeasureFlags(f, checked);
+  CheckTestFlags(f);
+  CheckSelectionFlags(f, checked);
+  const Suite suite = SuiteFor(f, checked);
+  if (SelectCases(suite, checked.selection).empty())
+    throw UsageError("run: no case of " + f.suite_path + " matches --filter/--shard");
+}
+
 int RunRun(const std::vector<std::string>& args) {
   RunFlags f;
   if (!ParseRunFlags(args, f)) return 0;

@@ -46,8 +46,9 @@ constexpr char kSlurmUsage[] =
     "ended (afterany), merges the shards into DIR/group-ID.db, writes DIR/group-ID.md (report\n"
     "--group ID, which refuses a group with a shard missing or unfinished, naming it) and\n"
     "checks the suite's expectations on the group. Prints the job ids and\n"
-    "the commands that watch and collect them. --dry-run prints the scripts and sbatch\n"
-    "commands instead of submitting.\n\nOptions";
+    "the commands that watch and collect them. Each task's run command is checked first,\n"
+    "as the task would check it (exit 2 if any task would refuse it). --dry-run prints the\n"
+    "scripts and sbatch commands instead of submitting.\n\nOptions";
 
 // The suite's case count, for the shard count's bound, and whether it has expectations.
 Suite LoadSuiteOrFail(const std::string& path) {
@@ -140,6 +141,30 @@ void CompleteRequest(SlurmFlags& f) {
   request.check = !suite.expectations.empty();
   for (const std::string& plugin : LoadedPluginPaths())
     request.plugins.push_back(std::filesystem::absolute(plugin).string());
+}
+
+// Each task's `seqbench run` command, checked here as the task would check it: a flag it
+// refuses (`--repetitions 0`, `--count instructions` on a shard, a --filter that leaves a
+// shard empty) would otherwise fail every task of the array on the cluster.
+void CheckTaskCommands(const SlurmFlags& f) {
+  const SlurmJobRequest& request = f.request;
+  for (int64_t i = 1; i <= request.shards; ++i) {
+    std::vector<std::string> args = {request.suite_path,
+                                     "--shard",
+                                     std::to_string(i) + "/" + std::to_string(request.shards),
+                                     "--group",
+                                     request.group,
+                                     "--db",
+                                     request.db_dir + "/shard-" + std::to_string(i) + ".db"};
+    args.insert(args.end(), request.run_flags.begin(), request.run_flags.end());
+    try {
+      CheckRunCommand(args);
+    } catch (const UsageError& error) {
+      throw UsageError("slurm: task " + std::to_string(i) + " of " +
+                       std::to_string(request.shards) +
+                       " would refuse its command: " + error.what());
+    }
+  }
 }
 
 // `tool` (sbatch, scontrol, scancel) on PATH, or a UsageError (exit 2): nothing can be
@@ -263,6 +288,7 @@ int RunSlurm(const std::vector<std::string>& args) {
   SlurmFlags f;
   if (!ParseSlurmFlags(args, f)) return 0;
   CompleteRequest(f);
+  CheckTaskCommands(f);
   const SlurmJob job = PlanSlurmJob(f.request);
   const std::string dir = f.request.db_dir;
   if (f.dry_run) {

@@ -46,6 +46,12 @@ refused "--shards must be 1 to" "$seqbench" slurm "$suite" --shards 100000 --db-
 refused "--group 'a/b' must be" "$seqbench" slurm "$suite" --shards 2 --group a/b --db-dir "$work/out"
 refused "--shard (here --shard) is set for each task" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --shard 1/2
 refused "--group (here --gro=x) is set" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --gro=x
+# Run flags every task would refuse: checked here, before anything is submitted.
+refused "task 1 of 2 would refuse its command: run: --repetitions" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --repetitions 0
+refused "would refuse its command: run: a counted run cannot be a group's shard" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --count instructions
+refused "would refuse its command: run: --check must be" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --check maybe
+refused "would refuse its command: run: no case of" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --filter 'no_such_variant_anywhere'
+refused "would refuse its command: run: --help" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --help
 refused "backslash" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out\\x"
 refused "cannot open the suite file" "$seqbench" slurm "$work/nosuch.toml" --shards 2 --db-dir "$work/out"
 refused "sbatch is not on PATH" env PATH=/nonexistent "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out"
