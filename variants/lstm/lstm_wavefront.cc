@@ -31,6 +31,7 @@
 // backward goes through the autograd engine as usual (the wavefront covers forward only;
 // the engine orders each backward op on its forward op's stream).
 #include <dlfcn.h>
+#include <omp.h>
 
 #include <atomic>
 #include <exception>
@@ -144,6 +145,24 @@ class StageStreams {
 
 // Sets OpenBLAS (if it is the loaded BLAS) to one thread for this object's lifetime. The
 // setting is process-wide: the harness runs one variant at a time, so lifetimes nest.
+// Holds the calling thread's ATen intra-op parallelism at one thread while it lives.
+// ATen's parallel regions (OpenMP) take their team size from the calling thread's OpenMP
+// setting, and a std::thread starts with the process default (every core), whatever
+// at::set_num_threads set on the caller's thread: without this each stage would start an
+// OpenMP team of its own for every elementwise op, and the teams' spinning threads would
+// fight the stages for the cores (measured at L=4, B=8, 2 threads, forward: 2 stages took
+// 668 ms where lstm_fused took 271).
+class SerialAtenOps {
+ public:
+  SerialAtenOps() : previous_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SerialAtenOps() { omp_set_num_threads(previous_); }
+  SerialAtenOps(const SerialAtenOps&) = delete;
+  SerialAtenOps& operator=(const SerialAtenOps&) = delete;
+
+ private:
+  const int previous_;
+};
+
 class SingleThreadedOpenBlas {
  public:
   SingleThreadedOpenBlas() {
@@ -222,6 +241,8 @@ class Wavefront {
   void RunStage(int64_t stage) {
     try {
       torch::AutoGradMode grad_mode(grad_enabled_);  // grad mode is thread-local
+      std::optional<SerialAtenOps> serial;           // the stages are the parallelism
+      if (stages_ > 1) serial.emplace();
       StreamScope on_stage_stream;
       streams_->Enter(stage, on_stage_stream);
       const int64_t first = stage * layers_ / stages_, last = (stage + 1) * layers_ / stages_;
