@@ -39,6 +39,7 @@ int RunRun(const std::vector<std::string>& args);
 // suite, overrides, the cases selected), without running anything: a UsageError names
 // what the command would refuse. For commands seqbench submits on a user's behalf.
 void CheckRunCommand(const std::vector<std::string>& args);
+int RunProfile(const std::vector<std::string>& args);
 int RunShow(const std::vector<std::string>& args);
 int RunMerge(const std::vector<std::string>& args);
 int RunRemove(const std::vector<std::string>& args);

@@ -41,6 +41,7 @@ const std::vector<Command>& Commands() {
       {"slurm", "submit a suite to Slurm as a job array of shards, gathered as one group",
        RunSlurm},
       {"verify", "check every variant against the baseline and print the errors", RunVerify},
+      {"profile", "the ops a case's step spends its time in (LibTorch's profiler)", RunProfile},
       {"train", "train on real text: pipelines side by side, every step's loss stored", RunTrain},
       {"generate", "greedy generation from a training checkpoint, with per-token latency",
        RunGenerate},

@@ -155,6 +155,15 @@ refused "missing.db" readme "$work/plain.md" --db "$missing"
 refused "--into" merge "$work/runs.db"
 refused "nonexistent.db" merge --into "$missing" "$work/nonexistent.db"
 
+# profile: a suite, a --filter that selects something, bounded steps and rows.
+refused "give the suite file" profile --filter x
+refused "give --filter CASES" profile "$suite"
+refused "--filter" profile "$suite" --filter "(unclosed"
+refused "no case of" profile "$suite" --filter "no_such_case_anywhere"
+refused "--steps must be 1 to 1000" profile "$suite" --filter x --steps 0
+refused "--top must be 1 to 1000" profile "$suite" --filter x --top 1001
+refused "nonexistent.toml" profile "$work/nonexistent.toml" --filter x
+
 # verify validates its flags as a suite validates its fields.
 refused "--batch" verify --batch 0
 refused "--seq-len" verify --seq-len 0
