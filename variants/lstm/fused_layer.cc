@@ -198,10 +198,10 @@ class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
     const torch::Tensor d_out =
         grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(buffers.h);
     auto d_gates = torch::empty_like(buffers.gates);
-    Carried running{
-        torch::zeros({batch, hidden}, x.options()),
-        grads[1].defined() ? grads[1].clone() : torch::zeros({batch, hidden}, x.options()),
-        torch::empty({batch, hidden}, x.options())};
+    Carried running{torch::zeros({batch, hidden}, x.options()),
+                    grads[1].defined() ? grads[1].clone(at::MemoryFormat::Contiguous)
+                                       : torch::zeros({batch, hidden}, x.options()),
+                    torch::empty({batch, hidden}, x.options())};
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "lstm_layer_backward", [&] {
       const auto rows =
           RowsOf<scalar_t>(buffers.gates, buffers.h, buffers.c, buffers.tanh_c, buffers.runs);
