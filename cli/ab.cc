@@ -2,6 +2,7 @@
 // in lockstep workers (or, for a base binary without run --lockstep, one process a side
 // each round), stored as a linked pair of runs that `compare` judges round by round
 // (harness/ab_run.h).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 #include "cli/command.h"
@@ -129,16 +131,67 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
   return true;
 }
 
+// A private scratch folder holds `owner`: "PID START" of the ab that made it (START: the
+// process's start time in clock ticks since boot, /proc/PID/stat's 22nd field, so that a
+// reused pid is told apart). ab removes the folder when it ends, or the owner file when it
+// keeps the folder on purpose; a folder whose owner no longer runs was left by an ab that
+// was killed outright (SIGKILL, the machine's OOM killer), and the next ab removes it.
+constexpr char kScratchPrefix[] = "seqbench-ab-";
+constexpr char kOwnerFile[] = "owner";
+
+// Process `pid`'s start time, or "" when no such process runs.
+std::string ProcessStart(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');  // the command name may hold spaces
+  if (name_end == std::string::npos) return "";
+  std::istringstream fields(text.substr(name_end + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return "";
+  }
+  return field;
+}
+
+std::string OwnerText() {
+  const std::string pid = std::to_string(getpid());
+  return pid + " " + ProcessStart(pid);
+}
+
+// Whether `folder`'s owner file names a process that no longer runs.
+bool Abandoned(const std::filesystem::path& folder) {
+  std::ifstream owner(folder / kOwnerFile);
+  std::string pid, start;
+  if (!(owner >> pid >> start)) return false;  // no owner: kept on purpose, or not ours
+  return ProcessStart(pid) != start;
+}
+
+// Removes the scratch folders of earlier ab processes that were killed, this user's only.
+void RemoveAbandonedScratch(const std::filesystem::path& temp) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(temp, error)) {
+    const std::string name = entry.path().filename().string();
+    struct stat info {};
+    if (name.rfind(kScratchPrefix, 0) != 0 || lstat(entry.path().c_str(), &info) != 0 ||
+        !S_ISDIR(info.st_mode) || info.st_uid != getuid() || !Abandoned(entry.path()))
+      continue;
+    RemoveTree(entry.path().string());
+  }
+}
+
 // The folder of the sides' rounds: --keep's new folder, or a private one under the temp
-// folder.
+// folder (with its owner file; earlier killed ab's folders removed first).
 std::string ScratchFolder(const std::string& keep) {
   if (!keep.empty()) {
     if (!std::filesystem::create_directory(keep))
       throw UsageError("ab: --keep '" + keep + "' exists already; name a new folder");
     return keep;
   }
-  std::string pattern = (std::filesystem::temp_directory_path() / "seqbench-ab-XXXXXX").string();
+  const std::filesystem::path temp = std::filesystem::temp_directory_path();
+  RemoveAbandonedScratch(temp);
+  std::string pattern = (temp / (std::string(kScratchPrefix) + "XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ab: cannot create a folder");
+  WriteFileAtomically(pattern + "/" + kOwnerFile, OwnerText());
   return pattern;
 }
 
@@ -157,8 +210,8 @@ void PrintAbProgress(const AbProgress& progress) {
 int RunAbCommand(const std::vector<std::string>& args) {
   AbFlags f;
   if (!ParseAbFlags(args, f)) return 0;
+  Store store(f.db_path);  // first: a database it refuses leaves no scratch folder behind
   const std::string folder = ScratchFolder(f.scratch);
-  Store store(f.db_path);
   std::printf("ab: %s, %lld rounds\n",
               f.request.lockstep ? "lockstep workers (both sides set up first)"
                                  : "one process a side each round",
@@ -170,7 +223,10 @@ int RunAbCommand(const std::vector<std::string>& args) {
   } catch (...) {
     // Interrupted, the private folder goes with the run (the sides' errors would name logs
     // in it); a side that failed keeps it, as its error names the log inside.
-    if (!StopRequested()) throw;
+    if (!StopRequested()) {
+      if (f.scratch.empty()) std::filesystem::remove(folder + "/" + kOwnerFile);  // kept
+      throw;
+    }
     if (!f.scratch.empty()) throw std::runtime_error("ab: interrupted; the logs are in " + folder);
     RemoveTree(folder);
     throw std::runtime_error("ab: interrupted (--keep DIR keeps the sides' logs)");

@@ -89,16 +89,41 @@ set -e
 [[ $rc -le 1 ]] || fail "compare exited $rc: $(cat "$work/compare.out")"
 grep -q "A/B pair" "$work/compare.out" || fail "compare did not pair: $(cat "$work/compare.out")"
 grep -q "gate: time" "$work/compare.out" || fail "$(cat "$work/compare.out")"
-# 5. Interrupted: the private scratch folder under TMPDIR goes with it (--keep's stays).
+# 5. Killed outright (SIGKILL): the folder stays, its owner gone; the next ab removes it.
 mkdir "$work/tmp"
-TMPDIR="$work/tmp" "$seqbench" ab "$work/tiny.toml" --db "$work/interrupted.db" \
-  --base-binary "$work/base-seqbench" --rounds 200 --filter 'mode=train' >"$work/int.out" 2>&1 &
+TMPDIR="$work/tmp" "$seqbench" ab "$work/tiny.toml" --db "$work/killed.db" \
+  --base-binary "$work/base-seqbench" --rounds 200 --filter 'mode=train' >"$work/kill.out" 2>&1 &
 ab_pid=$!
 for _ in $(seq 600); do
   compgen -G "$work/tmp/seqbench-ab-*/base.log" >/dev/null && break
   sleep 0.1
 done
-compgen -G "$work/tmp/seqbench-ab-*/base.log" >/dev/null || fail "ab never started: $(cat "$work/int.out")"
+compgen -G "$work/tmp/seqbench-ab-*/base.log" >/dev/null || fail "ab never started: $(cat "$work/kill.out")"
+kill -KILL "$ab_pid"
+set +e
+wait "$ab_pid" 2>/dev/null
+set -e
+killed=$(ls -d "$work"/tmp/seqbench-ab-*)
+[[ -f $killed/owner ]] || fail "a killed ab's folder has no owner file: $(ls -A "$killed")"
+
+# 5b. Interrupted: the private scratch folder under TMPDIR goes with it (--keep's stays),
+# and so does the killed one's above.
+TMPDIR="$work/tmp" "$seqbench" ab "$work/tiny.toml" --db "$work/interrupted.db" \
+  --base-binary "$work/base-seqbench" --rounds 200 --filter 'mode=train' >"$work/int.out" 2>&1 &
+ab_pid=$!
+started() {  # a folder of the new ab's own with its base side's log
+  local d
+  for d in "$work"/tmp/seqbench-ab-*; do
+    [[ $d != "$killed" && -f $d/base.log ]] && return 0
+  done
+  return 1
+}
+for _ in $(seq 600); do
+  started && break
+  sleep 0.1
+done
+started || fail "ab never started: $(cat "$work/int.out")"
+[[ ! -e $killed ]] || fail "the next ab left the killed ab's folder $killed"
 kill -INT "$ab_pid"
 set +e
 wait "$ab_pid"
