@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -131,11 +132,14 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
   return true;
 }
 
-// A private scratch folder holds `owner`: "PID START" of the ab that made it (START: the
-// process's start time in clock ticks since boot, /proc/PID/stat's 22nd field, so that a
-// reused pid is told apart). ab removes the folder when it ends, or the owner file when it
-// keeps the folder on purpose; a folder whose owner no longer runs was left by an ab that
-// was killed outright (SIGKILL, the machine's OOM killer), and the next ab removes it.
+// A private scratch folder holds `owner`: "PID START SYSTEM" of the ab that made it (START:
+// the process's start time in clock ticks since boot, /proc/PID/stat's 22nd field, so that
+// a reused pid is told apart; SYSTEM: the host name, boot id and pid namespace, so that
+// an ab in another container or on another host sharing the temp folder, whose pid this
+// /proc cannot see, is never taken for dead). ab removes the folder when it ends, or the
+// owner file when it keeps the folder on purpose; a folder whose owner no longer runs on
+// this system was left by an ab killed outright (SIGKILL, the OOM killer), and the next ab
+// removes it.
 constexpr char kScratchPrefix[] = "seqbench-ab-";
 constexpr char kOwnerFile[] = "owner";
 
@@ -153,17 +157,33 @@ std::string ProcessStart(const std::string& pid) {
   return field;
 }
 
-std::string OwnerText() {
-  const std::string pid = std::to_string(getpid());
-  return pid + " " + ProcessStart(pid);
+// This system, as one word: host name, boot id and pid namespace ("" when unknown).
+std::string SystemIdentity() {
+  char host[256] = {};
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::error_code error;
+  const std::string namespace_link = std::filesystem::read_symlink("/proc/self/ns/pid", error);
+  if (gethostname(host, sizeof(host) - 1) != 0 || !(boot >> boot_id) || error) return "";
+  std::string identity = std::string(host) + "/" + boot_id + "/" + namespace_link;
+  for (char& c : identity) {
+    if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+  }
+  return identity;
 }
 
-// Whether `folder`'s owner file names a process that no longer runs.
+std::string OwnerText() {
+  const std::string pid = std::to_string(getpid());
+  return pid + " " + ProcessStart(pid) + " " + SystemIdentity();
+}
+
+// Whether `folder`'s owner file names a process of this system that no longer runs.
 bool Abandoned(const std::filesystem::path& folder) {
   std::ifstream owner(folder / kOwnerFile);
-  std::string pid, start;
-  if (!(owner >> pid >> start)) return false;  // no owner: kept on purpose, or not ours
-  return ProcessStart(pid) != start;
+  std::string pid, start, system;
+  if (!(owner >> pid >> start >> system)) return false;  // no owner: kept, or not ours
+  const std::string here = SystemIdentity();
+  return !here.empty() && system == here && ProcessStart(pid) != start;
 }
 
 // Removes the scratch folders of earlier ab processes that were killed, this user's only.
@@ -210,7 +230,9 @@ void PrintAbProgress(const AbProgress& progress) {
 int RunAbCommand(const std::vector<std::string>& args) {
   AbFlags f;
   if (!ParseAbFlags(args, f)) return 0;
-  Store store(f.db_path);  // first: a database it refuses leaves no scratch folder behind
+  if (!f.scratch.empty() && std::filesystem::exists(f.scratch))
+    throw UsageError("ab: --keep '" + f.scratch + "' exists already; name a new folder");
+  Store store(f.db_path);  // before the folder: a database it refuses leaves no folder behind
   const std::string folder = ScratchFolder(f.scratch);
   std::printf("ab: %s, %lld rounds\n",
               f.request.lockstep ? "lockstep workers (both sides set up first)"
@@ -224,7 +246,8 @@ int RunAbCommand(const std::vector<std::string>& args) {
     // Interrupted, the private folder goes with the run (the sides' errors would name logs
     // in it); a side that failed keeps it, as its error names the log inside.
     if (!StopRequested()) {
-      if (f.scratch.empty()) std::filesystem::remove(folder + "/" + kOwnerFile);  // kept
+      std::error_code ignored;  // kept on purpose: no longer the next ab's to remove
+      if (f.scratch.empty()) std::filesystem::remove(folder + "/" + kOwnerFile, ignored);
       throw;
     }
     if (!f.scratch.empty()) throw std::runtime_error("ab: interrupted; the logs are in " + folder);

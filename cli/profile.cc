@@ -40,7 +40,7 @@ bool ParseProfileFlags(const std::vector<std::string>& args, ProfileFlags& f) {
       "times it.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "filter", po::value(&f.filter), "cases to profile (a regular expression over case keys)")(
-      "steps", po::value(&f.steps)->default_value(5), "profiled steps per case (1 to 1000)")(
+      "steps", po::value(&f.steps)->default_value(5), "profiled steps per case (1 to 100)")(
       "top", po::value(&f.top)->default_value(15), "ops shown per case (1 to 1000)");
   po::options_description hidden;
   hidden.add_options()("suite", po::value(&f.suite_path));
@@ -54,8 +54,8 @@ bool ParseProfileFlags(const std::vector<std::string>& args, ProfileFlags& f) {
     throw UsageError(
         "profile: give --filter CASES (profiling every case of a suite is rarely meant)");
   CheckFilterFlag("profile", f.filter);
-  if (f.steps < 1 || f.steps > 1000)
-    throw UsageError("profile: --steps must be 1 to 1000, got " + std::to_string(f.steps));
+  if (f.steps < 1 || f.steps > 100)  // the whole trace is held in memory
+    throw UsageError("profile: --steps must be 1 to 100, got " + std::to_string(f.steps));
   if (f.top < 1 || f.top > 1000)
     throw UsageError("profile: --top must be 1 to 1000, got " + std::to_string(f.top));
   return true;

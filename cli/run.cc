@@ -785,6 +785,23 @@ RunSummary RunPending(const RunFlags& f, const Suite& suite, const std::vector<C
 
 }  // namespace
 
+namespace {
+
+// Whether each case runs in a child of its own; refuses --check sample there.
+bool IsolatesCases(const RunFlags& f, const CheckedFlags& checked) {
+  const bool isolate = !f.Given("in-process") && !f.Given("interleave") && !f.Given("lockstep") &&
+                       (f.Given("isolate") || f.Given("case-timeout") ||
+                        !LoadedPluginPaths().empty() || std::getenv("CI") != nullptr);
+  if (isolate && checked.check == CheckPolicy::kSample) {
+    throw UsageError(
+        "run: --check sample decides across cases in one process; with --isolate (the default "
+        "with --plugin or under CI) use --check full or none, or add --in-process");
+  }
+  return isolate;
+}
+
+}  // namespace
+
 void CheckRunCommand(const std::vector<std::string>& args) {
   RunFlags f;
   if (!ParseRunFlags(args, f)) throw UsageError("run: --help asks for the help, not a run");
@@ -796,6 +813,7 @@ void CheckRunCommand(const std::vector<std::string>& args) {
   const Suite suite = SuiteFor(f, checked);
   if (SelectCases(suite, checked.selection).empty())
     throw UsageError("run: no case of " + f.suite_path + " matches --filter/--shard");
+  IsolatesCases(f, checked);
 }
 
 int RunRun(const std::vector<std::string>& args) {
@@ -819,14 +837,7 @@ int RunRun(const std::vector<std::string>& args) {
     return RunIsolatedCase(suite, cases, f.run_case, f.into_run, f.run_uuid, f.position,
                            checked.check, f.db_path);
 
-  const bool isolate = !f.Given("in-process") && !f.Given("interleave") && !f.Given("lockstep") &&
-                       (f.Given("isolate") || f.Given("case-timeout") ||
-                        !LoadedPluginPaths().empty() || std::getenv("CI") != nullptr);
-  if (isolate && checked.check == CheckPolicy::kSample) {
-    throw UsageError(
-        "run: --check sample decides across cases in one process; with --isolate (the default "
-        "with --plugin or under CI) use --check full or none, or add --in-process");
-  }
+  const bool isolate = IsolatesCases(f, checked);
   const double case_timeout_s =
       f.Given("case-timeout") ? f.case_timeout_s : suite.measurement.case_timeout_s;
   const RunRecord requested = DescribeRun(f, suite, cases, checked, isolate, case_timeout_s);

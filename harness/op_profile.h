@@ -9,7 +9,7 @@
 // own overhead (a few microseconds an op) is in the figures: they apportion a step, they
 // do not time it (`seqbench run` does).
 //
-// Thread-safety: one profile at a time per process (the profiler is process-wide state).
+// Thread-safety: one profile at a time per thread (the legacy profiler is per-thread state).
 #pragma once
 
 #include <cstdint>

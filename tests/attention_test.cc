@@ -123,6 +123,13 @@ TEST_CASE("flash attention's own backward equals autograd through naive attentio
   }
 }
 
+TEST_CASE("flash's CPU kernel refuses k and v of another shape than q", "[attention][flash]") {
+  const auto q = torch::randn({2, 3, 8, 4}, torch::kFloat64);
+  const auto fewer_heads = torch::randn({2, 1, 8, 4}, torch::kFloat64);
+  CHECK_THROWS(attention::FlashAttention(q, fewer_heads, fewer_heads, 4));
+  CHECK_NOTHROW(attention::FlashAttention(q, q, q, 4));
+}
+
 TEST_CASE("kv_cache generates naive's tokens, one for one", "[attention][generate]") {
   for (const std::string ffn : {"gelu", "geglu"}) {
     DYNAMIC_SECTION(ffn) {

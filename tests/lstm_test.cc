@@ -192,6 +192,22 @@ TEST_CASE("lstm variants' gradients through h_n and c_n equal torch::nn::LSTM's"
   }
 }
 
+TEST_CASE("lstm_fused refuses a mask that is not right padding", "[lstm]") {
+  const Shape shape{1, 8, 2, 5, 0};
+  const ModelConfig config = LstmConfig(shape);
+  auto variant = CreateVariant("lstm_fused");
+  variant->Setup(config, lstm::InitWeights(config, 3), torch::kCPU, torch::kFloat64);
+  auto* stack = dynamic_cast<lstm::LstmVariant*>(variant.get());
+  REQUIRE(stack != nullptr);
+  const auto inputs = torch::randn({2, 5, 8}, torch::kFloat64);
+  auto holes = torch::ones({2, 5}, torch::kBool);
+  holes[1][2] = false;  // a gap before real positions: not a prefix
+  CHECK_THROWS(stack->Run(inputs, holes));
+  auto prefix = torch::ones({2, 5}, torch::kBool);
+  prefix[1][4] = false;
+  CHECK_NOTHROW(stack->Run(inputs, prefix));
+}
+
 TEST_CASE("float32 lstm variants stay within their declared tolerance", "[lstm]") {
   const Shape shape{3, 32, 4, 33, 8};
   const ModelConfig config = LstmConfig(shape);

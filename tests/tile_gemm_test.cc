@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace seqbench {
 namespace {
@@ -49,6 +50,18 @@ void CheckProducts(torch::ScalarType dtype, double tolerance) {
       }
     }
   }
+}
+
+TEST_CASE("TileGemm refuses a row stride shorter than its row", "[kernels]") {
+  std::vector<float> a(64, 1.0f), b(64, 1.0f), c(64, 0.0f);
+  // a: 4x4 with stride 3; b fine; then c's stride under n.
+  CHECK_THROWS(TileGemm(MatrixRef<float>{a.data(), 4, 4, 3}, MatrixRef<float>{b.data(), 4, 4, 4},
+                        0.0f, c.data(), 4));
+  CHECK_THROWS(TileGemm(MatrixRef<float>{a.data(), 4, 4, 4}, MatrixRef<float>{b.data(), 4, 4, 4},
+                        0.0f, c.data(), 3));
+  CHECK_NOTHROW(TileGemm(MatrixRef<float>{a.data(), 4, 4, 4}, MatrixRef<float>{b.data(), 4, 4, 4},
+                         0.0f, c.data(), 4));
+  CHECK(c[0] == 4.0f);
 }
 
 TEST_CASE("TileGemm equals at::mm for every transpose, stride and beta", "[kernels]") {

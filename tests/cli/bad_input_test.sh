@@ -160,7 +160,7 @@ refused "give the suite file" profile --filter x
 refused "give --filter CASES" profile "$suite"
 refused "--filter" profile "$suite" --filter "(unclosed"
 refused "no case of" profile "$suite" --filter "no_such_case_anywhere"
-refused "--steps must be 1 to 1000" profile "$suite" --filter x --steps 0
+refused "--steps must be 1 to 100," profile "$suite" --filter x --steps 0
 refused "--top must be 1 to 1000" profile "$suite" --filter x --top 1001
 refused "nonexistent.toml" profile "$work/nonexistent.toml" --filter x
 

@@ -51,6 +51,7 @@ refused "task 1 of 2 would refuse its command: run: --repetitions" "$seqbench" s
 refused "would refuse its command: run: a counted run cannot be a group's shard" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --count instructions
 refused "would refuse its command: run: --check must be" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --check maybe
 refused "would refuse its command: run: no case of" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --filter 'no_such_variant_anywhere'
+refused "would refuse its command: run: --check sample decides" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --isolate --check sample
 refused "would refuse its command: run: --help" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --help
 refused "backslash" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out\\x"
 refused "cannot open the suite file" "$seqbench" slurm "$work/nosuch.toml" --shards 2 --db-dir "$work/out"

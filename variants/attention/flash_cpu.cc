@@ -1,7 +1,9 @@
 // flash's CPU kernels (flash_cpu.h). A task is one (sequence, head) pair and owns that
 // pair's rows of o, lse, dq, dk and dv, so tasks share nothing they write. Inside a task
-// the tile products are TileGemm calls on raw pointers (one thread each: OpenBLAS runs
-// single-threaded inside an OpenMP region) and exp is ATen's vector kernel on the tile.
+// the tile products are TileGemm calls on raw pointers and exp is ATen's vector kernel on
+// the tile.
+// OpenBLAS's OpenMP build (what ci/install-deps selects) runs a call made inside an OpenMP
+// region on the calling thread; its pthreads build may thread a tile's product itself.
 // The loops follow FlashAttention-2: queries outer, keys inner, tiles above the diagonal
 // never computed. Blocks of queries and keys are aligned, so only a diagonal tile has
 // future keys, and every row of it sees at least its own key.
@@ -227,6 +229,10 @@ void CheckInputs(std::initializer_list<torch::Tensor> tensors) {
 std::vector<torch::Tensor> FlashForwardCpu(const torch::Tensor& q, const torch::Tensor& k,
                                            const torch::Tensor& v, int64_t block) {
   CheckInputs({q, k, v});
+  // A task reads head (b, h) of all three: no broadcasting of k or v.
+  TORCH_CHECK(q.dim() == 4 && q.sizes() == k.sizes() && k.sizes() == v.sizes() &&
+                  q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(),
+              "flash's CPU kernel takes q, k, v of one [B,H,T,dh] shape and dtype");
   const int64_t steps = q.size(2), width = q.size(3);
   block = std::min(block, steps);
   auto o = torch::empty_like(q);
@@ -250,6 +256,8 @@ std::vector<torch::Tensor> FlashBackwardCpu(const torch::Tensor& q, const torch:
                                             const torch::Tensor& lse, const torch::Tensor& d_o,
                                             int64_t block) {
   CheckInputs({q, k, v, o, lse, d_o});
+  TORCH_CHECK(!torch::GradMode::is_enabled(),
+              "flash's CPU backward is first-order only (no create_graph)");
   const int64_t steps = q.size(2);
   block = std::min(block, steps);
   const auto delta = (d_o * o).sum(-1).contiguous();  // [B,H,T]

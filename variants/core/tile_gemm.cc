@@ -54,6 +54,10 @@ template <typename scalar_t>
 void Gemm(FortranGemm<scalar_t> gemm, MatrixRef<scalar_t> a, MatrixRef<scalar_t> b, scalar_t beta,
           scalar_t* c, int64_t c_stride) {
   TORCH_CHECK(a.op_columns() == b.op_rows(), "TileGemm: inner sizes differ");
+  // A row stride below the row's length would make BLAS refuse the call (OpenBLAS prints
+  // and returns, c untouched).
+  TORCH_CHECK(a.stride >= a.columns && b.stride >= b.columns && c_stride >= b.op_columns(),
+              "TileGemm: a row stride is shorter than its row");
   const int64_t sizes[] = {a.rows, a.columns, b.rows, b.columns, a.stride, b.stride, c_stride};
   bool fits = true;
   for (const int64_t size : sizes) fits = fits && size <= INT_MAX;

@@ -5,8 +5,9 @@
 // where no such symbol is loaded (a LibTorch with its BLAS linked in privately). Either
 // way the product is the one ATen would compute; what the direct call saves is ATen's
 // per-call work (views, dispatch, stride checks), several microseconds against a
-// [128,64]·[64,128] tile's 2 MFLOP. Inside an OpenMP region OpenBLAS runs the call on
-// the calling thread.
+// [128,64]·[64,128] tile's 2 MFLOP. Inside an OpenMP region OpenBLAS's OpenMP build (the
+// one ci/install-deps selects) runs the call on the calling thread; its pthreads build
+// may thread a large enough call itself.
 //
 // Thread-safety: any thread; the symbol lookup happens once, under a static's guard.
 #pragma once

@@ -155,10 +155,14 @@ void GateGradients(const Rows<scalar_t>& rows, const Carried& running, const sca
 
 // runs: sequence b's length, from the mask's rows (a right-padded prefix each).
 torch::Tensor RunsOf(const torch::Tensor& mask, int64_t batch, int64_t steps) {
-  torch::Tensor runs = mask.defined() ? mask.sum(1).to(torch::kCPU, torch::kInt64).contiguous()
-                                      : torch::full({batch}, steps, torch::kInt64);
+  if (!mask.defined()) return torch::full({batch}, steps, torch::kInt64);
+  const torch::Tensor runs = mask.sum(1).to(torch::kCPU, torch::kInt64).contiguous();
   TORCH_CHECK(runs.size(0) == batch && runs.min().item<int64_t>() >= 1,
               "lstm_fused: the mask must be [B,T] with at least one real position a row");
+  // The loops take a row's real positions to be its first runs[b]: a prefix each.
+  const auto prefix = torch::arange(steps, runs.options()).unsqueeze(0) < runs.unsqueeze(1);
+  TORCH_CHECK(torch::equal(prefix, mask.to(torch::kCPU, torch::kBool)),
+              "lstm_fused: the mask must mark a prefix of each row (right padding)");
   return runs;
 }
 
@@ -190,6 +194,8 @@ class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
   // grads: {d h [T,B,H], d c_n [B,H]}, either undefined when unused -> {d x [T,B,I],
   // d w_ih, d w_hh, d b_ih, d b_hh, none}.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(!torch::GradMode::is_enabled(),
+                "lstm_fused's CPU layer has a first-order backward only (no create_graph)");
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w_ih = saved[1], &w_hh = saved[2];
     const Buffers buffers{saved[3], saved[4], saved[5], saved[6],

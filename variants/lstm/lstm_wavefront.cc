@@ -30,6 +30,7 @@
 // Gradients: the forward runs in the worker threads with the caller's grad mode, and
 // backward goes through the autograd engine as usual (the wavefront covers forward only;
 // the engine orders each backward op on its forward op's stream).
+#include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <omp.h>
 
@@ -143,26 +144,30 @@ class StageStreams {
 };
 #endif
 
-// Sets OpenBLAS (if it is the loaded BLAS) to one thread for this object's lifetime. The
-// setting is process-wide: the harness runs one variant at a time, so lifetimes nest.
 // Holds the calling thread's ATen intra-op parallelism at one thread while it lives.
 // ATen's parallel regions (OpenMP) take their team size from the calling thread's OpenMP
-// setting, and a std::thread starts with the process default (every core), whatever
-// at::set_num_threads set on the caller's thread: without this each stage would start an
-// OpenMP team of its own for every elementwise op, and the teams' spinning threads would
-// fight the stages for the cores (measured at L=4, B=8, 2 threads, forward: 2 stages took
-// 668 ms where lstm_fused took 271).
+// setting, which ATen sets on a thread's first parallel op to the process's
+// at::set_num_threads count: without this each stage would open a team of that size for
+// every elementwise op, and the teams' spinning threads would fight the stages for the
+// cores. The constructor runs that first-op initialisation itself, so that it cannot undo
+// the setting later. OpenBLAS's OpenMP build sizes its GEMMs by the same setting.
 class SerialAtenOps {
  public:
-  SerialAtenOps() : previous_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  SerialAtenOps() : previous_(InitialisedThreads()) { omp_set_num_threads(1); }
   ~SerialAtenOps() { omp_set_num_threads(previous_); }
   SerialAtenOps(const SerialAtenOps&) = delete;
   SerialAtenOps& operator=(const SerialAtenOps&) = delete;
 
  private:
+  static int InitialisedThreads() {
+    at::internal::lazy_init_num_threads();
+    return omp_get_max_threads();
+  }
   const int previous_;
 };
 
+// Sets OpenBLAS (if it is the loaded BLAS) to one thread for this object's lifetime. The
+// setting is process-wide: the harness runs one variant at a time, so lifetimes nest.
 class SingleThreadedOpenBlas {
  public:
   SingleThreadedOpenBlas() {
