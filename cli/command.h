@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/suite.h"
 #include "results/run_group.h"
 #include "results/store.h"
 
@@ -156,6 +157,8 @@ void CheckThreadsFlag(const std::string& command, int64_t threads);
 
 // `--filter` of `command` compiled once, so a bad pattern is exit 2 before anything runs.
 void CheckFilterFlag(const std::string& command, const std::string& filter);
+// The suite file at `path`; a SuiteError (file, line, fix) becomes a UsageError (exit 2).
+Suite LoadSuiteOrUsageError(const std::string& path);
 
 // Ctrl-C and SIGTERM for the long-running commands (run, train, ab): after
 // InstallStopHandlers() either sets the flag StopRequested() reads, and the command

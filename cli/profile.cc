@@ -78,20 +78,12 @@ void PrintProfile(const std::string& key, const OpProfile& profile, int64_t top)
   }
 }
 
-Suite LoadProfiledSuite(const std::string& path) {
-  try {
-    return LoadSuiteFile(path);
-  } catch (const SuiteError& error) {
-    throw UsageError(error.what());
-  }
-}
-
 }  // namespace
 
 int RunProfile(const std::vector<std::string>& args) {
   ProfileFlags f;
   if (!ParseProfileFlags(args, f)) return 0;
-  const Suite suite = LoadProfiledSuite(f.suite_path);
+  const Suite suite = LoadSuiteOrUsageError(f.suite_path);
   CaseSelection selection;
   selection.filter = f.filter;
   const std::vector<CaseSpec> cases = SelectCases(suite, selection);

@@ -395,6 +395,14 @@ void InstallStopHandlers() {
 
 bool StopRequested() { return stop_requested != 0; }
 
+Suite LoadSuiteOrUsageError(const std::string& path) {
+  try {
+    return LoadSuiteFile(path);
+  } catch (const SuiteError& error) {
+    throw UsageError(error.what());
+  }
+}
+
 void CheckFilterFlag(const std::string& command, const std::string& filter) {
   try {
     KeyPattern{filter};
@@ -432,12 +440,7 @@ void CheckSelectionFlags(const RunFlags& f, CheckedFlags& checked) {
 
 // The suite file with the flags' overrides of its [measure] table.
 Suite SuiteFor(const RunFlags& f, const CheckedFlags& checked) {
-  Suite suite;
-  try {
-    suite = LoadSuiteFile(f.suite_path);
-  } catch (const SuiteError& error) {
-    throw UsageError(error.what());
-  }
+  Suite suite = LoadSuiteOrUsageError(f.suite_path);
   Measurement& measure = suite.measurement;
   if (f.Given("repetitions")) measure.repetitions = f.repetitions;
   if (f.Given("warmup")) measure.warmup = f.warmup;

@@ -50,15 +50,6 @@ constexpr char kSlurmUsage[] =
     "as the task would check it (exit 2 if any task would refuse it). --dry-run prints the\n"
     "scripts and sbatch commands instead of submitting.\n\nOptions";
 
-// The suite's case count, for the shard count's bound, and whether it has expectations.
-Suite LoadSuiteOrFail(const std::string& path) {
-  try {
-    return LoadSuiteFile(path);
-  } catch (const SuiteError& error) {
-    throw UsageError(error.what());
-  }
-}
-
 // "ci-20261127T141502": a group id from the suite's name and the time, IsGroupId.
 std::string DefaultGroupId(const std::string& suite_name) {
   std::string id;
@@ -119,7 +110,7 @@ bool ParseSlurmFlags(const std::vector<std::string>& args, SlurmFlags& f) {
 
 // The request from the checked flags and the suite.
 void CompleteRequest(SlurmFlags& f) {
-  const Suite suite = LoadSuiteOrFail(f.suite_path);
+  const Suite suite = LoadSuiteOrUsageError(f.suite_path);
   const int64_t cases = static_cast<int64_t>(suite.Expand().size());
   if (f.shards < 1 || f.shards > cases)
     throw UsageError("slurm: --shards must be 1 to " + std::to_string(cases) + " (the cases of " +
