@@ -183,7 +183,7 @@ TEST_CASE("int8 inference keeps a trained model's predictions in fewer bytes",
   TrainedModel model(40);
   const GenerationProbe probe{/*prompts=*/6, /*prompt_tokens=*/24, /*new_tokens=*/12};
   const InferenceComparison int8 = CompareInference(*model.trainer, "int8_dynamic", probe);
-  INFO("loss " << int8.reference_loss << " -> " << int8.loss << ", argmax agreement "
+  INFO("engine " << PreferredInt8Engine() << ", loss " << int8.reference_loss << " -> " << int8.loss << ", argmax agreement "
                << int8.argmax_agreement << ", rms " << int8.logit_rms_error << ", generated "
                << int8.generated_agreement << ", bytes " << int8.weight_bytes << " of "
                << model.float32_bytes);
