@@ -19,11 +19,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "cli/command.h"
 #include "harness/ab_run.h"
-#include "harness/child_process.h"
 #include "harness/suite.h"
-#include "results/output_file.h"
 
 namespace po = boost::program_options;
 
@@ -42,14 +42,12 @@ std::string ExistingExecutable(const std::string& path, const std::string& flag)
 // Whether `binary`'s run takes --lockstep (builds older than lockstep sampling do not):
 // its `run --help` lists the flag.
 bool KnowsLockstep(const std::string& binary) {
-  std::string log = (std::filesystem::temp_directory_path() / "seqbench-ab-probe-XXXXXX").string();
-  const int fd = mkstemp(log.data());
-  if (fd < 0) throw std::runtime_error("ab: cannot create " + log + ": " + std::strerror(errno));
-  close(fd);
-  const ChildOutcome outcome = RunChild({binary, "run", "--help"}, 60, nullptr, {}, log);
-  std::ifstream help(log);
-  const std::string text((std::istreambuf_iterator<char>(help)), std::istreambuf_iterator<char>());
-  std::remove(log.c_str());
+  ChildSpec spec;
+  spec.argv = {binary, "run", "--help"};
+  spec.timeout_s = 60;
+  spec.output = ChildSpec::Output::kCaptureBoth;
+  const ChildOutcome outcome = RunChild(spec);
+  const std::string& text = outcome.output;
   // A binary that cannot even print its help would fail the pair later, less clearly.
   if (outcome.end != ChildOutcome::End::kExited || outcome.exit_code != 0)
     throw UsageError("ab: '" + binary + " run --help' failed (" + outcome.Describe() +

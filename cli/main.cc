@@ -8,12 +8,12 @@
 #include <regex>
 #include <sstream>
 
+#include "base/files.h"
 #include "cli/command.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "harness/memory_limit.h"
 #include "reports/escape/terminal.h"
-#include "results/output_file.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/files.h"
 #include "cli/command.h"
 #include "harness/suite.h"
 #include "reports/check.h"
@@ -30,7 +31,6 @@
 #include "reports/scaling.h"
 #include "reports/training.h"
 #include "results/machine.h"
-#include "results/output_file.h"
 
 namespace po = boost::program_options;
 using json = nlohmann::json;

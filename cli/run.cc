@@ -13,10 +13,10 @@
 #include <regex>
 #include <sstream>
 
+#include "base/process.h"
 #include "cli/command.h"
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
-#include "harness/child_process.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "harness/instruction_count.h"

@@ -1,9 +1,6 @@
 // Selecting stored runs as users think of them: by id, or the newest complete run of a
 // suite, a commit or branch, or a label. Branches are resolved by running git (argv, no
 // shell: a branch name is user input).
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <cstdio>
@@ -11,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/process.h"
 #include "cli/command.h"
 #include "reports/escape/terminal.h"
 
@@ -19,37 +17,18 @@ namespace po = boost::program_options;
 namespace seqbench::cli {
 
 std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args) {
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return std::nullopt;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    std::freopen("/dev/null", "w", stderr);
-    std::vector<char*> argv;
-    static char git[] = "git";
-    argv.push_back(git);
-    std::vector<std::string> copies = args;
-    for (std::string& arg : copies) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execvp("git", argv.data());
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  std::string output;
-  char buffer[4096];
-  ssize_t got = 0;
-  while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0) output.append(buffer, got);
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  ChildSpec spec;
+  spec.argv = {"git"};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.search_path = true;
+  spec.timeout_s = 60;
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  // git's own complaints (not a repository, an unknown revision) stay off the terminal:
+  // the caller says what it could not resolve.
+  spec.discard_stderr = true;
+  const ChildOutcome outcome = RunChild(spec);
+  if (!outcome.Succeeded() || outcome.output_truncated) return std::nullopt;
+  const std::string& output = outcome.output;
   std::vector<std::string> lines;
   size_t start = 0;
   while (start < output.size()) {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <iostream>
 
+#include "base/files.h"
 #include "cli/command.h"
-#include "results/output_file.h"
 
 namespace po = boost::program_options;
 

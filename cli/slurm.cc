@@ -15,12 +15,12 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "cli/command.h"
-#include "harness/child_process.h"
 #include "harness/slurm_job.h"
 #include "harness/suite.h"
 #include "reports/escape/terminal.h"
-#include "results/output_file.h"
 #include "results/run_group.h"
 
 namespace po = boost::program_options;
@@ -161,13 +161,8 @@ void CheckTaskCommands(const SlurmFlags& f) {
 // `tool` (sbatch, scontrol, scancel) on PATH, or a UsageError (exit 2): nothing can be
 // submitted without it.
 std::string FindTool(const std::string& tool) {
-  const char* path = std::getenv("PATH");
-  std::stringstream directories(path ? path : "");
-  std::string directory;
-  while (std::getline(directories, directory, ':')) {
-    const std::string candidate = (directory.empty() ? "." : directory) + "/" + tool;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
+  const std::vector<std::string> found = AllOnPath(tool);
+  if (!found.empty()) return found.front();
   throw UsageError("slurm: " + tool +
                    " is not on PATH: run on a Slurm login node (or install slurm-client), or "
                    "use --dry-run to see the scripts");
@@ -188,21 +183,16 @@ void RefuseUsedFolder(const SlurmJob& job) {
 
 // Runs `argv` (a Slurm client) and returns what it printed, trailing blanks dropped. A
 // failure is a UsageError with its words.
-std::string RunTool(const std::vector<std::string>& argv, const std::string& dir) {
-  // A name of its own (mkstemp: created, never opened through a planted link), so that a
-  // link another user left in the folder cannot turn the output into a write elsewhere.
-  std::string output = dir + "/.slurm-output-XXXXXX";
-  const int created = mkstemp(output.data());
-  if (created < 0) {
-    throw UsageError("slurm: cannot create a file in " + escape::TerminalText(dir) + ": " +
-                     std::strerror(errno));
-  }
-  close(created);
-  const ChildOutcome outcome = RunChild(
-      argv, 120, [] { return false; }, {}, output);
-  std::ifstream in(output);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(output);
+std::string RunTool(const std::vector<std::string>& argv) {
+  // Captured in an anonymous file (base/process.h): nothing is written in the job's
+  // folder, so no link another user left there can turn the output into a write elsewhere.
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = 120;
+  spec.output = ChildSpec::Output::kCaptureBoth;
+  spec.max_output = size_t{1} << 20;
+  const ChildOutcome outcome = RunChild(spec);
+  std::string text = outcome.output;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   if (outcome.end != ChildOutcome::End::kExited || outcome.exit_code != 0)
     throw UsageError("slurm: " + std::filesystem::path(argv[0]).filename().string() + " refused (" +
@@ -212,11 +202,11 @@ std::string RunTool(const std::vector<std::string>& argv, const std::string& dir
 
 // Runs sbatch OPTIONS SCRIPT; its job id. A refusal is a UsageError with sbatch's words.
 std::string Submit(const std::string& sbatch, std::vector<std::string> options,
-                   const std::string& script, const std::string& dir) {
+                   const std::string& script) {
   std::vector<std::string> argv = {sbatch};
   argv.insert(argv.end(), options.begin(), options.end());
   argv.push_back(script);
-  const std::string text = RunTool(argv, dir);
+  const std::string text = RunTool(argv);
   const std::string id = text.substr(0, text.find(';'));  // --parsable: "id[;cluster]"
   if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
     throw UsageError("slurm: sbatch answered '" + escape::TerminalText(text) + "', not a job id");
@@ -228,16 +218,16 @@ std::string Submit(const std::string& sbatch, std::vector<std::string> options,
 std::pair<std::string, std::string> SubmitBoth(const SlurmJob& job, const std::string& dir) {
   const std::string sbatch = FindTool("sbatch"), scontrol = FindTool("scontrol"),
                     scancel = FindTool("scancel");
-  const std::string array_id = Submit(sbatch, job.array_options, dir + "/array.sh", dir);
+  const std::string array_id = Submit(sbatch, job.array_options, dir + "/array.sh");
   std::vector<std::string> gather_options = job.gather_options;
   for (const std::string& option : SlurmDependency(array_id)) gather_options.push_back(option);
   std::string gather_id;
   try {
-    gather_id = Submit(sbatch, gather_options, dir + "/gather.sh", dir);
+    gather_id = Submit(sbatch, gather_options, dir + "/gather.sh");
   } catch (const UsageError& error) {  // the held array must not stay queued alone
     std::string cancelled = "\n(array job " + array_id + " cancelled)";
     try {
-      RunTool({scancel, array_id}, dir);
+      RunTool({scancel, array_id});
     } catch (const UsageError& failed) {
       cancelled = "\n(array job " + array_id + " is held; cancel it: scancel " + array_id + "; " +
                   failed.what() + ")";
@@ -245,7 +235,7 @@ std::pair<std::string, std::string> SubmitBoth(const SlurmJob& job, const std::s
     throw UsageError(std::string(error.what()) + cancelled);
   }
   try {
-    RunTool({scontrol, "release", array_id}, dir);
+    RunTool({scontrol, "release", array_id});
   } catch (const UsageError& failed) {
     throw UsageError(std::string(failed.what()) + "\n(jobs " + array_id + " and " + gather_id +
                      " are queued, the array held: scontrol release " + array_id +

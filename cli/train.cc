@@ -17,8 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "cli/command.h"
-#include "harness/child_process.h"
 #include "harness/text_data.h"
 #include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
@@ -27,7 +28,6 @@
 #include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/training.h"
-#include "results/output_file.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -215,7 +215,11 @@ int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grac
         return StopRequested() ||
                (failed && now_ms() - failed_at_ms > static_cast<int64_t>(grace_s * 1000));
       };
-      outcomes[rank] = RunChild(argv, 0, should_stop, environment);
+      ChildSpec spec;
+      spec.argv = argv;
+      spec.should_stop = should_stop;
+      spec.environment = environment;
+      outcomes[rank] = RunChild(spec);
       // A rank that exits, even with 1 (a pipeline failed), has finished; one killed by a
       // signal may leave peers waiting for it, which fail within --dist-timeout or are
       // killed after the grace period.

@@ -14,9 +14,9 @@
 #include <thread>
 #include <utility>
 
+#include "base/process.h"
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
-#include "harness/child_process.h"
 #include "harness/lockstep.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
@@ -74,8 +74,13 @@ void RequireRan(const ChildOutcome& outcome, const std::string& what, const std:
 void RunSide(const AbRequest& request, const std::string& side, int64_t round,
              const std::string& scratch_dir, const std::function<bool()>& should_stop) {
   const std::string output = scratch_dir + "/" + side + "." + std::to_string(round) + ".log";
-  const ChildOutcome outcome = RunChild(SideCommand(request, side, scratch_dir, round == 1, 1),
-                                        request.process_timeout_s, should_stop, {}, output);
+  ChildSpec spec;
+  spec.argv = SideCommand(request, side, scratch_dir, round == 1, 1);
+  spec.timeout_s = request.process_timeout_s;
+  spec.should_stop = should_stop;
+  spec.output = ChildSpec::Output::kFile;
+  spec.output_path = output;
+  const ChildOutcome outcome = RunChild(spec);
   RequireRan(outcome, "the " + side + " side's run of round " + std::to_string(round), output);
 }
 
@@ -92,8 +97,13 @@ class LockstepWorker {
     argv.insert(argv.end(), {"--lockstep", prefix_});
     const auto stop = [this, should_stop] { return abandon_ || (should_stop && should_stop()); };
     // No limit on the whole process, which lives as long as the pair: each answer has one.
-    thread_ = std::thread([this, argv, stop] {
-      outcome_ = RunChild(argv, 0, stop, {}, output_);
+    ChildSpec spec;
+    spec.argv = std::move(argv);
+    spec.should_stop = stop;
+    spec.output = ChildSpec::Output::kFile;
+    spec.output_path = output_;
+    thread_ = std::thread([this, spec] {
+      outcome_ = RunChild(spec);
       ended_ = true;
     });
   }

@@ -8,8 +8,9 @@
 #include <random>
 #include <regex>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "harness/case_record.h"
-#include "harness/child_process.h"
 #include "harness/environment.h"
 #include "harness/instruction_count.h"
 #include "harness/key_pattern.h"
@@ -42,13 +43,34 @@ double DefaultCaseTimeout(double longest_case_s) { return std::max(600.0, 20 * l
 
 namespace {
 
+// What ended an isolated case's process, in the words of a case's message.
+std::string CaseEndMessage(const ChildOutcome& outcome) {
+  switch (outcome.end) {
+    case ChildOutcome::End::kExited:
+      return "the case's process exited with status " + std::to_string(outcome.exit_code) +
+             (outcome.exit_code == 0 ? " without storing a result (did the variant call exit()?)"
+                                     : "") +
+             (outcome.message.empty() ? "" : " (" + outcome.message + ")");
+    case ChildOutcome::End::kSignaled:
+      return "the case's process " + outcome.Describe();
+    case ChildOutcome::End::kTimedOut:
+      return "killed after " + std::to_string(static_cast<int64_t>(outcome.wall_s)) +
+             " s, past the case timeout (run --case-timeout)";
+    case ChildOutcome::End::kInterrupted:
+      return "interrupted";
+    case ChildOutcome::End::kNotStarted:
+      return "could not start the case's process: " + outcome.message;
+  }
+  return outcome.Describe();
+}
+
 // The record of a case whose child ended without storing it.
 CaseRecord FailedChildRecord(const CaseSpec& spec, int64_t position, const ChildOutcome& outcome) {
   CaseRecord record;
   record.identity = spec.Identity();
   record.position = position;
   record.status = outcome.end == ChildOutcome::End::kTimedOut ? kStatusTimeout : kStatusError;
-  record.message = outcome.Describe();
+  record.message = CaseEndMessage(outcome);
   record.reference = "none (the case did not finish)";
   record.wall_s = outcome.wall_s;
   return record;
@@ -96,10 +118,11 @@ void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
   request.timeout_s =
       counting.timeout_s > 0 ? counting.timeout_s : 600 + 120 * static_cast<double>(specs.size());
   request.command = [&](const std::string& out_dir) {
-    std::ofstream keys(out_dir + "/cases");  // the child's list, one case key a line
-    for (const CaseSpec& spec : specs) keys << spec.Key() << "\n";
-    keys.close();  // a short list (a full disk) would count fewer cases, so it must be whole
-    if (!keys) throw std::runtime_error("cannot write " + out_dir + "/cases");
+    // The child's list, one case key a line: whole, since a short list (a full disk) would
+    // count fewer cases.
+    std::string keys;
+    for (const CaseSpec& spec : specs) keys += spec.Key() + "\n";
+    WriteFileAtomically(out_dir + "/cases", keys);
     return counting.command(specs, out_dir);
   };
   const CountBatch counts = CountInChild(request, should_stop);
@@ -218,8 +241,11 @@ RunSummary RunCases(const Suite& suite, const std::vector<CaseSpec>& cases,
     } else {
       const double timeout_s =
           isolation->case_timeout_s > 0 ? isolation->case_timeout_s : DefaultCaseTimeout(longest_s);
-      const ChildOutcome outcome =
-          RunChild(isolation->command(spec, static_cast<int64_t>(position)), timeout_s, stop_now);
+      ChildSpec child;
+      child.argv = isolation->command(spec, static_cast<int64_t>(position));
+      child.timeout_s = timeout_s;
+      child.should_stop = stop_now;
+      const ChildOutcome outcome = RunChild(child);
       if (outcome.end == ChildOutcome::End::kInterrupted) {
         summary.interrupted = true;
         break;

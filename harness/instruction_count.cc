@@ -17,9 +17,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "harness/callgrind_functions.h"
-#include "harness/child_process.h"
-#include "results/output_file.h"
 #include "stats/statistics.h"
 
 #if SEQBENCH_HAVE_CALLGRIND
@@ -33,18 +33,8 @@ namespace fs = std::filesystem;
 
 // The first executable file named `name` on PATH, or "".
 std::string FindInPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream folders(path ? path : "");
-  std::string folder;
-  while (std::getline(folders, folder, ':')) {
-    if (folder.empty()) continue;
-    const fs::path candidate = fs::path(folder) / name;
-    std::error_code error;
-    if (fs::is_regular_file(candidate, error) &&
-        (fs::status(candidate, error).permissions() & fs::perms::owner_exec) != fs::perms::none)
-      return candidate.string();
-  }
-  return "";
+  const std::vector<std::string> found = AllOnPath(name);
+  return found.empty() ? "" : found.front();
 }
 
 std::string ReadText(const fs::path& path) {
@@ -358,14 +348,17 @@ std::string CaseCountFile(const std::string& out_dir, int64_t index) {
 }
 
 std::optional<std::string> ValgrindVersion() {
-  if (FindInPath("valgrind").empty()) return std::nullopt;
-  FILE* pipe = popen("valgrind --version 2>/dev/null", "r");
-  if (pipe == nullptr) return std::nullopt;
-  char line[128] = "";
-  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
-  if (pclose(pipe) != 0 || !read) return std::nullopt;
-  std::string version(line);
-  version.erase(version.find_last_not_of(" \n\r") + 1);
+  ChildSpec spec;
+  spec.argv = {"valgrind", "--version"};
+  spec.search_path = true;
+  spec.timeout_s = 60;
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  spec.discard_stderr = true;
+  spec.max_output = 128;
+  const ChildOutcome outcome = RunChild(spec);
+  if (!outcome.Succeeded() || outcome.output.empty()) return std::nullopt;
+  std::string version = outcome.output.substr(0, outcome.output.find('\n'));
+  version.erase(version.find_last_not_of(" \r") + 1);
   return version;
 }
 
@@ -397,14 +390,13 @@ std::optional<double> CallgrindTotal(const std::string& dump_text) {
 
 void WriteFacts(const std::string& path,
                 const std::vector<std::pair<std::string, std::string>>& facts) {
-  std::ofstream file(path);
+  std::string text;
   for (const auto& [key, value] : facts) {
     std::string line = value;
     std::replace(line.begin(), line.end(), '\n', ' ');
-    file << key << "=" << line << "\n";
+    text += key + "=" + line + "\n";
   }
-  file.close();  // flushed before it is judged: a full disk shows at the close
-  if (!file) throw std::runtime_error("cannot write " + path);
+  WriteFileAtomically(path, text);  // whole: the parent reads it only once the child is gone
 }
 
 std::vector<std::pair<std::string, std::string>> ReadFacts(const std::string& path) {
@@ -485,8 +477,16 @@ CountBatch CountInScratchFolder(const CountRequest& request,
   std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "HOME=/", "LC_ALL=C"};
   for (const auto& [name, value] : CountPinning()) environment.push_back(name + "=" + value);
   const fs::path output = scratch.path() / "output";
-  const ChildOutcome outcome = RunChild(argv, request.timeout_s, should_stop, environment,
-                                        output.string(), /*inherit=*/false, scratch.path());
+  ChildSpec spec;
+  spec.argv = std::move(argv);
+  spec.timeout_s = request.timeout_s;
+  spec.should_stop = should_stop;
+  spec.environment = std::move(environment);
+  spec.inherit_environment = false;
+  spec.working_dir = scratch.path().string();
+  spec.output = ChildSpec::Output::kFile;
+  spec.output_path = output.string();
+  const ChildOutcome outcome = RunChild(spec);
   batch.wall_s = outcome.wall_s;
   const fs::path facts = scratch.path() / "facts";
   if (outcome.end == ChildOutcome::End::kInterrupted) return fail_all("interrupted");

@@ -17,6 +17,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/files.h"
 #include "harness/cuda_probe.h"
 
 namespace seqbench {
@@ -77,12 +78,8 @@ int64_t MachineMemoryBytes() {
 }
 
 bool ResetPeakRss() {
-  // A kernel control file, not an output: nothing is stored in it, so the atomic writer
-  // (temporary, rename) does not apply; procfs has no symlink to plant at this path.
-  std::ofstream clear_refs("/proc/self/clear_refs");
-  clear_refs << "5";
-  clear_refs.flush();
-  return static_cast<bool>(clear_refs);
+  // "5": reset the peak resident set size (VmHWM) to the current one.
+  return WriteControlFile("/proc/self/clear_refs", "5");
 }
 
 int64_t PeakRssBytes() {

@@ -12,26 +12,14 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/files.h"
 #include "build_info.h"
 #include "harness/memory.h"
-#include "results/output_file.h"
 
 namespace seqbench {
 namespace {
 
 using nlohmann::json;
-
-// Every executable `name` on PATH, in PATH's order.
-std::vector<std::string> AllOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream folders(path != nullptr ? path : "/usr/bin:/bin");
-  std::vector<std::string> found;
-  for (std::string folder; std::getline(folders, folder, ':');) {
-    const std::string candidate = (folder.empty() ? "." : folder) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) found.push_back(candidate);
-  }
-  return found;
-}
 
 // The interpreter the peers run on: the first of $SEQBENCH_PYTHON, the python3s on PATH
 // and Debian's /usr/bin/python3 that imports torch and numpy (a pyenv or venv python3
@@ -53,9 +41,12 @@ const PeerPython& FindPeerPython() {
     std::string tried;
     for (const std::string& candidate : candidates) {
       if (::access(candidate.c_str(), X_OK) != 0) continue;
-      const ChildOutcome probe =
-          RunChild({candidate, "-c", "import torch, numpy"}, 120, {}, {}, "/dev/null");
-      if (probe.end == ChildOutcome::End::kExited && probe.exit_code == 0) {
+      ChildSpec spec;
+      spec.argv = {candidate, "-c", "import torch, numpy"};
+      spec.timeout_s = 120;
+      spec.output = ChildSpec::Output::kFile;
+      spec.output_path = "/dev/null";
+      if (RunChild(spec).Succeeded()) {
         python.path = candidate;
         return python;
       }
@@ -78,7 +69,7 @@ std::string ScriptPath(const PeerEntry& entry) {
   return base + "/" + std::string(entry.script);
 }
 
-// Writes a tensor's elements, contiguous in its own dtype, to `path` (results/output_file.h:
+// Writes a tensor's elements, contiguous in its own dtype, to `path` (base/files.h:
 // whole or not at all, like every file seqbench writes).
 void WriteTensor(const std::string& path, const torch::Tensor& tensor) {
   const torch::Tensor data = tensor.contiguous().cpu();
@@ -164,9 +155,14 @@ PeerProcess::PeerProcess(const PeerEntry& entry, int64_t threads, double answer_
   const std::vector<std::string> environment = {
       "OMP_NUM_THREADS=" + n, "OPENBLAS_NUM_THREADS=" + n, "TMPDIR=" + dir_,
       "GLIBC_TUNABLES=" + RetainFreedMemoryTunables(tunables != nullptr ? tunables : "")};
-  thread_ = std::thread([this, argv, environment] {
-    outcome_ = RunChild(
-        argv, 0, [this] { return abandon_.load(); }, environment, dir_ + "/peer.log");
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.should_stop = [this] { return abandon_.load(); };
+  spec.environment = environment;
+  spec.output = ChildSpec::Output::kFile;
+  spec.output_path = dir_ + "/peer.log";
+  thread_ = std::thread([this, spec] {
+    outcome_ = RunChild(spec);
     ended_ = true;
   });
 }

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "harness/child_process.h"
+#include "base/process.h"
 #include "harness/equivalence.h"
 #include "harness/lockstep.h"
 

@@ -1,12 +1,6 @@
 #include "reports/plot.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -16,11 +10,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "base/files.h"
+#include "base/process.h"
 #include "reports/report.h"
-#include "results/output_file.h"
 #include "stats/statistics.h"
-
-extern char** environ;
 
 namespace seqbench {
 namespace {
@@ -240,59 +233,27 @@ bool IsSeqbenchSvg(const std::string& path) {
 namespace {
 
 // Feeds the script to a gnuplot process and returns what it wrote to its standard output;
-// throws on a failure to start it or a non-zero exit.
+// throws on a failure to start it or a non-zero exit. gnuplot itself, found on PATH, with
+// no shell between us and it; the script reaches it on its standard input and its output
+// comes back captured (base/process.h): gnuplot opens no path of its own. Its complaints
+// reach the terminal.
 std::string RunGnuplotProcess(const std::string& script, const std::string& output) {
-  // gnuplot itself, found on PATH and given the script on its standard input: no shell
-  // between us and it (popen() would run one). Its output goes to an unlinked temporary
-  // file that this process created: gnuplot opens no path of its own.
-  std::unique_ptr<FILE, int (*)(FILE*)> sink(std::tmpfile(), &std::fclose);
-  if (!sink) throw std::runtime_error("cannot create a temporary file for gnuplot's output");
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) throw std::runtime_error("cannot create a pipe to gnuplot");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fileno(sink.get()), STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
-  char program[] = "gnuplot";
-  char* argv[] = {program, nullptr};
-  pid_t child = -1;
-  const int spawned = posix_spawnp(&child, program, &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[0]);
-  if (spawned != 0) {
-    close(pipe_fds[1]);
-    throw std::runtime_error("cannot start gnuplot (install gnuplot-nox) while writing " + output);
-  }
-  // Ignore SIGPIPE while writing: a gnuplot that exits early is reported by its status.
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ignore, &previous);
-  for (size_t written = 0; written < script.size();) {
-    const ssize_t n = write(pipe_fds[1], script.data() + written, script.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  close(pipe_fds[1]);
-  sigaction(SIGPIPE, &previous, nullptr);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error("gnuplot failed (exit status " +
-                             std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                             ") while writing " + output);
-  }
-  std::string written;
-  std::rewind(sink.get());
-  char buffer[65536];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), sink.get())) > 0;)
-    written.append(buffer, n);
-  if (std::ferror(sink.get())) throw std::runtime_error("cannot read gnuplot's output");
-  return written;
+  ChildSpec spec;
+  spec.argv = {"gnuplot"};
+  spec.search_path = true;
+  spec.timeout_s = 600;
+  spec.input = script;
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  spec.max_output = size_t{256} << 20;
+  const ChildOutcome outcome = RunChild(spec);
+  if (outcome.end == ChildOutcome::End::kNotStarted)
+    throw std::runtime_error("cannot start gnuplot (install gnuplot-nox) while writing " + output +
+                             ": " + outcome.message);
+  if (!outcome.Succeeded())
+    throw std::runtime_error("gnuplot failed (" + outcome.Describe() + ") while writing " + output);
+  if (outcome.output_truncated)
+    throw std::runtime_error("gnuplot wrote more than 256 MiB while writing " + output);
+  return outcome.output;
 }
 
 }  // namespace

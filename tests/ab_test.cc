@@ -10,11 +10,11 @@
 #include <random>
 #include <thread>
 
+#include "base/files.h"
 #include "harness/ab_run.h"
 #include "harness/lockstep.h"
 #include "reports/compare.h"
 #include "reports/gate.h"
-#include "results/output_file.h"
 #include "stats/statistics.h"
 
 namespace seqbench {

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "base/files.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/fit.h"
@@ -30,7 +31,6 @@
 #include "reports/report.h"
 #include "reports/scaling.h"
 #include "reports/training.h"
-#include "results/output_file.h"
 #include "stats/statistics.h"
 
 namespace seqbench {

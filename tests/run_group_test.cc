@@ -12,10 +12,10 @@
 #include <fstream>
 #include <map>
 
+#include "base/files.h"
 #include "harness/slurm_job.h"
 #include "harness/training/distributed.h"
 #include "results/machine.h"
-#include "results/output_file.h"
 
 namespace seqbench {
 namespace {

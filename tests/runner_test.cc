@@ -16,9 +16,9 @@
 #include <numeric>
 #include <string>
 
+#include "base/process.h"
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
-#include "harness/child_process.h"
 #include "harness/cuda_probe.h"
 #include "harness/memory.h"
 #include "harness/workload.h"
@@ -255,8 +255,11 @@ TEST_CASE("a peer's process keeps freed memory as seqbench's does", "[memory][pe
       "libc.free(ctypes.c_void_p(block))\n"
       "sys.exit(0 if libc.mallinfo2().fordblks >= held + size else 3)\n";
   const auto run = [&](const std::vector<std::string>& environment) {
-    return RunChild(
-        {"/usr/bin/python3", "-c", script}, 60, [] { return false; }, environment);
+    ChildSpec spec;
+    spec.argv = {"/usr/bin/python3", "-c", script};
+    spec.timeout_s = 60;
+    spec.environment = environment;
+    return RunChild(spec);
   };
   const ChildOutcome kept = run({"GLIBC_TUNABLES=" + policy});
   CHECK(kept.end == ChildOutcome::End::kExited);

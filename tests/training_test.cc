@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "base/files.h"
 #include "harness/memory.h"
 #include "harness/text_data.h"
 #include "harness/training/data_loader.h"
@@ -18,7 +19,6 @@
 #include "harness/training/trainer.h"
 #include "harness/training/training_data.h"
 #include "harness/training/training_suite.h"
-#include "results/output_file.h"
 #include "tests/test_support.h"
 #include "variants/core/torch_compat.h"
 

@@ -7,10 +7,10 @@
 #include <limits>
 #include <sstream>
 
+#include "base/files.h"
 #include "harness/text_data.h"
 #include "harness/training/adamw_8bit.h"
 #include "harness/training/offloaded_adamw.h"
-#include "results/output_file.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
 

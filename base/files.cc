@@ -1,4 +1,4 @@
-#include "results/output_file.h"
+#include "base/files.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -163,6 +163,14 @@ int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
   return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 || errno == ENOENT ? 0 : -1;
 }
 }  // namespace
+
+bool WriteControlFile(const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const ssize_t written = write(fd, text.data(), text.size());
+  const bool closed = close(fd) == 0;
+  return written == static_cast<ssize_t>(text.size()) && closed;
+}
 
 bool RemoveTree(const std::string& path) {
   struct stat status {};

@@ -40,6 +40,11 @@ void CheckOutputTarget(const std::string& path);
 void RefuseDatabaseOutput(const std::string& output, const std::string& database,
                           const std::string& flag = "--out");
 
+// Writes `text` into an existing kernel control file (/proc/self/clear_refs): opened
+// without creating, truncating or following a link, since such a file holds nothing to
+// replace and procfs offers no rename. False when it cannot be opened or written.
+bool WriteControlFile(const std::string& path, const std::string& text);
+
 // Removes `path` and, if it is a folder, everything in it, never following a symbolic link
 // (a link is removed, not what it names); a missing path is no error. Returns false if
 // something could not be removed. Used instead of std::filesystem::remove_all, which

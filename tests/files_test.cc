@@ -1,7 +1,7 @@
 // Writing outputs: whole or not at all (a write that fails midway, simulated by a file-size
 // limit, leaves the old file and no temporary), never through a symlink (at the target or
 // at the temporary name seqbench used to use), never over the database or its -wal/-shm.
-#include "results/output_file.h"
+#include "base/files.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

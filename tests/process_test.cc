@@ -1,0 +1,178 @@
+// base/process.h, the one way seqbench starts a program. RunChild leaves nothing behind:
+// what a child starts (a wrapper script's program, a background job) dies with it, on a
+// timeout, on an interruption and on a plain exit. Its input, captured output (bounded at
+// both ends), PATH lookup and output file behave as ChildSpec says.
+#include "base/process.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace seqbench {
+namespace {
+
+// The process `pid` has ended: gone, or a zombie waiting for a reaper that may never come
+// (a container's init), which computes nothing.
+bool Ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+// The pid a script wrote to `path` ("" until it has).
+pid_t PidIn(const std::string& path) {
+  std::ifstream file(path);
+  long pid = 0;
+  return (file >> pid) ? static_cast<pid_t>(pid) : 0;
+}
+
+struct Orphans {
+  std::string pid_file;
+  Orphans() {
+    pid_file = (std::filesystem::temp_directory_path() /
+                ("seqbench-child-test-" + std::to_string(getpid()) + ".pid"))
+                   .string();
+    std::filesystem::remove(pid_file);
+  }
+  ~Orphans() { std::filesystem::remove(pid_file); }
+  // sh starting a background sleep, writing its pid, then `then`.
+  std::vector<std::string> Script(const std::string& then) const {
+    return {"/bin/sh", "-c", "sleep 300 & echo $! > '" + pid_file + "'; " + then};
+  }
+  // Waits up to 5 s for the background job to be gone.
+  bool BackgroundEnded() const {
+    const pid_t pid = PidIn(pid_file);
+    if (pid <= 0) return false;
+    for (int i = 0; i < 250 && !Ended(pid); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const bool ended = Ended(pid);
+    if (!ended) kill(pid, SIGKILL);  // never leave the test's own stray behind
+    return ended;
+  }
+};
+
+ChildSpec Spec(std::vector<std::string> argv, double timeout_s,
+               std::function<bool()> should_stop = nullptr) {
+  ChildSpec spec;
+  spec.argv = std::move(argv);
+  spec.timeout_s = timeout_s;
+  spec.should_stop = std::move(should_stop);
+  return spec;
+}
+
+TEST_CASE("a child's own children die with it when its time runs out", "[child_process]") {
+  Orphans orphans;
+  const ChildOutcome outcome = RunChild(Spec(orphans.Script("sleep 300"), 1.0));
+  CHECK(outcome.end == ChildOutcome::End::kTimedOut);
+  CHECK(orphans.BackgroundEnded());
+}
+
+TEST_CASE("a child's own children die with it when it is interrupted", "[child_process]") {
+  Orphans orphans;
+  const auto written = [&] { return PidIn(orphans.pid_file) > 0; };
+  const ChildOutcome outcome = RunChild(Spec(orphans.Script("sleep 300"), 60, written));
+  CHECK(outcome.end == ChildOutcome::End::kInterrupted);
+  CHECK(orphans.BackgroundEnded());
+}
+
+TEST_CASE("a child's own children die with it when it exits", "[child_process]") {
+  Orphans orphans;
+  const ChildOutcome outcome = RunChild(Spec(orphans.Script("exit 3"), 60));
+  CHECK(outcome.end == ChildOutcome::End::kExited);
+  CHECK(outcome.exit_code == 3);
+  CHECK(orphans.BackgroundEnded());
+}
+
+TEST_CASE("a child reads the spec's input and its output comes back captured", "[child_process]") {
+  ChildSpec spec = Spec({"/bin/sh", "-c", "tr a-z A-Z; echo complaint >&2; exit 4"}, 60);
+  spec.input = std::string("first line\nsecond\0byte", 23);
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  spec.discard_stderr = true;
+  const ChildOutcome only_stdout = RunChild(spec);
+  CHECK(only_stdout.end == ChildOutcome::End::kExited);
+  CHECK(only_stdout.exit_code == 4);
+  CHECK_FALSE(only_stdout.Succeeded());
+  CHECK(only_stdout.output == std::string("FIRST LINE\nSECOND\0BYTE", 23));
+  CHECK_FALSE(only_stdout.output_truncated);
+  spec.output = ChildSpec::Output::kCaptureBoth;
+  CHECK(RunChild(spec).output == std::string("FIRST LINE\nSECOND\0BYTE", 23) + "complaint\n");
+  // An empty input is an input: the child reads end-of-file, not the test's terminal.
+  spec.input = std::string();
+  CHECK(RunChild(spec).output == "complaint\n");
+}
+
+TEST_CASE("captured output stops at max_output, at both ends", "[child_process]") {
+  ChildSpec spec = Spec({"/bin/sh", "-c", "printf 0123456789"}, 60);
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  for (const size_t limit : {size_t{0}, size_t{1}, size_t{9}, size_t{10}, size_t{11}}) {
+    spec.max_output = limit;
+    const ChildOutcome outcome = RunChild(spec);
+    INFO("max_output " << limit);
+    CHECK(outcome.Succeeded());
+    CHECK(outcome.output == std::string("0123456789").substr(0, limit));
+    CHECK(outcome.output_truncated == (limit < 10));
+  }
+  // More than one read's worth (64 KiB) arrives whole.
+  spec.argv = {"/bin/sh", "-c", "head -c 200000 /dev/zero"};
+  spec.max_output = size_t{1} << 20;
+  const ChildOutcome large = RunChild(spec);
+  CHECK(large.output.size() == 200000);
+  CHECK_FALSE(large.output_truncated);
+}
+
+TEST_CASE("a program is looked up on PATH only when the spec says so", "[child_process]") {
+  ChildSpec spec = Spec({"sh", "-c", "exit 7"}, 60);
+  const ChildOutcome as_path = RunChild(spec);  // "sh" as a path: no such file here
+  CHECK(as_path.end == ChildOutcome::End::kExited);
+  CHECK(as_path.exit_code == 127);
+  spec.search_path = true;
+  const ChildOutcome found = RunChild(spec);
+  CHECK(found.end == ChildOutcome::End::kExited);
+  CHECK(found.exit_code == 7);
+  spec.argv = {"seqbench-no-such-program-on-path"};
+  const ChildOutcome missing = RunChild(spec);
+  CHECK(missing.end == ChildOutcome::End::kNotStarted);
+  CHECK_THAT(missing.Describe(), Catch::Contains("not on PATH"));
+  CHECK_FALSE(AllOnPath("sh").empty());
+  CHECK(AllOnPath("sh").front().rfind("/sh") == AllOnPath("sh").front().size() - 3);
+  CHECK(AllOnPath("/bin/sh").empty());  // a path is not a name to look up
+}
+
+TEST_CASE("an output file is never written through a link planted at its path", "[child_process]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("seqbench-process-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path victim = dir / "victim", link = dir / "out";
+  std::ofstream(victim) << "kept";
+  std::filesystem::create_symlink(victim, link);
+  ChildSpec spec = Spec({"/bin/sh", "-c", "echo overwritten"}, 60);
+  spec.output = ChildSpec::Output::kFile;
+  spec.output_path = link.string();
+  const ChildOutcome refused = RunChild(spec);
+  CHECK(refused.end == ChildOutcome::End::kNotStarted);
+  std::string text;
+  std::getline(std::ifstream(victim), text);
+  CHECK(text == "kept");
+  std::filesystem::remove(link);
+  CHECK(RunChild(spec).Succeeded());
+  std::getline(std::ifstream(link), text);
+  CHECK(text == "overwritten");
+  std::filesystem::remove(link);
+  std::filesystem::remove(victim);
+  std::filesystem::remove(dir);
+}
+
+}  // namespace
+}  // namespace seqbench
