@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "reports/escape/terminal.h"
 #include "results/store.h"
 
 namespace po = boost::program_options;
@@ -17,7 +18,10 @@ int RunMerge(const std::vector<std::string>& args) {
   po::options_description options(
       "Usage: seqbench merge A.db [B.db ...] --into C.db\n\n"
       "Copies every run and case of the sources into C.db (created if missing). Runs are\n"
-      "matched by their uuid and cases by their key, so merging twice adds nothing.\n\nOptions");
+      "matched by their uuid and cases by their key, so merging twice adds nothing. A case\n"
+      "both hold is kept when it is the same measurement, replaced when C.db's failed\n"
+      "(error, timeout) and the source ran it again (run --resume --retry-failed), and\n"
+      "otherwise refused (exit 2, naming the cases, nothing merged).\n\nOptions");
   options.add_options()("help,h", "show this help")("into", po::value(&into), "target database");
   po::options_description hidden;
   hidden.add_options()("sources", po::value(&sources));
@@ -39,10 +43,22 @@ int RunMerge(const std::vector<std::string>& args) {
   }
   Store target(into);
   for (size_t i = 0; i < sources.size(); ++i) {
-    const MergeCounts counts = target.MergeFrom(*opened[i]);
-    std::printf("%s: %lld runs and %lld cases added, %lld cases already present\n",
-                sources[i].c_str(), (long long)counts.runs_added, (long long)counts.cases_added,
+    MergeCounts counts;
+    try {
+      counts = target.MergeFrom(*opened[i]);
+    } catch (const MergeConflict& conflict) {
+      throw UsageError("merge: " + escape::TerminalText(sources[i]) + " into " +
+                       escape::TerminalText(into) + ": " + escape::TerminalText(conflict.what()) +
+                       (i > 0 ? "\n(the sources before it are merged)" : ""));
+    }
+    std::printf("%s: %lld runs and %lld cases added, %lld replaced, %lld already present\n",
+                escape::TerminalText(sources[i]).c_str(), (long long)counts.runs_added,
+                (long long)counts.cases_added, (long long)counts.cases_updated,
                 (long long)counts.cases_already_present);
+    for (const std::string& updated : counts.updated) {
+      std::printf("  replaced a failed %s with the source's\n",
+                  escape::TerminalText(updated).c_str());
+    }
   }
   return 0;
 }

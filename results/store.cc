@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <type_traits>
@@ -398,6 +399,15 @@ int64_t Store::RemoveCases(int64_t run_id, const std::vector<std::string>& statu
   return removed;
 }
 
+void Store::RemoveCase(int64_t run_id, const std::string& case_key) {
+  Transaction transaction(*this);
+  Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND case_key = ?2");
+  remove.Bind(1, run_id).Bind(2, case_key).Run();
+  Statement steps(*this, "DELETE FROM training_steps WHERE run_id = ?1 AND case_key = ?2");
+  steps.Bind(1, run_id).Bind(2, case_key).Run();
+  transaction.Commit();
+}
+
 int64_t Store::RemoveRuns(const std::vector<int64_t>& run_ids) {
   Transaction transaction(*this);
   Statement count(*this, "SELECT COUNT(*) FROM cases WHERE run_id = ?1");
@@ -625,8 +635,60 @@ std::optional<RunRecord> Store::FindRunByUuid(const std::string& uuid) const {
   return FindRun(run_id);
 }
 
+namespace {
+
+// The same measurement: a copy of one stored case (a merge copies every field as stored).
+bool SameMeasurement(const CaseRecord& a, const CaseRecord& b) {
+  const auto same_metrics = [](const std::vector<Metric>& x, const std::vector<Metric>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const bool both_nan = std::isnan(x[i].value) && std::isnan(y[i].value);
+      if (x[i].name != y[i].name || (!both_nan && x[i].value != y[i].value)) return false;
+    }
+    return true;
+  };
+  return a.status == b.status && a.message == b.message && a.reference == b.reference &&
+         a.iterations == b.iterations && a.samples_s == b.samples_s &&
+         same_metrics(a.metrics, b.metrics);
+}
+
+bool Failed(const CaseRecord& record) {
+  return record.status == kStatusError || record.status == kStatusTimeout;
+}
+
+}  // namespace
+
+std::map<std::string, std::set<std::string>> Store::CasesToReplace(const Store& other) const {
+  std::map<std::string, std::set<std::string>> replace;  // run uuid -> case keys
+  std::vector<std::string> conflicts;
+  for (const RunRecord& summary : other.Runs()) {
+    const std::optional<RunRecord> target = FindRunByUuid(summary.uuid);
+    if (!target) continue;
+    for (const CaseRecord& record : other.Cases(summary.run_id)) {
+      const std::optional<CaseRecord> mine = FindCase(target->run_id, record.key());
+      if (!mine || SameMeasurement(*mine, record)) continue;
+      if (Failed(*mine)) {
+        replace[summary.uuid].insert(record.key());
+      } else {
+        conflicts.push_back("run " + summary.uuid + " (" + summary.suite_name + "): case " +
+                            record.key() + ": " + mine->status + " here, " + record.status +
+                            " in the source, measured apart");
+      }
+    }
+  }
+  if (!conflicts.empty()) {
+    std::string message = std::to_string(conflicts.size()) +
+                          " case(s) differ between the databases and the target's is not a "
+                          "failed case a retry replaces; nothing merged:";
+    for (const std::string& conflict : conflicts) message += "\n  " + conflict;
+    throw MergeConflict(message);
+  }
+  return replace;
+}
+
 MergeCounts Store::MergeFrom(const Store& other) {
   MergeCounts counts;
+  const std::map<std::string, std::set<std::string>> replace = CasesToReplace(other);
   for (const RunRecord& summary : other.Runs()) {
     Transaction transaction(*this);
     int64_t target_id = 0;
@@ -640,15 +702,22 @@ MergeCounts Store::MergeFrom(const Store& other) {
       ++counts.runs_added;
     }
     const std::set<std::string> present = CaseKeys(target_id);
+    const auto replaced = replace.find(summary.uuid);
     for (const CaseRecord& record : other.Cases(summary.run_id)) {
-      if (present.count(record.key())) {
+      const bool update = replaced != replace.end() && replaced->second.count(record.key()) > 0;
+      if (present.count(record.key()) && !update) {
         ++counts.cases_already_present;
         continue;
+      }
+      if (update) {
+        RemoveCase(target_id, record.key());
+        ++counts.cases_updated;
+        counts.updated.push_back("run " + summary.uuid + ": case " + record.key());
       }
       AddCase(target_id, record);
       const auto steps = other.TrainingSteps(summary.run_id, record.key());
       if (!steps.empty()) AddTrainingSteps(target_id, record.key(), steps);
-      ++counts.cases_added;
+      if (!update) ++counts.cases_added;
     }
     // A run finished in the source (e.g. resumed there) is finished here too.
     const RunRecord target = *FindRun(target_id);

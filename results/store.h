@@ -180,6 +180,17 @@ struct TrainingStepRecord {
 
 struct MergeCounts {
   int64_t runs_added = 0, cases_added = 0, cases_already_present = 0;
+  // Failed cases (error, timeout) of the target that the source ran again: replaced.
+  int64_t cases_updated = 0;
+  std::vector<std::string> updated;  // "run UUID: case KEY", for the message
+};
+
+// A merge that would keep a stale result or drop a good one: a case both databases hold,
+// measured differently, where the target's is not a failure that a retry replaces. The
+// message names every such case; nothing was written.
+class MergeConflict : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // How a Store opens its file.
@@ -222,6 +233,8 @@ class Store {
   // Removes the run's cases with these statuses (their samples and metrics too), so that a
   // resume can run them again (run --resume --retry-failed); returns how many.
   int64_t RemoveCases(int64_t run_id, const std::vector<std::string>& statuses);
+  // Removes one case with its samples, metrics, functions and training steps.
+  void RemoveCase(int64_t run_id, const std::string& case_key);
   // Stores `record` in place of the run's case with the same key (samples and metrics too;
   // a training pipeline's steps stay), atomically: a training run extended to more steps
   // writes its pipeline's record again, and keeps the old one if it does not finish.
@@ -246,6 +259,9 @@ class Store {
   // Copies every run of `other` (matched by uuid) and every case it lacks, with the
   // case's training steps: each run in one transaction, so that a merge that fails or is
   // killed leaves that run in this store as it was (absent, or with its earlier cases).
+  // A case both hold is left when the two are the same measurement; replaced when this
+  // store's is a failure (error, timeout) that `other` ran again (run --resume
+  // --retry-failed); else the merge throws MergeConflict before writing anything.
   MergeCounts MergeFrom(const Store& other);
 
   // Removes the runs with everything stored under them (environment, warnings,
@@ -270,6 +286,9 @@ class Store {
   void CheckFileIsStillThere() const;
 
  private:
+  // Which cases of this store MergeFrom(other) replaces (run uuid -> case keys); throws
+  // MergeConflict naming every case it may not decide.
+  std::map<std::string, std::set<std::string>> CasesToReplace(const Store& other) const;
   // AddCase's inserts, inside the caller's transaction.
   void InsertCase(int64_t run_id, const CaseRecord& record);
   class Statement;

@@ -225,6 +225,61 @@ TEST_CASE("merge copies runs and cases once", "[store]") {
   CHECK(merged.Cases(merged.Runs()[0].run_id).size() == 2);
 }
 
+TEST_CASE("merge replaces a failed case the source ran again, and refuses to guess", "[store]") {
+  // The adversarial try of issue 63: a shard's case timed out, the shard was merged, then
+  // retried (run --resume --retry-failed) and merged again.
+  Store shard(":memory:"), merged(":memory:");
+  const int64_t run = shard.CreateRun(SampleRun("uuid-a"));
+  CaseRecord timed_out = SampleCase("x", 0);
+  timed_out.status = "timeout";
+  timed_out.message = "killed after 8 s";
+  timed_out.samples_s.clear();
+  timed_out.metrics.clear();
+  shard.AddCase(run, timed_out);
+  shard.AddCase(run, SampleCase("y", 1));
+  CHECK(merged.MergeFrom(shard).cases_added == 2);
+  shard.RemoveCases(run, {"timeout"});
+  shard.AddCase(run, SampleCase("x", 0));  // the retry measured it
+  const MergeCounts retried = merged.MergeFrom(shard);
+  CHECK(retried.cases_added == 0);
+  CHECK(retried.cases_updated == 1);
+  CHECK(retried.cases_already_present == 1);
+  REQUIRE(retried.updated.size() == 1);
+  CHECK_THAT(retried.updated[0], Catch::Contains(SampleCase("x", 0).key()));
+  const int64_t gathered = merged.Runs().at(0).run_id;
+  const auto replaced = merged.FindCase(gathered, SampleCase("x", 0).key());
+  REQUIRE(replaced);
+  CHECK(replaced->status == "ok");
+  CHECK(replaced->samples_s == SampleCase("x", 0).samples_s);
+  CHECK(merged.Cases(gathered).size() == 2);
+  // Merged again: the same measurement, nothing to do.
+  const MergeCounts again = merged.MergeFrom(shard);
+  CHECK(again.cases_updated == 0);
+  CHECK(again.cases_already_present == 2);
+
+  // A good case measured differently in the source (and a new run beside it): refused,
+  // naming the case, and nothing of either run written.
+  CaseRecord remeasured = SampleCase("y", 1);
+  remeasured.samples_s = {0.4, 0.5, 0.6};
+  Store other(":memory:");
+  const int64_t same_run = other.CreateRun(SampleRun("uuid-a"));
+  other.AddCase(same_run, remeasured);
+  const int64_t new_run = other.CreateRun(SampleRun("uuid-b"));
+  other.AddCase(new_run, SampleCase("z", 0));
+  CHECK_THROWS_AS(merged.MergeFrom(other), MergeConflict);
+  CHECK_THROWS_WITH(merged.MergeFrom(other),
+                    Catch::Contains(remeasured.key()) && Catch::Contains("nothing merged"));
+  CHECK(merged.Runs().size() == 1);
+  CHECK(merged.FindCase(gathered, remeasured.key())->samples_s == SampleCase("y", 1).samples_s);
+  // The other way round, a failure in the source where the target holds a result: the
+  // target's stays; a stale failure never replaces a measurement.
+  Store stale(":memory:");
+  const int64_t stale_run = stale.CreateRun(SampleRun("uuid-a"));
+  stale.AddCase(stale_run, timed_out);
+  CHECK_THROWS_AS(merged.MergeFrom(stale), MergeConflict);
+  CHECK(merged.FindCase(gathered, SampleCase("x", 0).key())->status == "ok");
+}
+
 TEST_CASE("a database from a newer schema is refused", "[store]") {
   const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_newer.db";
   std::filesystem::remove(path);

@@ -259,6 +259,31 @@ merge_killed() {
   done
   [[ $interrupted -gt 0 ]] || { why="every merge had finished before its kill"; return 1; }
 }
+merge_retried_shard() {
+  # A shard's case timed out and was merged; the shard was retried (run --resume
+  # --retry-failed) and merged again: the gathered run gets the retry's result, said.
+  rm -f gathered.db*
+  cp runs.db shard.db
+  sqlite3 shard.db "UPDATE cases SET status = 'timeout', message = 'killed after 8 s'
+                    WHERE case_id = (SELECT min(case_id) FROM cases)" || return 1
+  sb 0 merge shard.db --into gathered.db || return 1
+  sb 0 merge runs.db --into gathered.db || return 1  # runs.db: the shard after its retry
+  grep -q "1 replaced" out || { why="the retried case was not replaced: $(cat out)"; return 1; }
+  [[ $(sqlite3 gathered.db "SELECT count(*) FROM cases WHERE status = 'timeout'") -eq 0 ]] ||
+    { why="the gathered run keeps the stale timeout"; return 1; }
+}
+merge_remeasured_refused() {
+  # The same run's case measured differently in two files: refused (exit 2), naming it,
+  # the target unchanged.
+  rm -f gathered.db*
+  sb 0 merge runs.db --into gathered.db || return 1
+  local checksum
+  checksum=$(sum gathered.db)
+  cp runs.db remeasured.db
+  sqlite3 remeasured.db "UPDATE samples SET seconds = seconds * 2" || return 1
+  sb 2 merge remeasured.db --into gathered.db && says "nothing merged" && says "case " &&
+    same gathered.db "$checksum"
+}
 wal_on_read_only_storage() {
   tmpfs 16m || return $?
   cp runs.db "$mounted/wal.db"
@@ -424,7 +449,8 @@ for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
   check_full compare_full readme_full_disk report_out_full_disk \
   foreign_refused_by_writers foreign_refused_by_show foreign_refused_by_report \
   damaged_refused_by_writers truncated_refused text_file_refused newer_schema_refused \
-  merge_from_damaged_source merge_killed wal_on_read_only_storage \
+  merge_from_damaged_source merge_killed merge_retried_shard merge_remeasured_refused \
+  wal_on_read_only_storage \
   report_markdown report_csv report_json report_gbench_json show_terminal show_list_terminal \
   run_progress_terminal \
   compare_terminal compare_json check_terminal readme_hostile list_hostile_suite \
