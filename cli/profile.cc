@@ -16,7 +16,7 @@
 #include "harness/suite.h"
 #include "harness/threads.h"
 #include "reports/escape/terminal.h"
-#include "results/store.h"
+#include "results/records.h"
 
 namespace po = boost::program_options;
 

@@ -284,11 +284,11 @@ json RunSummaryJson(const RunRecord& run) {
 // one type; these do not).
 std::vector<std::string> MachineDifferences(const RunRecord& base, const RunRecord& next) {
   std::vector<std::string> differences;
-  for (const char* key : {"cpu_model", "cpu_logical_cores", "gpu_name"}) {
+  for (const std::string& key : MachineKeysFor(MachineKeyUse::kHardware)) {
     const std::string a = base.Environment(key), b = next.Environment(key);
     // A CPU-only build records no GPU: that says nothing about the machine.
-    if (std::string(key) == "gpu_name" && (a.empty() || b.empty())) continue;
-    if (a != b) differences.push_back(std::string(key) + " " + a + " -> " + b);
+    if (key == "gpu_name" && (a.empty() || b.empty())) continue;
+    if (a != b) differences.push_back(key + " " + a + " -> " + b);
   }
   return differences;
 }

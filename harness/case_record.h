@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "harness/runner.h"
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

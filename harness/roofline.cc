@@ -10,7 +10,8 @@
 #include "harness/cuda_probe.h"
 #include "harness/runner.h"
 #include "harness/threads.h"
-#include "results/store.h"
+#include "results/machine.h"
+#include "results/records.h"
 
 namespace seqbench {
 namespace {
@@ -120,10 +121,7 @@ std::vector<std::pair<std::string, std::string>> StoredLimits(const std::vector<
 }  // namespace
 
 const std::vector<std::string>& LimitFingerprintKeys() {
-  static const std::vector<std::string> keys = {
-      "cpu_model", "cpu_logical_cores",   "gpu_name",
-      "hostname",  "torch_version",       "blas_library",
-      "blas_core", "aten_cpu_capability", "env_openblas_coretype"};
+  static const std::vector<std::string> keys = MachineKeysFor(MachineKeyUse::kLimits);
   return keys;
 }
 

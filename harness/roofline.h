@@ -20,7 +20,7 @@
 
 #include "harness/environment.h"
 #include "harness/suite.h"
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

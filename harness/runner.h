@@ -26,7 +26,7 @@
 #include "harness/peer.h"
 #include "harness/suite.h"
 #include "harness/threads.h"
-#include "results/store.h"  // the case statuses
+#include "results/records.h"  // the case statuses
 
 namespace seqbench {
 

@@ -15,7 +15,7 @@
 
 #include "harness/suite_error.h"
 #include "results/case_identity.h"
-#include "results/store.h"
+#include "results/records.h"
 #include "variants/core/variant.h"
 
 namespace seqbench {

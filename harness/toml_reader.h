@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "harness/suite_error.h"
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

@@ -9,6 +9,7 @@
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
+#include "results/machine.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
@@ -295,12 +296,9 @@ std::vector<std::string> CountFingerprintDifferences(const RunRecord& base, cons
 
 std::vector<std::string> EnvironmentDifferences(const RunRecord& base, const RunRecord& next) {
   std::vector<std::string> differences;
-  for (const char* key :
-       {"cpu_model", "cpu_logical_cores", "gpu_name", "torch_version", "cuda_version",
-        "cudnn_version", "blas_library", "blas_core", "aten_cpu_capability", "glibc_version",
-        "torch_threads", "build_type", "compiler", "hostname"}) {
+  for (const std::string& key : MachineKeysFor(MachineKeyUse::kEnvironment)) {
     const std::string a = base.Environment(key), b = next.Environment(key);
-    if (a != b) differences.push_back(std::string(key) + ": " + a + " -> " + b);
+    if (a != b) differences.push_back(key + ": " + a + " -> " + b);
   }
   return differences;
 }

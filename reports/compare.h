@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 #include "stats/statistics.h"
 
 namespace seqbench {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 #include "stats/statistics.h"
 
 namespace seqbench {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "reports/run_facts.h"
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench::legacy {
 

@@ -2,10 +2,43 @@
 
 namespace seqbench {
 
+const std::vector<MachineKey>& MachineKeyTable() {
+  // name                    identity hardware limits environment
+  static const std::vector<MachineKey> table = {
+      {"cpu_model", true, true, true, true},
+      {"cpu_logical_cores", true, true, true, true},
+      {"gpu_name", true, true, true, true},
+      {"torch_version", true, false, true, true},
+      {"cuda_version", false, false, false, true},
+      {"cudnn_version", false, false, false, true},
+      {"blas_library", true, false, true, true},
+      {"blas_core", true, false, true, true},
+      {"aten_cpu_capability", true, false, true, true},
+      {"env_openblas_coretype", false, false, true, false},
+      {"glibc_version", false, false, false, true},
+      {"torch_threads", false, false, false, true},
+      {"build_type", false, false, false, true},
+      {"compiler", false, false, false, true},
+      // A machine's limits are measured per host; a CI VM's name is not its identity.
+      {"hostname", false, false, true, true},
+  };
+  return table;
+}
+
+std::vector<std::string> MachineKeysFor(MachineKeyUse use) {
+  std::vector<std::string> keys;
+  for (const MachineKey& key : MachineKeyTable()) {
+    const bool serves = use == MachineKeyUse::kIdentity   ? key.identity
+                        : use == MachineKeyUse::kHardware ? key.hardware
+                        : use == MachineKeyUse::kLimits   ? key.limits
+                                                          : key.environment;
+    if (serves) keys.emplace_back(key.name);
+  }
+  return keys;
+}
+
 const std::vector<std::string>& MachineKeys() {
-  static const std::vector<std::string> keys = {
-      "cpu_model",    "cpu_logical_cores", "gpu_name",           "torch_version",
-      "blas_library", "blas_core",         "aten_cpu_capability"};
+  static const std::vector<std::string> keys = MachineKeysFor(MachineKeyUse::kIdentity);
   return keys;
 }
 

@@ -9,9 +9,30 @@
 #include <string>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
+
+// What a list of environment keys is for. One table (MachineKeyTable) says which key
+// serves which use, so that a new machine fact is one row.
+enum class MachineKeyUse {
+  kIdentity,     // names a machine: history's series, a run group's shards (MachineKeys())
+  kHardware,     // makes two runs' times incomparable (hostnames of one CI VM type differ)
+  kLimits,       // a stored GEMM rate and bandwidth still hold (roofline's cache)
+  kEnvironment,  // compare lists it when base and head differ
+};
+
+struct MachineKey {
+  const char* name;
+  bool identity, hardware, limits, environment;
+};
+
+// Every environment key that describes the machine or the software a run measured with,
+// in the order messages list them.
+const std::vector<MachineKey>& MachineKeyTable();
+
+// The keys of the table that serve `use`, in the table's order.
+std::vector<std::string> MachineKeysFor(MachineKeyUse use);
 
 // The environment keys that name a machine: CPU model and logical cores, GPU, LibTorch,
 // the BLAS library and the core it ran, ATen's CPU capability.

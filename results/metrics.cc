@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 namespace {

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 

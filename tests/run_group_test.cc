@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "base/files.h"
 #include "harness/slurm_job.h"
@@ -142,6 +143,34 @@ TEST_CASE("shards from two machines are refused, or split by machine when asked"
   CHECK(parts[1].run.shard == "shards 2/3");
   CHECK(MachineOf(parts[1].run).at("blas_core") == "SkylakeX");
   CHECK(RunName(parts[1].run) == "group 'g1' (shards 2/3)");
+}
+
+TEST_CASE("one table of machine keys serves every use, each as it must", "[run_group]") {
+  const auto keys = [](MachineKeyUse use) {
+    const std::vector<std::string> list = MachineKeysFor(use);
+    return std::set<std::string>(list.begin(), list.end());
+  };
+  const auto identity = keys(MachineKeyUse::kIdentity), hardware = keys(MachineKeyUse::kHardware),
+             limits = keys(MachineKeyUse::kLimits), environment = keys(MachineKeyUse::kEnvironment);
+  CHECK(MachineKeys() == MachineKeysFor(MachineKeyUse::kIdentity));
+  // The hardware that makes times incomparable names a machine; whatever names a machine
+  // invalidates its stored limits; compare lists every difference in what names one.
+  for (const std::string& key : hardware) CHECK(identity.count(key) == 1);
+  for (const std::string& key : identity) CHECK(limits.count(key) == 1);
+  for (const std::string& key : identity) CHECK(environment.count(key) == 1);
+  // A CI VM's host name is not its identity, but its limits are its own; the core
+  // OpenBLAS was told to use changes the GEMM rate, not what the machine is.
+  CHECK(identity.count("hostname") == 0);
+  CHECK(limits.count("hostname") == 1);
+  CHECK(limits.count("env_openblas_coretype") == 1);
+  CHECK(identity.count("env_openblas_coretype") == 0);
+  CHECK(hardware == std::set<std::string>{"cpu_model", "cpu_logical_cores", "gpu_name"});
+  // No key twice, and every key serves some use.
+  std::set<std::string> names;
+  for (const MachineKey& key : MachineKeyTable()) {
+    CHECK(names.insert(key.name).second);
+    CHECK((key.identity || key.hardware || key.limits || key.environment));
+  }
 }
 
 TEST_CASE("group ids are file-name safe", "[run_group]") {
