@@ -713,7 +713,10 @@ Counting CountingFor(const RunFlags& f, const Measurement& measure) {
 
 // One line per finished case (or interleaved batch, or the counting's start).
 void PrintProgress(const CaseProgress& progress) {
-  if (progress.counting > 0) {
+  if (progress.counting > 0 && progress.counted > 0) {
+    std::printf("counted %lld of %lld case(s)  ETA %s\n", (long long)progress.counted,
+                (long long)progress.counting, FormatEta(progress.eta_s).c_str());
+  } else if (progress.counting > 0) {
     std::printf("counting the instructions of %lld case(s), in one child...\n",
                 (long long)progress.counting);
   } else if (progress.record == nullptr) {

@@ -107,6 +107,7 @@ bool Countable(const CaseSpec& spec, CaseRecord& record, Store& store, int64_t r
 // (or the reason it has none), and the child's view of the code it ran with the run
 // (count_* entries).
 void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
+                   const std::function<void(int64_t counted)>& on_counted,
                    const std::function<bool()>& should_stop, Store& store, int64_t run_id) {
   if (batch.empty()) return;
   std::vector<CaseSpec> specs;
@@ -125,6 +126,7 @@ void CountAndStore(const Counting& counting, std::vector<ToCount>& batch,
     WriteFileAtomically(out_dir + "/cases", keys);
     return counting.command(specs, out_dir);
   };
+  request.on_counted = on_counted;
   const CountBatch counts = CountInChild(request, should_stop);
   for (size_t i = 0; i < batch.size(); ++i) {
     CaseRecord& record = batch[i].record;
@@ -150,12 +152,20 @@ void CountTimedCases(const Counting& counting, std::vector<ToCount>& batch,
                      const std::function<void(const CaseProgress&)>& on_case,
                      const std::function<bool()>& should_stop, Store& store, int64_t run_id) {
   if (batch.empty()) return;
-  if (on_case) {
-    CaseProgress progress;
-    progress.counting = static_cast<int64_t>(batch.size());
+  CaseProgress progress;
+  progress.counting = static_cast<int64_t>(batch.size());
+  if (on_case) on_case(progress);
+  const auto started = std::chrono::steady_clock::now();
+  const auto on_counted = [&](int64_t counted) {
+    if (!on_case) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    progress.counted = counted;
+    progress.eta_s =
+        elapsed / static_cast<double>(counted) * static_cast<double>(progress.counting - counted);
     on_case(progress);
-  }
-  CountAndStore(counting, batch, should_stop, store, run_id);
+  };
+  CountAndStore(counting, batch, on_counted, should_stop, store, run_id);
 }
 
 }  // namespace

@@ -47,8 +47,10 @@ struct CaseProgress {
   const CaseRecord* record = nullptr;
   double eta_s = 0;
   int64_t samples_done = 0, samples_total = 0;
-  // > 0: the timed cases are about to be counted under callgrind, this many of them.
+  // > 0: the timed cases are being counted under callgrind, this many of them; `counted`
+  // of them are done (0 as the counting begins; eta_s from those done, once there are).
   int64_t counting = 0;
+  int64_t counted = 0;
 };
 
 // run --isolate: each case in a child process that stores its own result, so that a

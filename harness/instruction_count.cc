@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -430,6 +432,25 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
 
 namespace {
 
+// `should_stop`, polled every 20 ms, which also looks (twice a second) for the case files
+// the child has finished in `out_dir` and tells `request.on_counted` when there are more.
+std::function<bool()> WatchingCountedCases(const CountRequest& request, const std::string& out_dir,
+                                           const std::function<bool()>& should_stop) {
+  if (!request.on_counted) return should_stop;
+  auto counted = std::make_shared<int64_t>(0);
+  auto next_look = std::make_shared<std::chrono::steady_clock::time_point>();
+  return [&request, out_dir, should_stop, counted, next_look] {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= *next_look) {
+      *next_look = now + std::chrono::milliseconds(500);
+      int64_t present = *counted;
+      while (present < request.cases && fs::exists(CaseCountFile(out_dir, present))) ++present;
+      if (present > *counted) request.on_counted(*counted = present);
+    }
+    return should_stop && should_stop();
+  };
+}
+
 CountBatch CountInScratchFolder(const CountRequest& request,
                                 const std::function<bool()>& should_stop) {
   CountBatch batch;
@@ -480,7 +501,7 @@ CountBatch CountInScratchFolder(const CountRequest& request,
   ChildSpec spec;
   spec.argv = std::move(argv);
   spec.timeout_s = request.timeout_s;
-  spec.should_stop = should_stop;
+  spec.should_stop = WatchingCountedCases(request, scratch.path().string(), should_stop);
   spec.environment = std::move(environment);
   spec.inherit_environment = false;
   spec.working_dir = scratch.path().string();

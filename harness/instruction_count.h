@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "results/store.h"
+#include "results/records.h"
 
 namespace seqbench {
 
@@ -122,6 +122,10 @@ struct CountRequest {
   int64_t steps = 3;
   double timeout_s = 600;
   std::vector<std::string> kinds = {kCountInstructions};  // CountKind names
+  // Progress for a wait of minutes: called on the waiting thread each time the child has
+  // finished more cases (their CaseCountFile appeared), with how many it has. The child
+  // prints nothing for it, so that its counts cannot move.
+  std::function<void(int64_t counted)> on_counted;
 };
 
 // Runs the child under the first valgrind on PATH, callgrind (simulating pinned caches for

@@ -24,6 +24,10 @@ cp "$2" "$work/tiny.toml"
 
 "$seqbench" run "$work/tiny.toml" --db "$db" --in-process >"$work/run1.out" ||
   fail "counted run 1: $(cat "$work/run1.out")"
+# Progress while the child counts (seconds a case under callgrind): the cases it has
+# finished, with an ETA, read from the files it leaves; the child itself prints nothing.
+grep -qE "^counted [1-4] of 4 case\(s\)  ETA " "$work/run1.out" ||
+  fail "no progress while counting: $(cat "$work/run1.out")"
 # Run 2 as another clone would run it: the binary and the suite 60 characters deeper, from
 # another folder, with another environment (a CI variable, 3 kB more); none of it may
 # move the counts.
