@@ -2,12 +2,14 @@
 // in lockstep workers (or, for a base binary without run --lockstep, one process a side
 // each round), stored as a linked pair of runs that `compare` judges round by round
 // (harness/ab_run.h).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -137,8 +139,12 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
 // /proc cannot see, is never taken for dead). ab removes the folder when it ends, or the
 // owner file when it keeps the folder on purpose; a folder whose owner no longer runs on
 // this system was left by an ab killed outright (SIGKILL, the OOM killer), and the next ab
-// removes it.
+// removes it. The folder is made as seqbench-ab-new-XXXXXX and renamed once its owner file
+// is in it, so that a kill between the two leaves a "new" folder, not an ownerless one
+// (which would read as kept on purpose); a "new" folder older than kStagedFor is removed.
 constexpr char kScratchPrefix[] = "seqbench-ab-";
+constexpr char kStagedPrefix[] = "seqbench-ab-new-";
+constexpr auto kStagedFor = std::chrono::minutes(10);
 constexpr char kOwnerFile[] = "owner";
 
 // Process `pid`'s start time, or "" when no such process runs.
@@ -184,6 +190,12 @@ bool Abandoned(const std::filesystem::path& folder) {
   return !here.empty() && system == here && ProcessStart(pid) != start;
 }
 
+// Whether a folder being made (seqbench-ab-new-*) was left there: none takes minutes.
+bool StagedAndLeft(const struct stat& info) {
+  const auto changed = std::chrono::system_clock::from_time_t(info.st_mtime);
+  return std::chrono::system_clock::now() - changed > kStagedFor;
+}
+
 // Removes the scratch folders of earlier ab processes that were killed, this user's only.
 void RemoveAbandonedScratch(const std::filesystem::path& temp) {
   std::error_code error;
@@ -191,9 +203,10 @@ void RemoveAbandonedScratch(const std::filesystem::path& temp) {
     const std::string name = entry.path().filename().string();
     struct stat info {};
     if (name.rfind(kScratchPrefix, 0) != 0 || lstat(entry.path().c_str(), &info) != 0 ||
-        !S_ISDIR(info.st_mode) || info.st_uid != getuid() || !Abandoned(entry.path()))
+        !S_ISDIR(info.st_mode) || info.st_uid != getuid())
       continue;
-    RemoveTree(entry.path().string());
+    const bool staged = name.rfind(kStagedPrefix, 0) == 0;
+    if (staged ? StagedAndLeft(info) : Abandoned(entry.path())) RemoveTree(entry.path().string());
   }
 }
 
@@ -207,10 +220,19 @@ std::string ScratchFolder(const std::string& keep) {
   }
   const std::filesystem::path temp = std::filesystem::temp_directory_path();
   RemoveAbandonedScratch(temp);
-  std::string pattern = (temp / (std::string(kScratchPrefix) + "XXXXXX")).string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("ab: cannot create a folder");
-  WriteFileAtomically(pattern + "/" + kOwnerFile, OwnerText());
-  return pattern;
+  std::string staged = (temp / (std::string(kStagedPrefix) + "XXXXXX")).string();
+  if (mkdtemp(staged.data()) == nullptr)
+    throw std::runtime_error("ab: cannot create a folder in " + temp.string() + ": " +
+                             std::strerror(errno));
+  WriteFileAtomically(staged + "/" + kOwnerFile, OwnerText());
+  const std::string folder = (temp / (kScratchPrefix + staged.substr(staged.size() - 6))).string();
+  // Never over another folder of that name (rename would replace an empty one).
+  if (renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, folder.c_str(), RENAME_NOREPLACE) != 0) {
+    const std::string why = std::strerror(errno);
+    RemoveTree(staged);
+    throw std::runtime_error("ab: cannot rename " + staged + " to " + folder + ": " + why);
+  }
+  return folder;
 }
 
 void PrintAbProgress(const AbProgress& progress) {

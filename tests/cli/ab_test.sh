@@ -105,6 +105,11 @@ wait "$ab_pid" 2>/dev/null
 set -e
 killed=$(ls -d "$work"/tmp/seqbench-ab-*)
 [[ -f $killed/owner ]] || fail "a killed ab's folder has no owner file: $(ls -A "$killed")"
+# An ab killed between making its folder and naming it (the folder is made as
+# seqbench-ab-new-*, its owner file written, then renamed): an hour-old "new" folder is
+# removed by the next ab; one made a moment ago (another ab starting) is left.
+mkdir "$work/tmp/seqbench-ab-new-old123" "$work/tmp/seqbench-ab-new-now123"
+touch -d '1 hour ago' "$work/tmp/seqbench-ab-new-old123"
 
 # 5b. Interrupted: the private scratch folder under TMPDIR goes with it (--keep's stays),
 # and so does the killed one's above.
@@ -124,6 +129,9 @@ for _ in $(seq 600); do
 done
 started || fail "ab never started: $(cat "$work/int.out")"
 [[ ! -e $killed ]] || fail "the next ab left the killed ab's folder $killed"
+[[ ! -e $work/tmp/seqbench-ab-new-old123 ]] || fail "the next ab left an hour-old half-made folder"
+[[ -d $work/tmp/seqbench-ab-new-now123 ]] || fail "the next ab removed a folder being made"
+rmdir "$work/tmp/seqbench-ab-new-now123"
 kill -INT "$ab_pid"
 set +e
 wait "$ab_pid"
