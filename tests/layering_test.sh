@@ -44,21 +44,22 @@ while IFS= read -r hit; do
   echo "FAIL: std::filesystem::remove_all, which crashes on the GPU machine; use RemoveTree: $hit" >&2
   bad=1
 done < <(grep -rnE 'remove_all[[:space:]]*\(' $all tests --include='*.h' --include='*.cc' || true)
+# forbid_outside_base MESSAGE REGEX: fails naming each line of the layers above base/ that
+# matches REGEX (comments aside).
+forbid_outside_base() {
+  while IFS= read -r hit; do
+    echo "FAIL: $1: $hit" >&2
+    bad=1
+  done < <(grep -rnE "$2" stats results variants harness reports cli --include='*.h' \
+             --include='*.cc' | grep -vE ':[0-9]+:[[:space:]]*//' || true)
+}
 # base/process.h starts every program: its process group killed whole, death with the
 # supervisor, a time limit. A call of the C library's starters elsewhere bypasses all three.
-while IFS= read -r hit; do
-  echo "FAIL: a program started outside base/process.h (RunChild): $hit" >&2
-  bad=1
-done < <(grep -rnE '(^|[^A-Za-z_.>])(fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|posix_spawn|posix_spawnp|popen|system)[[:space:]]*\(' \
-           stats results variants harness reports cli --include='*.h' --include='*.cc' |
-           grep -vE ':[0-9]+:[[:space:]]*//' || true)
+forbid_outside_base "a program started outside base/process.h (RunChild)" \
+  '(^|[^A-Za-z_.>])(fork|vfork|execl|execle|execlp|execv|execve|execvp|execvpe|posix_spawn|posix_spawnp|popen|system)[[:space:]]*\('
 # base/files.h writes every file (whole or not at all, never through a link): a file opened
 # for writing elsewhere bypasses it. Reading (ifstream) is anyone's.
-while IFS= read -r hit; do
-  echo "FAIL: a file written outside base/files.h (WriteFileAtomically): $hit" >&2
-  bad=1
-done < <(grep -rnE '(std::ofstream|std::fstream|O_CREAT|fopen[[:space:]]*\([^)]*"[wa])' \
-           stats results variants harness reports cli --include='*.h' --include='*.cc' |
-           grep -vE ':[0-9]+:[[:space:]]*//' || true)
+forbid_outside_base "a file written outside base/files.h (WriteFileAtomically)" \
+  '(std::ofstream|std::fstream|O_CREAT|fopen[[:space:]]*\([^)]*"[wa])'
 [[ $bad -eq 0 ]] || exit 1
 echo "layering: every include within its layer's list; no remove_all; programs started and files written in base/ only"
