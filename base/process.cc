@@ -223,7 +223,14 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
       outcome.message = std::string("waitpid: ") + std::strerror(errno);
       return kill_child(ChildOutcome::End::kNotStarted);
     }
-    if (should_stop && should_stop()) return kill_child(ChildOutcome::End::kInterrupted);
+    bool stop = false;
+    try {
+      stop = should_stop && should_stop();
+    } catch (...) {  // the caller's poll failed: the child must not outlive the call
+      kill_child(ChildOutcome::End::kInterrupted);
+      throw;
+    }
+    if (stop) return kill_child(ChildOutcome::End::kInterrupted);
     if (timeout_s > 0 && elapsed() > timeout_s) return kill_child(ChildOutcome::End::kTimedOut);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -227,7 +227,12 @@ std::string ScratchFolder(const std::string& keep) {
   WriteFileAtomically(staged + "/" + kOwnerFile, OwnerText());
   const std::string folder = (temp / (kScratchPrefix + staged.substr(staged.size() - 6))).string();
   // Never over another folder of that name (rename would replace an empty one).
-  if (renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, folder.c_str(), RENAME_NOREPLACE) != 0) {
+  // NFS and Lustre (a cluster's TMPDIR) refuse the flag (EINVAL): a plain rename there,
+  // which can replace only an empty folder, and every ab's folder holds its owner file.
+  int renamed = renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, folder.c_str(), RENAME_NOREPLACE);
+  if (renamed != 0 && (errno == EINVAL || errno == ENOSYS))
+    renamed = rename(staged.c_str(), folder.c_str());
+  if (renamed != 0) {
     const std::string why = std::strerror(errno);
     RemoveTree(staged);
     throw std::runtime_error("ab: cannot rename " + staged + " to " + folder + ": " + why);

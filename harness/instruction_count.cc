@@ -444,7 +444,9 @@ std::function<bool()> WatchingCountedCases(const CountRequest& request, const st
     if (now >= *next_look) {
       *next_look = now + std::chrono::milliseconds(500);
       int64_t present = *counted;
-      while (present < request.cases && fs::exists(CaseCountFile(out_dir, present))) ++present;
+      std::error_code unreadable;  // progress only: a folder it cannot read shows none
+      while (present < request.cases && fs::exists(CaseCountFile(out_dir, present), unreadable))
+        ++present;
       if (present > *counted) request.on_counted(*counted = present);
     }
     return should_stop && should_stop();
