@@ -684,7 +684,7 @@ int RunCheck(const std::vector<std::string>& args) {
   const auto outcomes = run.kind == kRunKindTraining
                             ? EvaluateTrainingExpectations(run.expectations, cases,
                                                            LoadCurves(*store, run.run_id, cases))
-                            : EvaluateExpectations(run.expectations, cases);
+                            : EvaluateExpectations(run.expectations, cases, &run);
   MarkdownTable table({"", "expectation", "measured"});
   int failed = 0;
   for (const ExpectationOutcome& outcome : outcomes) {

@@ -534,7 +534,7 @@ std::vector<Expectation> ReadSuiteExpectations(const TomlReader& reader, const t
   return ReadExpectations(
       reader, root,
       {"speedup", "memory_ratio", "recompute_ratio", "instructions_ratio", "time_per_doubling",
-       "all_correct"},
+       "gemm_floor", "all_correct"},
       names, "one of the suite's [[variants]]", {"where"},
       [&](const toml::table& table, Expectation& expectation) {
         const toml::node* where = table.get("where");

@@ -81,7 +81,15 @@ std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::
     if (e.what == "time_per_doubling") {
       ReadDoublingExpectation(reader, table, names, names_are, e);
     } else if (e.what != "all_correct") {
+      // gemm_floor is one variant's figure: nothing to compare it with.
+      const bool alone = e.what == "gemm_floor";
+      if (const toml::node* over = table.get("over"); alone && over != nullptr) {
+        reader.Fail(over->source(),
+                    "[[expect]] of what = \"gemm_floor\" is one variant's "
+                    "step over its own GEMM floor; drop 'over'");
+      }
       for (const char* role : {"variant", "over"}) {
+        if (alone && std::string(role) == "over") continue;
         const toml::node& n =
             reader.Required(table, role, "[[expect]] of what = \"" + e.what + "\"");
         (std::string(role) == "variant" ? e.variant : e.over) =

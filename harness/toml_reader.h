@@ -184,7 +184,8 @@ using ExtraExpectationReader = std::function<void(const toml::table& entry, Expe
 // The [[expect]] array of `root`, shared by benchmark and training suites: `what` one of
 // `kinds`; for every kind but all_correct, a `variant` and an `over` from `names` (what
 // they are, in messages: `names_are`, e.g. "a pipeline name") and at least one bound;
-// time_per_doubling: `over` an integer workload field, `variant` optional.
+// time_per_doubling: `over` an integer workload field, `variant` optional; gemm_floor:
+// `variant` alone (no `over`).
 // `extra_keys` are allowed besides, and `read_extra` reads them. "peer:NAME" names one of
 // `peers` (a suite's [[peers]], which `names` holds too) explicitly.
 std::vector<Expectation> ReadExpectations(const TomlReader& reader, const toml::table& root,

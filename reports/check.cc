@@ -7,6 +7,7 @@
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/report.h"
+#include "reports/run_facts.h"
 #include "stats/statistics.h"
 
 namespace seqbench {
@@ -211,10 +212,37 @@ ExpectationOutcome EvaluateRatio(const Expectation& e, const std::vector<CaseRec
   return outcome;
 }
 
+// gemm_floor: every case of `variant` within the bound, on the run's own GEMM rate.
+ExpectationOutcome EvaluateGemmFloor(const Expectation& e, const std::vector<CaseRecord>& cases,
+                                     const RunRecord* run, const std::string& where) {
+  ExpectationOutcome outcome;
+  outcome.expectation = e.variant + " × GEMM floor " + DescribeBound(e) + where;
+  bool any = false, all_hold = true;
+  for (const CaseRecord& c : cases) {
+    if (c.name() != e.variant || !Matches(c, e.where)) continue;
+    any = true;
+    const std::optional<RooflinePoint> point =
+        run != nullptr ? Roofline(*run, c) : std::optional<RooflinePoint>();
+    const std::optional<double> floor = point ? point->times_gemm_floor : std::nullopt;
+    const bool usable = floor && c.status == kStatusOk;
+    all_hold = all_hold && usable && WithinBounds(e, *floor, *floor);
+    outcome.measured += std::string(outcome.measured.empty() ? "" : "; ") +
+                        (floor ? FormatSignificant(*floor) + "×"
+                               : "no GEMM floor (no GEMM rate in the run, or no "
+                                 "step_gemm_flops in the case)") +
+                        (c.status == kStatusOk ? "" : " (status " + c.status + ")") + " at " +
+                        c.workload().Label();
+  }
+  if (!any) outcome.measured = "no case of " + e.variant;
+  outcome.held = any && all_hold;
+  return outcome;
+}
+
 }  // namespace
 
 std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,
-                                                     const std::vector<CaseRecord>& cases) {
+                                                     const std::vector<CaseRecord>& cases,
+                                                     const RunRecord* run) {
   std::vector<ExpectationOutcome> outcomes;
   for (const Expectation& e : expectations) {
     std::string where;
@@ -224,6 +252,8 @@ std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectati
       outcomes.push_back(EvaluateAllCorrect(e, cases, where));
     } else if (e.what == "time_per_doubling") {
       outcomes.push_back(EvaluateDoublings(e, cases, where));
+    } else if (e.what == "gemm_floor") {
+      outcomes.push_back(EvaluateGemmFloor(e, cases, run, where));
     } else {
       outcomes.push_back(EvaluateRatio(e, cases, where));
     }

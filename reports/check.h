@@ -37,9 +37,14 @@ inline constexpr double kCheckConfidence = 0.95;
 // at 2x over that at x for each doubling of the workload field `over` (reports/fit.h
 // Doublings()), judged on its bootstrap interval like a speedup; a matching case that did
 // not end ok (skipped aside) falls short, as an unmeasured length;
+// gemm_floor: each case of `variant`, its median step over its GEMM floor (the "× GEMM
+// floor" of reports/run_facts.h: the time its matrix products take at the GEMM rate
+// `run` measured), a point estimate, since the rate is one measurement; a case that did
+// not end ok, or a run without the rate (`run` null), falls short;
 // all_correct: every case ok (skipped cases count as not run, not as failures).
 // Each matching pair must hold; no matching pair is a failure.
 std::vector<ExpectationOutcome> EvaluateExpectations(const std::vector<Expectation>& expectations,
-                                                     const std::vector<CaseRecord>& cases);
+                                                     const std::vector<CaseRecord>& cases,
+                                                     const RunRecord* run = nullptr);
 
 }  // namespace seqbench

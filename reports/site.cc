@@ -133,7 +133,7 @@ std::string RunPage(const Store& store, const RunRecord& run) {
   body += MarkdownToHtml(markdown + "\n" + RenderWarnings(RunWarnings(run, cases)));
   if (!run.expectations.empty() && run.kind != kRunKindTraining && run.status == "complete") {
     body += "<h2>check</h2>\n<table><tr><th></th><th>expectation</th><th>measured</th></tr>\n";
-    for (const ExpectationOutcome& o : EvaluateExpectations(run.expectations, cases)) {
+    for (const ExpectationOutcome& o : EvaluateExpectations(run.expectations, cases, &run)) {
       body += "<tr><td>" + std::string(o.held ? "✓" : "✗") + "</td><td>" + HtmlText(o.expectation) +
               "</td><td>" + HtmlText(o.measured) + "</td></tr>\n";
     }

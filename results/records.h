@@ -24,13 +24,14 @@ namespace seqbench {
 // suite file or the variant registry say today.
 struct Expectation {
   std::string what;     // speedup | memory_ratio | recompute_ratio | time_per_doubling |
-                        // all_correct; training: throughput | memory_ratio |
+                        // gemm_floor | all_correct; training: throughput | memory_ratio |
                         // optimizer_state_ratio | loss_match | validation_loss_ratio |
                         // all_correct
   std::string variant;  // the variant (or pipeline) name the ratio is about; for
                         // time_per_doubling "" means every variant
   std::string over;     // the name it is compared with, on the same workload; for
-                        // time_per_doubling the workload field that doubles
+                        // time_per_doubling the workload field that doubles; "" for
+                        // gemm_floor
   std::optional<double> at_least, at_most;
   std::map<std::string, std::string> where;  // workload fields that select the cases
   int64_t line = 0;                          // in the suite file, for messages

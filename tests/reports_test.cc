@@ -305,6 +305,24 @@ TEST_CASE("roofline: rates over the median step, % of the binding measured peak"
   CHECK(*point->times_gemm_floor == Approx(10));
   CHECK_FALSE(bandwidth_bound->times_gemm_floor);
 
+  // [[expect]] what = "gemm_floor" holds that figure to its bound, tried at both ends; a
+  // run without the rate, a case without step_gemm_flops or one that failed falls short.
+  const auto floor_outcome = [&](std::optional<double> at_least, std::optional<double> at_most,
+                                 const CaseRecord& c, const RunRecord* in) {
+    const Expectation e{"gemm_floor", c.name(), "", at_least, at_most, {}, 1};
+    return EvaluateExpectations({e}, {c}, in).at(0);
+  };
+  CHECK(floor_outcome(std::nullopt, 10.5, compute, &run).held);
+  CHECK_FALSE(floor_outcome(std::nullopt, 9.5, compute, &run).held);
+  CHECK(floor_outcome(9.5, std::nullopt, compute, &run).held);
+  CHECK_FALSE(floor_outcome(10.5, std::nullopt, compute, &run).held);
+  CHECK_THAT(floor_outcome(std::nullopt, 10.5, compute, &run).measured, Catch::StartsWith("10×"));
+  CHECK_FALSE(floor_outcome(std::nullopt, 10.5, compute, nullptr).held);
+  CHECK_FALSE(floor_outcome(std::nullopt, 1e9, memory, &run).held);
+  CaseRecord failed = compute;
+  failed.status = kStatusError;
+  CHECK_FALSE(floor_outcome(std::nullopt, 10.5, failed, &run).held);
+
   // The peaks belong to a device, dtype and thread count: none stored for 2 threads.
   CaseRecord other_threads = compute;
   other_threads.identity.workload.threads = 2;

@@ -2,6 +2,7 @@
 // with the file, the line and a message that says what was expected.
 #include "harness/suite.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -382,6 +383,33 @@ TEST_CASE("a second family needs its reference, of that family, on the right lin
   // The model must suit both families: attention's head width must be even.
   fails_at(std::regex_replace(kTwoFamilies, std::regex("heads = 2"), "heads = 16"), 20,
            "(attention)");
+}
+
+TEST_CASE("a gemm_floor expectation names one variant and no other", "[suite]") {
+  const std::string base = kTwoFamilies;
+  const int64_t expect_line = std::count(base.begin(), base.end(), '\n') + 1;
+  const std::string good =
+      base + "[[expect]]\nwhat = \"gemm_floor\"\nvariant = \"scan\"\nat_most = 1.5\n";
+  const Suite suite = ParseSuite(good, "two.toml");
+  REQUIRE(suite.expectations.size() == 1);
+  CHECK(suite.expectations[0].variant == "scan");
+  CHECK(suite.expectations[0].over.empty());
+  CHECK(suite.expectations[0].at_most == 1.5);
+  const auto error_of = [](const std::string& text) {
+    try {
+      ParseSuite(text, "two.toml");
+    } catch (const SuiteError& error) {
+      return std::to_string(error.line()) + ": " + error.message();
+    }
+    return std::string("accepted");
+  };
+  CHECK_THAT(
+      error_of(good + "over = \"baseline\"\n"),
+      Catch::StartsWith(std::to_string(expect_line + 4) + ": ") && Catch::Contains("drop 'over'"));
+  CHECK_THAT(error_of(std::regex_replace(good, std::regex("variant = \"scan\"\n"), "")),
+             Catch::StartsWith(std::to_string(expect_line) + ": ") && Catch::Contains("'variant'"));
+  CHECK_THAT(error_of(std::regex_replace(good, std::regex("at_most = 1.5\n"), "")),
+             Catch::Contains("needs 'at_least' or 'at_most'"));
 }
 
 }  // namespace
