@@ -306,15 +306,16 @@ bool ParseTrainFlags(const std::vector<std::string>& args, TrainFlags& f) {
       "width", po::value<std::string>(), "model width D")("layers", po::value<std::string>(),
                                                           "model layers L")(
       "heads", po::value<std::string>(), "heads H")("batching", po::value<std::string>(),
-                                                    "fixed | bucketed | token_budget")(
-      "batch-size", po::value<std::string>(), "samples per batch (fixed, bucketed)")(
+                                                    "fixed | bucketed | token_budget | curriculum")(
+      "batch-size", po::value<std::string>(), "samples per batch (fixed, bucketed, curriculum)")(
       "token-budget", po::value<std::string>(), "B·T_max per batch (token_budget)")(
       "workers", po::value<std::string>(), "background loader threads")(
       "accumulation", po::value<std::string>(), "micro-batches per optimizer step")(
       "amp", po::value<std::string>(), "fp32 | bf16 | fp16 autocast")(
       "loss-scaling", "dynamic loss scaling (always on with fp16)")(
       "optimizer", po::value<std::string>(),
-      "adamw | adamw8bit (moments stored block-wise in 8 bits)")(
+      "adamw | adamw8bit (moments stored block-wise in 8 bits) | lamb | lars (layer-wise "
+      "trust ratios; LARS's momentum and trust_coefficient are suite keys)")(
       "offload", po::value<std::string>(),
       "none | cpu: AdamW's moments and update on the host (CUDA; skipped elsewhere)")(
       "learning-rate", po::value<std::string>(), "peak learning rate")(

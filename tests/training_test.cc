@@ -52,8 +52,8 @@ void CheckEverySampleOnce(const BatchPlan& plan, size_t count) {
 TEST_CASE("every policy uses every sample exactly once per epoch", "[training]") {
   const Samples samples = SkewedSamples(1000, 1);
   const auto lengths = Lengths(samples);
-  for (const auto policy :
-       {BatchingPolicy::kFixed, BatchingPolicy::kBucketed, BatchingPolicy::kTokenBudget}) {
+  for (const auto policy : {BatchingPolicy::kFixed, BatchingPolicy::kBucketed,
+                            BatchingPolicy::kTokenBudget, BatchingPolicy::kCurriculum}) {
     BatchingOptions options;
     options.policy = policy;
     options.batch_size = 16;
@@ -67,6 +67,41 @@ TEST_CASE("every policy uses every sample exactly once per epoch", "[training]")
     CHECK(PlanEpoch(lengths, options, 7, 0) != PlanEpoch(lengths, options, 7, 1));
     CHECK(PlanEpoch(lengths, options, 7, 1) == PlanEpoch(lengths, options, 7, 1));
   }
+}
+
+TEST_CASE("curriculum batching visits the first epoch short to long, then shuffles", "[training]") {
+  const Samples samples = SkewedSamples(1000, 4);
+  const auto lengths = Lengths(samples);
+  BatchingOptions curriculum;
+  curriculum.policy = BatchingPolicy::kCurriculum;
+  curriculum.batch_size = 16;
+  // The longest sample of each batch, in the order the epoch visits them.
+  const auto longest_per_batch = [&](const BatchPlan& plan) {
+    std::vector<int64_t> longest;
+    for (const auto& batch : plan) {
+      int64_t most = 0;
+      for (const int64_t index : batch) most = std::max(most, lengths[index]);
+      longest.push_back(most);
+    }
+    return longest;
+  };
+  const BatchPlan first = PlanEpoch(lengths, curriculum, 5, 0);
+  REQUIRE(first.size() == (samples.size() + 15) / 16);
+  for (const auto& batch : first) CHECK(batch.size() <= 16);
+  // Every length of a batch is at most every length of the next.
+  const std::vector<int64_t> longest = longest_per_batch(first);
+  for (size_t b = 1; b < first.size(); ++b) {
+    int64_t shortest = lengths[first[b].front()];
+    for (const int64_t index : first[b]) shortest = std::min(shortest, lengths[index]);
+    CHECK(longest[b - 1] <= shortest);
+  }
+  CHECK(longest.front() < longest.back());
+  // From the second epoch on: fixed's plan, batch for batch.
+  BatchingOptions fixed = curriculum;
+  fixed.policy = BatchingPolicy::kFixed;
+  CHECK(PlanEpoch(lengths, curriculum, 5, 1) == PlanEpoch(lengths, fixed, 5, 1));
+  const std::vector<int64_t> second = longest_per_batch(PlanEpoch(lengths, curriculum, 5, 1));
+  CHECK_FALSE(std::is_sorted(second.begin(), second.end()));
 }
 
 TEST_CASE("token budgets bound B·T_max and beat fixed batches on padding", "[training]") {
@@ -443,6 +478,32 @@ at_least = 1.0
     CHECK(eight_bit.pipelines[1].Describe().find("optimizer=adamw8bit") != std::string::npos);
     CHECK(eight_bit.pipelines[0].Describe().find("optimizer") == std::string::npos);
   }
+  // LAMB and LARS: the learning rate they run at is in the description; LARS's two
+  // options in the fingerprint, and refused for any other optimizer.
+  {
+    const TrainingSuite layerwise = ParseTrainingSuite(
+        edited("warmup_steps = 4",
+               "optimizer = \"lars\"\nmomentum = 0.75\ntrust_coefficient = 0.02"),
+        "t.toml");
+    const TrainingConfig& lars = layerwise.pipelines[1].config;
+    CHECK(lars.optimizer == OptimizerKind::kLars);
+    CHECK(lars.lars.momentum == 0.75);
+    CHECK(lars.lars.trust_coefficient == 0.02);
+    CHECK_THAT(layerwise.pipelines[1].Describe(),
+               Catch::Contains("optimizer=lars peak_lr=0.003 momentum=0.75 trust=0.02"));
+    CHECK_THAT(lars.Fingerprint(), Catch::Contains("momentum=0.75 trust_coefficient=0.02"));
+    CHECK(layerwise.pipelines[0].config.Fingerprint().find("momentum") == std::string::npos);
+    const TrainingSuite lamb =
+        ParseTrainingSuite(edited("warmup_steps = 4", "optimizer = \"lamb\""), "t.toml");
+    CHECK(lamb.pipelines[1].config.optimizer == OptimizerKind::kLamb);
+    CHECK_THAT(lamb.pipelines[1].Describe(), Catch::Contains("optimizer=lamb peak_lr=0.003"));
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "momentum = 0.5"),
+             Catch::StartsWith("15: ") && Catch::Contains("LARS's"));
+  CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"lars\"\nmomentum = 1"),
+             Catch::StartsWith("20: ") && Catch::Contains("below 1"));
+  CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"lars\"\ntrust_coefficient = 0"),
+             Catch::StartsWith("20: ") && Catch::Contains("above 0"));
   {
     const TrainingSuite offloaded =
         ParseTrainingSuite(edited("warmup_steps = 4", "offload = \"cpu\""), "t.toml");
@@ -458,7 +519,7 @@ at_least = 1.0
              Catch::StartsWith("15: ") && Catch::Contains("does not combine") &&
                  Catch::Contains("'budget'"));
   CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"sgd\""),
-             Catch::StartsWith("19: ") && Catch::Contains("adamw8bit"));
+             Catch::StartsWith("19: ") && Catch::Contains("adamw8bit, lamb, lars"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [1, 2]"),
              Catch::StartsWith("19: ") && Catch::Contains("must start at rank 0"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2, 2]"),

@@ -48,13 +48,15 @@ std::string_view BatchingPolicyName(BatchingPolicy policy) {
       return "bucketed";
     case BatchingPolicy::kTokenBudget:
       return "token_budget";
+    case BatchingPolicy::kCurriculum:
+      return "curriculum";
   }
   return "?";
 }
 
 std::optional<BatchingPolicy> ParseBatchingPolicy(std::string_view name) {
-  for (const auto policy :
-       {BatchingPolicy::kFixed, BatchingPolicy::kBucketed, BatchingPolicy::kTokenBudget}) {
+  for (const auto policy : {BatchingPolicy::kFixed, BatchingPolicy::kBucketed,
+                            BatchingPolicy::kTokenBudget, BatchingPolicy::kCurriculum}) {
     if (BatchingPolicyName(policy) == name) return policy;
   }
   return std::nullopt;
@@ -68,6 +70,11 @@ BatchPlan PlanEpoch(const std::vector<int64_t>& lengths, const BatchingOptions& 
   switch (options.policy) {
     case BatchingPolicy::kFixed:
       if (options.batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");
+      return Chunk(order, 0, order.size(), options.batch_size);
+    case BatchingPolicy::kCurriculum:
+      if (options.batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");
+      // Short to long, in that order: the point of the first epoch. Then as fixed.
+      if (epoch == 0) SortByLength(order.begin(), order.end(), lengths);
       return Chunk(order, 0, order.size(), options.batch_size);
     case BatchingPolicy::kBucketed: {
       if (options.batch_size < 1) throw std::invalid_argument("batch_size must be at least 1");

@@ -1,10 +1,13 @@
 // Batching of variable-length text for training: which samples go into which batch, in
-// which order, for one epoch. Three policies, the seeds' techniques:
+// which order, for one epoch. Four policies, the seeds' techniques:
 //   fixed         shuffled, `batch_size` samples a batch, padded to the longest
 //   bucketed      shuffled, then sorted by length within pools of `pool_batches`
 //                 batches, so that a batch holds similar lengths; batch order shuffled
 //   token_budget  sorted by length, each batch as many samples as fit B·T_max <= budget;
 //                 batch order shuffled
+//   curriculum    the first epoch sorted by length, `batch_size` samples a batch,
+//                 visited short to long (curriculum learning: easy examples first,
+//                 Bengio et al. 2009; short sequences first); later epochs as fixed
 // Every sample is in exactly one batch of an epoch. The plan depends only on the lengths,
 // the options, the seed and the epoch, so that a run and its resumption see the same data.
 //
@@ -24,14 +27,14 @@ namespace seqbench::training {
 // Token sequences, each at least 2 tokens (one next-token target).
 using Samples = std::vector<std::vector<int64_t>>;
 
-enum class BatchingPolicy { kFixed, kBucketed, kTokenBudget };
+enum class BatchingPolicy { kFixed, kBucketed, kTokenBudget, kCurriculum };
 
 std::string_view BatchingPolicyName(BatchingPolicy policy);
 std::optional<BatchingPolicy> ParseBatchingPolicy(std::string_view name);
 
 struct BatchingOptions {
   BatchingPolicy policy = BatchingPolicy::kFixed;
-  int64_t batch_size = 16;    // fixed, bucketed
+  int64_t batch_size = 16;    // fixed, bucketed, curriculum
   int64_t pool_batches = 32;  // bucketed: batches sorted together
   int64_t token_budget = 0;   // token_budget: B·T_max at most this; >= the longest sample
 };

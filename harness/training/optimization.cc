@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/training/adamw_8bit.h"
+#include "harness/training/layerwise_adaptive.h"
 #include "harness/training/offloaded_adamw.h"
 #include "variants/core/torch_compat.h"
 
@@ -88,11 +89,22 @@ std::optional<Precision> ParsePrecision(std::string_view name) {
 }
 
 std::string_view OptimizerKindName(OptimizerKind kind) {
-  return kind == OptimizerKind::kAdamW8bit ? "adamw8bit" : "adamw";
+  switch (kind) {
+    case OptimizerKind::kAdamW8bit:
+      return "adamw8bit";
+    case OptimizerKind::kLamb:
+      return "lamb";
+    case OptimizerKind::kLars:
+      return "lars";
+    case OptimizerKind::kAdamW:
+      break;
+  }
+  return "adamw";
 }
 
 std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name) {
-  for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kAdamW8bit}) {
+  for (const auto kind : {OptimizerKind::kAdamW, OptimizerKind::kAdamW8bit, OptimizerKind::kLamb,
+                          OptimizerKind::kLars}) {
     if (OptimizerKindName(kind) == name) return kind;
   }
   return std::nullopt;
@@ -105,9 +117,11 @@ int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer) {
   if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&optimizer)) {
     return offloaded->StateBytes();
   }
+  if (const auto* lamb = dynamic_cast<const Lamb*>(&optimizer)) return lamb->StateBytes();
+  if (const auto* lars = dynamic_cast<const Lars*>(&optimizer)) return lars->StateBytes();
   if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) == nullptr) {
     throw std::invalid_argument(
-        "OptimizerStateBytes knows AdamW, AdamW8bit and OffloadedAdamW only");
+        "OptimizerStateBytes knows AdamW, AdamW8bit, OffloadedAdamW, LAMB and LARS only");
   }
   int64_t bytes = 0;
   for (const auto& [key, state] : optimizer.state()) {

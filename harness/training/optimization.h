@@ -73,14 +73,15 @@ std::optional<Precision> ParsePrecision(std::string_view name);
 // The autocast dtype of a mixed mode (kFloat32 has none).
 torch::ScalarType AutocastDtype(Precision precision);
 
-// The optimizers a training pipeline can step with.
-enum class OptimizerKind { kAdamW, kAdamW8bit };
-std::string_view OptimizerKindName(OptimizerKind kind);  // adamw | adamw8bit
+// The optimizers a training pipeline can step with: AdamW, 8-bit AdamW, and the
+// layer-wise adaptive LAMB and LARS (layerwise_adaptive.h).
+enum class OptimizerKind { kAdamW, kAdamW8bit, kLamb, kLars };
+std::string_view OptimizerKindName(OptimizerKind kind);  // adamw | adamw8bit | lamb | lars
 std::optional<OptimizerKind> ParseOptimizerKind(std::string_view name);
 
 // The bytes of an optimizer's per-parameter state, wherever it lives: the moments (and
-// amsgrad's maximum) of torch::optim::AdamW or of OffloadedAdamW, or
-// AdamW8bit::StateBytes(). Throws std::invalid_argument for another optimizer.
+// amsgrad's maximum) of torch::optim::AdamW or of OffloadedAdamW, AdamW8bit's, LAMB's
+// or LARS's StateBytes(). Throws std::invalid_argument for another optimizer.
 int64_t OptimizerStateBytes(const torch::optim::Optimizer& optimizer);
 
 // Turns autocast on for `device` while alive (nothing for kFloat32). Closing clears

@@ -10,6 +10,7 @@
 #include "base/files.h"
 #include "harness/text_data.h"
 #include "harness/training/adamw_8bit.h"
+#include "harness/training/layerwise_adaptive.h"
 #include "harness/training/offloaded_adamw.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
@@ -82,6 +83,9 @@ std::string TrainingConfig::Fingerprint() const {
   if (!data_parallel.compression.empty()) out << " compression=" << data_parallel.compression;
   // Only when not AdamW, so that earlier checkpoints keep their fingerprint.
   if (optimizer != OptimizerKind::kAdamW) out << " optimizer=" << OptimizerKindName(optimizer);
+  if (optimizer == OptimizerKind::kLars) {
+    out << " momentum=" << lars.momentum << " trust_coefficient=" << lars.trust_coefficient;
+  }
   if (offload_optimizer) out << " offload=cpu";
   return out.str();
 }
@@ -141,6 +145,10 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
     optimizer_ = std::make_unique<OffloadedAdamW>(std::move(groups), defaults);
   } else if (config_.optimizer == OptimizerKind::kAdamW8bit) {
     optimizer_ = std::make_unique<AdamW8bit>(std::move(groups), defaults);
+  } else if (config_.optimizer == OptimizerKind::kLamb) {
+    optimizer_ = std::make_unique<Lamb>(std::move(groups), defaults);
+  } else if (config_.optimizer == OptimizerKind::kLars) {
+    optimizer_ = std::make_unique<Lars>(std::move(groups), defaults, config_.lars);
   } else {
     optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
   }

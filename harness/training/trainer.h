@@ -18,6 +18,7 @@
 
 #include "harness/training/data_loader.h"
 #include "harness/training/distributed.h"
+#include "harness/training/layerwise_adaptive.h"
 #include "harness/training/optimization.h"
 #include "variants/core/variant.h"
 
@@ -36,6 +37,7 @@ struct TrainingConfig {
   LossScalerOptions scaler;
   ScheduleOptions schedule;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
+  LarsOptions lars;  // optimizer = lars only
   // offload = "cpu": AdamW's moments and update on the host (OffloadedAdamW); AdamW only.
   bool offload_optimizer = false;
   double weight_decay = 0.01;  // AdamW, on matrices only (not gains)

@@ -27,6 +27,8 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "amp",
                                              "optimizer",
                                              "offload",
+                                             "momentum",
+                                             "trust_coefficient",
                                              "loss_scaling",
                                              "initial_loss_scale",
                                              "growth_interval",
@@ -141,8 +143,8 @@ bool ApplyStepKey(const TomlReader& reader, const std::string& key, const toml::
   } else if (key == "timing_warmup") {
     spec.timing_warmup = reader.Integer(value, key, 0, kMaxCount);
   } else if (key == "batching") {
-    c.batching.policy =
-        *ParseBatchingPolicy(reader.Choice(value, key, {"fixed", "bucketed", "token_budget"}));
+    c.batching.policy = *ParseBatchingPolicy(
+        reader.Choice(value, key, {"fixed", "bucketed", "token_budget", "curriculum"}));
   } else if (key == "batch_size") {
     c.batching.batch_size = reader.Integer(value, key, 1, kMaxCount);
   } else if (key == "pool_batches") {
@@ -176,7 +178,16 @@ bool ApplyOptimizerKey(const TomlReader& reader, const std::string& key, const t
                        PipelineSpec& spec, bool& cycle_set) {
   TrainingConfig& c = spec.config;
   if (key == "optimizer") {
-    c.optimizer = *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit"}));
+    c.optimizer =
+        *ParseOptimizerKind(reader.Choice(value, key, {"adamw", "adamw8bit", "lamb", "lars"}));
+  } else if (key == "momentum") {  // LARS's
+    c.lars.momentum = reader.Number(value, key, 0);
+    if (c.lars.momentum >= 1) reader.Fail(value.source(), "'momentum' must be below 1");
+  } else if (key == "trust_coefficient") {  // LARS's η
+    c.lars.trust_coefficient = reader.Number(value, key, 0);
+    if (c.lars.trust_coefficient <= 0) {
+      reader.Fail(value.source(), "'trust_coefficient' must be above 0");
+    }
   } else if (key == "offload") {
     c.offload_optimizer = reader.Choice(value, key, {"none", "cpu"}) == "cpu";
   } else if (key == "loss_scaling") {
@@ -360,6 +371,14 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     std::string(OptimizerKindName(c.optimizer)) +
                                     "\" (drop one of them)");
   }
+  const LarsOptions lars_defaults;
+  if (c.optimizer != OptimizerKind::kLars &&
+      (c.lars.momentum != lars_defaults.momentum ||
+       c.lars.trust_coefficient != lars_defaults.trust_coefficient)) {
+    reader.Fail(table.source(), "pipeline '" + spec.name +
+                                    "': momentum and trust_coefficient are LARS's; add "
+                                    "optimizer = \"lars\" or drop them");
+  }
   if (spec.timing_warmup >= spec.steps) {
     reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
                                     std::to_string(spec.timing_warmup) +
@@ -388,6 +407,13 @@ std::string PipelineSpec::Describe() const {
        << " amp=" << PrecisionName(c.precision);
   if (c.loss_scaling && c.precision != Precision::kFloat16) text << " loss_scaling";
   if (c.optimizer != OptimizerKind::kAdamW) text << " optimizer=" << OptimizerKindName(c.optimizer);
+  // The layer-wise optimizers run at their own learning rates: name them.
+  if (c.optimizer == OptimizerKind::kLamb || c.optimizer == OptimizerKind::kLars) {
+    text << " peak_lr=" << c.schedule.peak;
+  }
+  if (c.optimizer == OptimizerKind::kLars) {
+    text << " momentum=" << c.lars.momentum << " trust=" << c.lars.trust_coefficient;
+  }
   if (c.offload_optimizer) text << " offload=cpu";
   // Only what departs from warmup + cosine, decay and clipping, which most pipelines keep.
   if (c.weight_decay == 0) text << " weight_decay=0";
