@@ -179,8 +179,7 @@ TEST_CASE("malformed suites fail with the line and what was expected", "[suite]"
       {"expect without bound", WithLine(41, ""), 37, "needs 'at_least' or 'at_most'"},
       {"expect with unknown what", WithLine(38, "what = \"faster\""), 38,
        "'what' must be one of speedup, memory_ratio, recompute_ratio, instructions_ratio, "
-       "time_per_doubling, "
-       "all_correct"},
+       "time_per_doubling, gemm_floor, all_correct"},
       {"doubling over a variant", WithLine(38, "what = \"time_per_doubling\""), 40,
        "over 'baseline' is not an integer workload field; it names the field that doubles"},
       {"doubling over a field that is not an integer",
