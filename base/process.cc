@@ -1,6 +1,7 @@
 #include "base/process.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,8 +14,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 namespace seqbench {
 
@@ -64,6 +67,12 @@ std::vector<std::string> AllOnPath(const std::string& name) {
   return found;
 }
 
+std::optional<std::string> FirstOnPath(const std::string& name) {
+  std::vector<std::string> found = AllOnPath(name);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
 namespace {
 
 // The child's environment: `extra` ("NAME=value"), then the inherited entries it does not
@@ -84,10 +93,14 @@ std::vector<char*> ChildEnvironment(const std::vector<std::string>& extra, bool 
   return environment;
 }
 
-// An anonymous file in the temporary directory: it has no name, so nothing can be planted
-// at it, and it is gone with its last descriptor. O_TMPFILE where the file system has it,
-// else a name of its own (mkstemp: O_EXCL) unlinked at once. -1 with errno on failure.
+// An anonymous file: it has no name, so nothing can be planted at it, and it is gone with
+// its last descriptor. In memory first (memfd_create: no file system needed, so an
+// unwritable or full TMPDIR does not stop git or sbatch being read back); where the kernel
+// lacks it, O_TMPFILE in the temporary directory, else a name of its own (mkstemp: O_EXCL)
+// unlinked at once. -1 with errno on failure.
 int AnonymousFile() {
+  const int in_memory = memfd_create("seqbench-child", MFD_CLOEXEC);
+  if (in_memory >= 0 || errno != ENOSYS) return in_memory;
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   const int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -96,6 +109,19 @@ int AnonymousFile() {
   const int named = mkostemp(name.data(), O_CLOEXEC);
   if (named >= 0) unlink(name.c_str());
   return named;
+}
+
+// `fd` moved above the standard streams (close-on-exec), so that the child's dup2 onto 0,
+// 1 or 2 always copies it: where seqbench itself runs with a standard stream closed, a new
+// descriptor lands on 0-2, and dup2 of a descriptor onto itself keeps its close-on-exec
+// flag, so the child would lose that stream. -1 (errno set) stays -1.
+int AboveStandardStreams(int fd) {
+  if (fd < 0 || fd > STDERR_FILENO) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return moved;
 }
 
 // The descriptors the child's stdin, stdout and stderr come from (-1: inherited), opened
@@ -124,7 +150,7 @@ bool WriteAll(int fd, const std::string& text) {
 // Opens what `spec` asks for; an empty string, or why not.
 std::string OpenChildFiles(const ChildSpec& spec, ChildFiles& files) {
   if (spec.input) {
-    files.input = AnonymousFile();
+    files.input = AboveStandardStreams(AnonymousFile());
     if (files.input < 0 || !WriteAll(files.input, *spec.input))
       return std::string("cannot hold the child's input: ") + std::strerror(errno);
   }
@@ -133,13 +159,13 @@ std::string OpenChildFiles(const ChildSpec& spec, ChildFiles& files) {
       return "";
     case ChildSpec::Output::kFile:
       // Never through a link planted at the path: the output would land in its target.
-      files.output = open(spec.output_path.c_str(),
-                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+      files.output = AboveStandardStreams(open(
+          spec.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
       if (files.output < 0) return "cannot write " + spec.output_path + ": " + std::strerror(errno);
       break;
     case ChildSpec::Output::kCaptureStdout:
     case ChildSpec::Output::kCaptureBoth:
-      files.output = AnonymousFile();
+      files.output = AboveStandardStreams(AnonymousFile());
       if (files.output < 0)
         return std::string("cannot hold the child's output: ") + std::strerror(errno);
       break;
@@ -147,7 +173,7 @@ std::string OpenChildFiles(const ChildSpec& spec, ChildFiles& files) {
   if (spec.output != ChildSpec::Output::kCaptureStdout) {
     files.error = files.output;
   } else if (spec.discard_stderr) {
-    files.error = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    files.error = AboveStandardStreams(open("/dev/null", O_WRONLY | O_CLOEXEC));
     if (files.error < 0) return std::string("cannot open /dev/null: ") + std::strerror(errno);
   }
   return "";
@@ -191,40 +217,57 @@ void RecordEnd(int status, const std::string& program, const std::function<bool(
 // member lives, so the signal reaches nothing else; ESRCH when nothing was left.
 void KillGroup(pid_t pid) { kill(-pid, SIGKILL); }
 
-// Waits for child `pid`, polling every 20 ms; kills it past `timeout_s` or when
-// `should_stop` says so.
+// Reaps child `pid` (it has ended, or has been killed); waitpid's status.
+int Reap(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Whether child `pid` has ended, leaving it unreaped (a zombie keeps its pid, and so its
+// process group's id, from being reused until the group is killed); -1 on error.
+int HasEnded(pid_t pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return errno == EINTR ? 0 : -1;
+  return info.si_pid == pid ? 1 : 0;
+}
+
+// Waits for child `pid`, polling every 20 ms (calling `on_poll` each time); kills it past
+// `timeout_s` or when `should_stop` says so. The group is always killed before the leader
+// is reaped.
 ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
-                       const std::function<bool()>& should_stop) {
+                       const std::function<bool()>& should_stop,
+                       const std::function<void()>& on_poll) {
   ChildOutcome outcome;
   const auto started = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
   const auto kill_child = [&](ChildOutcome::End why) {
-    kill(pid, SIGKILL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
     KillGroup(pid);
+    kill(pid, SIGKILL);
+    Reap(pid);
     outcome.end = why;
     outcome.wall_s = elapsed();
     return outcome;
   };
   while (true) {
-    int status = 0;
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) {
+    const int ended = HasEnded(pid);
+    if (ended == 1) {
       KillGroup(pid);
+      const int status = Reap(pid);
       outcome.wall_s = elapsed();
       RecordEnd(status, program, should_stop, outcome);
       return outcome;
     }
-    if (done < 0 && errno != EINTR) {
-      outcome.message = std::string("waitpid: ") + std::strerror(errno);
+    if (ended < 0) {
+      outcome.message = std::string("waitid: ") + std::strerror(errno);
       return kill_child(ChildOutcome::End::kNotStarted);
     }
     bool stop = false;
     try {
+      if (on_poll) on_poll();
       stop = should_stop && should_stop();
     } catch (...) {  // the caller's poll failed: the child must not outlive the call
       kill_child(ChildOutcome::End::kInterrupted);
@@ -238,11 +281,15 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
 
 // Reads a capturing child's output back, up to `limit` bytes.
 void ReadCaptured(int fd, size_t limit, ChildOutcome& outcome) {
-  if (lseek(fd, 0, SEEK_SET) != 0) return;
+  if (lseek(fd, 0, SEEK_SET) != 0) {
+    outcome.output_truncated = true;
+    return;
+  }
   char buffer[65536];
   while (true) {
     const ssize_t n = read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0) outcome.output_truncated = true;  // what could not be read back is missing
     if (n <= 0) return;
     const size_t room = limit - outcome.output.size();
     outcome.output.append(buffer, std::min(room, static_cast<size_t>(n)));
@@ -263,12 +310,12 @@ ChildOutcome RunChild(const ChildSpec& spec) {
   }
   std::string program = spec.argv[0];
   if (spec.search_path) {
-    const std::vector<std::string> found = AllOnPath(program);
-    if (found.empty()) {
+    std::optional<std::string> found = FirstOnPath(program);
+    if (!found) {
       outcome.message = program + " is not on PATH";
       return outcome;
     }
-    program = found.front();
+    program = std::move(*found);
   }
   std::vector<char*> args{const_cast<char*>(program.c_str())};
   for (size_t i = 1; i < spec.argv.size(); ++i)
@@ -288,7 +335,7 @@ ChildOutcome RunChild(const ChildSpec& spec) {
     outcome.message = std::string("fork: ") + std::strerror(errno);
     return outcome;
   }
-  outcome = Supervise(pid, spec.argv[0], spec.timeout_s, spec.should_stop);
+  outcome = Supervise(pid, spec.argv[0], spec.timeout_s, spec.should_stop, spec.on_poll);
   const bool captured = spec.output == ChildSpec::Output::kCaptureStdout ||
                         spec.output == ChildSpec::Output::kCaptureBoth;
   if (captured) ReadCaptured(files.output, spec.max_output, outcome);

@@ -26,6 +26,9 @@ struct ChildSpec {
   double timeout_s = 0;  // <= 0: no limit
   // Polled about every 20 ms; true kills the child (it may read a flag a signal handler set).
   std::function<bool()> should_stop;
+  // Called at each poll, before should_stop: progress while the child runs. If either
+  // throws, the child is killed and reaped first, then the exception goes on.
+  std::function<void()> on_poll;
   // "NAME=value" entries added to, or overriding, the inherited environment; with
   // `inherit_environment` false they are the child's whole environment.
   std::vector<std::string> environment;
@@ -57,8 +60,9 @@ struct ChildOutcome {
   int signal = 0;
   double wall_s = 0;
   std::string message;
-  std::string output;             // what a capturing spec caught
-  bool output_truncated = false;  // more than max_output was written
+  std::string output;  // what a capturing spec caught
+  // More than max_output was written, or the rest could not be read back.
+  bool output_truncated = false;
 
   // Exited with status 0.
   bool Succeeded() const { return end == End::kExited && exit_code == 0; }
@@ -70,6 +74,8 @@ ChildOutcome RunChild(const ChildSpec& spec);
 
 // Every executable file named `name` in the directories of PATH, in PATH's order.
 std::vector<std::string> AllOnPath(const std::string& name);
+// The first of them (what a shell would run), or nothing.
+std::optional<std::string> FirstOnPath(const std::string& name);
 
 // This executable's path (/proc/self/exe), to start another seqbench.
 std::string SelfExecutable();

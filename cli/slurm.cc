@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include "base/files.h"
 #include "base/process.h"
@@ -161,8 +163,7 @@ void CheckTaskCommands(const SlurmFlags& f) {
 // `tool` (sbatch, scontrol, scancel) on PATH, or a UsageError (exit 2): nothing can be
 // submitted without it.
 std::string FindTool(const std::string& tool) {
-  const std::vector<std::string> found = AllOnPath(tool);
-  if (!found.empty()) return found.front();
+  if (std::optional<std::string> found = FirstOnPath(tool)) return std::move(*found);
   throw UsageError("slurm: " + tool +
                    " is not on PATH: run on a Slurm login node (or install slurm-client), or "
                    "use --dry-run to see the scripts");

@@ -33,12 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The first executable file named `name` on PATH, or "".
-std::string FindInPath(const std::string& name) {
-  const std::vector<std::string> found = AllOnPath(name);
-  return found.empty() ? "" : found.front();
-}
-
 std::string ReadText(const fs::path& path) {
   std::ifstream file(path);
   std::stringstream text;
@@ -432,14 +426,14 @@ CountBatch CountInChild(const CountRequest& request, const std::function<bool()>
 
 namespace {
 
-// `should_stop`, polled every 20 ms, which also looks (twice a second) for the case files
-// the child has finished in `out_dir` and tells `request.on_counted` when there are more.
-std::function<bool()> WatchingCountedCases(const CountRequest& request, const std::string& out_dir,
-                                           const std::function<bool()>& should_stop) {
-  if (!request.on_counted) return should_stop;
+// The counting child's poll: looks (twice a second) for the case files the child has
+// finished in `out_dir` and tells `request.on_counted` when there are more.
+std::function<void()> WatchingCountedCases(const CountRequest& request,
+                                           const std::string& out_dir) {
+  if (!request.on_counted) return nullptr;
   auto counted = std::make_shared<int64_t>(0);
   auto next_look = std::make_shared<std::chrono::steady_clock::time_point>();
-  return [&request, out_dir, should_stop, counted, next_look] {
+  return [&request, out_dir, counted, next_look] {
     const auto now = std::chrono::steady_clock::now();
     if (now >= *next_look) {
       *next_look = now + std::chrono::milliseconds(500);
@@ -449,7 +443,6 @@ std::function<bool()> WatchingCountedCases(const CountRequest& request, const st
         ++present;
       if (present > *counted) request.on_counted(*counted = present);
     }
-    return should_stop && should_stop();
   };
 }
 
@@ -461,7 +454,7 @@ CountBatch CountInScratchFolder(const CountRequest& request,
     return batch;
   };
   const bool native = CountsNatively(request.kinds);
-  const std::string valgrind = native ? "" : FindInPath("valgrind");
+  const std::string valgrind = native ? "" : FirstOnPath("valgrind").value_or("");
   if (native) {
     if (const std::string why = HardwareCountersUnavailable(); !why.empty()) return fail_all(why);
   } else if (valgrind.empty()) {
@@ -503,7 +496,8 @@ CountBatch CountInScratchFolder(const CountRequest& request,
   ChildSpec spec;
   spec.argv = std::move(argv);
   spec.timeout_s = request.timeout_s;
-  spec.should_stop = WatchingCountedCases(request, scratch.path().string(), should_stop);
+  spec.should_stop = should_stop;
+  spec.on_poll = WatchingCountedCases(request, scratch.path().string());
   spec.environment = std::move(environment);
   spec.inherit_environment = false;
   spec.working_dir = scratch.path().string();

@@ -9,9 +9,12 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,6 +98,22 @@ TEST_CASE("a child's own children die with it when it exits", "[child_process]")
   CHECK(orphans.BackgroundEnded());
 }
 
+TEST_CASE("on_poll runs while the child does; a poll that throws leaves no child behind",
+          "[child_process]") {
+  ChildSpec spec = Spec({"/bin/sh", "-c", "sleep 0.3"}, 60);
+  int polls = 0;
+  spec.on_poll = [&] { ++polls; };
+  CHECK(RunChild(spec).Succeeded());
+  CHECK(polls >= 5);  // every 20 ms over 300 ms: about 15
+  Orphans orphans;
+  ChildSpec failing = Spec(orphans.Script("sleep 300"), 60);
+  failing.on_poll = [&] {
+    if (PidIn(orphans.pid_file) > 0) throw std::runtime_error("progress failed");
+  };
+  CHECK_THROWS_WITH(RunChild(failing), "progress failed");
+  CHECK(orphans.BackgroundEnded());
+}
+
 TEST_CASE("a child reads the spec's input and its output comes back captured", "[child_process]") {
   ChildSpec spec = Spec({"/bin/sh", "-c", "tr a-z A-Z; echo complaint >&2; exit 4"}, 60);
   spec.input = std::string("first line\nsecond\0byte", 23);
@@ -132,6 +151,56 @@ TEST_CASE("captured output stops at max_output, at both ends", "[child_process]"
   CHECK_FALSE(large.output_truncated);
 }
 
+TEST_CASE("output is captured where TMPDIR cannot be written", "[child_process]") {
+  // Captured output lives in memory, not in the temporary directory: git's branch and
+  // sbatch's job id are read back even where TMPDIR is missing (or full, or read-only).
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("TMPDIR", "/nonexistent/seqbench-tmp", 1);
+  ChildSpec spec = Spec({"/bin/sh", "-c", "cat; echo done"}, 60);
+  spec.input = "in\n";
+  spec.output = ChildSpec::Output::kCaptureStdout;
+  const ChildOutcome outcome = RunChild(spec);
+  if (before != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  CHECK(outcome.message.empty());
+  CHECK(outcome.Succeeded());
+  CHECK(outcome.output == "in\ndone\n");
+}
+
+// Runs `spec` with this process's descriptor `stream` (0 or 1) closed, as seqbench runs
+// under a caller that closed it; the stream is back before anything is checked or printed.
+ChildOutcome RunWithStreamClosed(const ChildSpec& spec, int stream) {
+  std::fflush(stdout);
+  const int saved = dup(stream);
+  REQUIRE(saved > STDERR_FILENO);
+  close(stream);
+  const ChildOutcome outcome = RunChild(spec);
+  dup2(saved, stream);
+  close(saved);
+  return outcome;
+}
+
+TEST_CASE("a child keeps its streams where seqbench's own stdin or stdout is closed",
+          "[child_process]") {
+  // The input's and the capture's files are then the lowest free descriptors, 0 or 1: the
+  // child must still read the one and write the other.
+  ChildSpec reads = Spec({"/bin/sh", "-c", "tr a-z A-Z"}, 60);
+  reads.input = "abc";  // its file becomes descriptor 0
+  reads.output = ChildSpec::Output::kCaptureStdout;
+  ChildSpec writes = Spec({"/bin/sh", "-c", "printf ABC"}, 60);
+  writes.output = ChildSpec::Output::kCaptureStdout;  // its file becomes descriptor 1
+  const ChildOutcome without_stdin = RunWithStreamClosed(reads, STDIN_FILENO);
+  CHECK(without_stdin.Succeeded());
+  CHECK(without_stdin.output == "ABC");
+  const ChildOutcome without_stdout = RunWithStreamClosed(writes, STDOUT_FILENO);
+  CHECK(without_stdout.Succeeded());
+  CHECK(without_stdout.output == "ABC");
+}
+
 TEST_CASE("a program is looked up on PATH only when the spec says so", "[child_process]") {
   ChildSpec spec = Spec({"sh", "-c", "exit 7"}, 60);
   const ChildOutcome as_path = RunChild(spec);  // "sh" as a path: no such file here
@@ -148,6 +217,9 @@ TEST_CASE("a program is looked up on PATH only when the spec says so", "[child_p
   CHECK_FALSE(AllOnPath("sh").empty());
   CHECK(AllOnPath("sh").front().rfind("/sh") == AllOnPath("sh").front().size() - 3);
   CHECK(AllOnPath("/bin/sh").empty());  // a path is not a name to look up
+  REQUIRE(FirstOnPath("sh"));
+  CHECK(*FirstOnPath("sh") == AllOnPath("sh").front());
+  CHECK_FALSE(FirstOnPath("seqbench-no-such-program"));
 }
 
 TEST_CASE("an output file is never written through a link planted at its path", "[child_process]") {
