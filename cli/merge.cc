@@ -21,7 +21,8 @@ int RunMerge(const std::vector<std::string>& args) {
       "matched by their uuid and cases by their key, so merging twice adds nothing. A case\n"
       "both hold is kept when it is the same measurement, replaced when C.db's failed\n"
       "(error, timeout) and the source ran it again (run --resume --retry-failed), and\n"
-      "otherwise refused (exit 2, naming the cases, nothing merged).\n\nOptions");
+      "otherwise refused (exit 2, naming the cases, nothing merged from any source). The\n"
+      "sources merge in one transaction: all of them, or none.\n\nOptions");
   options.add_options()("help,h", "show this help")("into", po::value(&into), "target database");
   po::options_description hidden;
   hidden.add_options()("sources", po::value(&sources));
@@ -42,15 +43,18 @@ int RunMerge(const std::vector<std::string>& args) {
     opened.back()->QuickCheck();
   }
   Store target(into);
+  std::vector<const Store*> readers;
+  for (const auto& store : opened) readers.push_back(store.get());
+  std::vector<MergeCounts> merged;
+  try {
+    merged = target.MergeFromEach(readers);
+  } catch (const MergeConflict& conflict) {
+    throw UsageError("merge: " + escape::TerminalText(sources[conflict.source()]) + " into " +
+                     escape::TerminalText(into) + ": " + escape::TerminalText(conflict.what()) +
+                     "\n(nothing was merged)");
+  }
   for (size_t i = 0; i < sources.size(); ++i) {
-    MergeCounts counts;
-    try {
-      counts = target.MergeFrom(*opened[i]);
-    } catch (const MergeConflict& conflict) {
-      throw UsageError("merge: " + escape::TerminalText(sources[i]) + " into " +
-                       escape::TerminalText(into) + ": " + escape::TerminalText(conflict.what()) +
-                       (i > 0 ? "\n(the sources before it are merged)" : ""));
-    }
+    const MergeCounts& counts = merged[i];
     std::printf("%s: %lld runs and %lld cases added, %lld replaced, %lld already present\n",
                 escape::TerminalText(sources[i]).c_str(), (long long)counts.runs_added,
                 (long long)counts.cases_added, (long long)counts.cases_updated,

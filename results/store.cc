@@ -664,6 +664,20 @@ std::map<std::string, std::set<std::string>> Store::CasesToReplace(const Store& 
   return replace;
 }
 
+std::vector<MergeCounts> Store::MergeFromEach(const std::vector<const Store*>& sources) {
+  std::vector<MergeCounts> counts;
+  Transaction transaction(*this);  // each MergeFrom's own is a savepoint inside it
+  for (size_t i = 0; i < sources.size(); ++i) {
+    try {
+      counts.push_back(MergeFrom(*sources[i]));
+    } catch (const MergeConflict& conflict) {
+      throw MergeConflict(conflict.what(), i);
+    }
+  }
+  transaction.Commit();
+  return counts;
+}
+
 MergeCounts Store::MergeFrom(const Store& other) {
   MergeCounts counts;
   const std::map<std::string, std::set<std::string>> replace = CasesToReplace(other);

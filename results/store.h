@@ -54,6 +54,13 @@ struct MergeCounts {
 class MergeConflict : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  MergeConflict(const std::string& what, size_t source)
+      : std::runtime_error(what), source_(source) {}
+  // Which of MergeFromEach's sources it is with (0 for MergeFrom's one).
+  size_t source() const { return source_; }
+
+ private:
+  size_t source_ = 0;
 };
 
 // How a Store opens its file.
@@ -126,6 +133,11 @@ class Store {
   // store's is a failure (error, timeout) that `other` ran again (run --resume
   // --retry-failed); else the merge throws MergeConflict before writing anything.
   MergeCounts MergeFrom(const Store& other);
+  // MergeFrom of each of `sources` in order, all in one transaction: every source, or (on
+  // a MergeConflict with any of them, between a source and the target or between two
+  // sources over a case the target lacked, or on any other failure) none. The conflict
+  // names the source in MergeConflict::source().
+  std::vector<MergeCounts> MergeFromEach(const std::vector<const Store*>& sources);
 
   // Removes the runs with everything stored under them (environment, warnings,
   // expectations, cases with their samples and metrics, training steps), all in one

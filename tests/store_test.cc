@@ -280,6 +280,31 @@ TEST_CASE("merge replaces a failed case the source ran again, and refuses to gue
   CHECK(merged.FindCase(gathered, SampleCase("x", 0).key())->status == "ok");
 }
 
+TEST_CASE("merging several sources is all or nothing, conflicts between sources included",
+          "[store]") {
+  // Two shards that disagree about a case the target has never held: the second's conflict
+  // is with the first's copy, so it shows only once the first is in; nothing may stay.
+  Store first(":memory:"), second(":memory:"), unrelated(":memory:"), merged(":memory:");
+  first.AddCase(first.CreateRun(SampleRun("uuid-a")), SampleCase("x", 0));
+  CaseRecord disagreeing = SampleCase("x", 0);
+  disagreeing.samples_s = {0.7, 0.8, 0.9};
+  second.AddCase(second.CreateRun(SampleRun("uuid-a")), disagreeing);
+  unrelated.AddCase(unrelated.CreateRun(SampleRun("uuid-b")), SampleCase("y", 0));
+  try {
+    merged.MergeFromEach({&unrelated, &first, &second});
+    FAIL("merged sources that disagree");
+  } catch (const MergeConflict& conflict) {
+    CHECK(conflict.source() == 2);
+    CHECK_THAT(conflict.what(), Catch::Contains(disagreeing.key()));
+  }
+  CHECK(merged.Runs().empty());  // not even the unrelated source, merged first
+  const std::vector<MergeCounts> counts = merged.MergeFromEach({&unrelated, &first});
+  REQUIRE(counts.size() == 2);
+  CHECK(counts[0].cases_added == 1);
+  CHECK(counts[1].cases_added == 1);
+  CHECK(merged.Runs().size() == 2);
+}
+
 TEST_CASE("a database from a newer schema is refused", "[store]") {
   const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_newer.db";
   std::filesystem::remove(path);
