@@ -100,7 +100,9 @@ std::vector<char*> ChildEnvironment(const std::vector<std::string>& extra, bool 
 // unlinked at once. -1 with errno on failure.
 int AnonymousFile() {
   const int in_memory = memfd_create("seqbench-child", MFD_CLOEXEC);
-  if (in_memory >= 0 || errno != ENOSYS) return in_memory;
+  // Out of descriptors or memory: a file would not help. Any other failure (ENOSYS on an
+  // old kernel, EPERM under a seccomp filter that forbids it): a file.
+  if (in_memory >= 0 || errno == EMFILE || errno == ENFILE || errno == ENOMEM) return in_memory;
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
   const int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -197,40 +199,40 @@ std::string OpenChildFiles(const ChildSpec& spec, ChildFiles& files) {
 
 // How the child ended, from waitpid's status; `should_stop` true: an interruption (a
 // signal sent to the whole group, kill -- -PGID, reaches the child as well).
-void RecordEnd(int status, const std::string& program, const std::function<bool()>& should_stop,
-               ChildOutcome& outcome) {
+void RecordEnd(const siginfo_t& ended, const std::string& program,
+               const std::function<bool()>& should_stop, ChildOutcome& outcome) {
   if (should_stop && should_stop()) {
     outcome.end = ChildOutcome::End::kInterrupted;
-  } else if (WIFEXITED(status)) {
+  } else if (ended.si_code == CLD_EXITED) {
     outcome.end = ChildOutcome::End::kExited;
-    outcome.exit_code = WEXITSTATUS(status);
+    outcome.exit_code = ended.si_status;
     if (outcome.exit_code == 127) outcome.message = "exec " + program + " failed";
-  } else {
+  } else {  // CLD_KILLED or CLD_DUMPED
     outcome.end = ChildOutcome::End::kSignaled;
-    outcome.signal = WTERMSIG(status);
+    outcome.signal = ended.si_status;
   }
 }
 
 // Kills what the child left in its process group (its group id is its pid): a wrapper
 // script's program, a probe's subprocess, anything it started in the background. Called
-// once the child is reaped: the kernel keeps a group's id from being reused while any
-// member lives, so the signal reaches nothing else; ESRCH when nothing was left.
+// before the leader is reaped: the kernel keeps a group's id from being reused while any
+// member lives, the leader's zombie included, so the signal reaches nothing else.
 void KillGroup(pid_t pid) { kill(-pid, SIGKILL); }
 
-// Reaps child `pid` (it has ended, or has been killed); waitpid's status.
-int Reap(pid_t pid) {
+// Reaps child `pid` (it has ended, or has been killed). Its status was read before.
+void Reap(pid_t pid) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  return status;
 }
 
 // Whether child `pid` has ended, leaving it unreaped (a zombie keeps its pid, and so its
-// process group's id, from being reused until the group is killed); -1 on error.
-int HasEnded(pid_t pid) {
-  siginfo_t info{};
-  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0) return errno == EINTR ? 0 : -1;
-  return info.si_pid == pid ? 1 : 0;
+// process group's id, from being reused until the group is killed); how, in `ended`
+// (from this call, not from the later reap); -1 on error.
+int HasEnded(pid_t pid, siginfo_t& ended) {
+  ended = siginfo_t{};
+  if (waitid(P_PID, pid, &ended, WEXITED | WNOHANG | WNOWAIT) < 0) return errno == EINTR ? 0 : -1;
+  return ended.si_pid == pid ? 1 : 0;
 }
 
 // Waits for child `pid`, polling every 20 ms (calling `on_poll` each time); kills it past
@@ -253,12 +255,14 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
     return outcome;
   };
   while (true) {
-    const int ended = HasEnded(pid);
+    siginfo_t how{};
+    const int ended = HasEnded(pid, how);
     if (ended == 1) {
       KillGroup(pid);
-      const int status = Reap(pid);
+      Reap(pid);
       outcome.wall_s = elapsed();
-      RecordEnd(status, program, should_stop, outcome);
+      RecordEnd(how, program, should_stop, outcome);
+      if (on_poll) on_poll();  // a last look: what the child finished after the previous one
       return outcome;
     }
     if (ended < 0) {

@@ -26,8 +26,9 @@ struct ChildSpec {
   double timeout_s = 0;  // <= 0: no limit
   // Polled about every 20 ms; true kills the child (it may read a flag a signal handler set).
   std::function<bool()> should_stop;
-  // Called at each poll, before should_stop: progress while the child runs. If either
-  // throws, the child is killed and reaped first, then the exception goes on.
+  // Called at each poll, before should_stop, and once more after the child has ended:
+  // progress while it runs. If either throws, the child is killed and reaped first, then
+  // the exception goes on.
   std::function<void()> on_poll;
   // "NAME=value" entries added to, or overriding, the inherited environment; with
   // `inherit_environment` false they are the child's whole environment.

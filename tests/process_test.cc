@@ -96,6 +96,11 @@ TEST_CASE("a child's own children die with it when it exits", "[child_process]")
   CHECK(outcome.end == ChildOutcome::End::kExited);
   CHECK(outcome.exit_code == 3);
   CHECK(orphans.BackgroundEnded());
+  // A crash is a signal, with its number, never an exit.
+  const ChildOutcome crashed = RunChild(Spec({"/bin/sh", "-c", "kill -SEGV $$"}, 60));
+  CHECK(crashed.end == ChildOutcome::End::kSignaled);
+  CHECK(crashed.signal == SIGSEGV);
+  CHECK_FALSE(crashed.Succeeded());
 }
 
 TEST_CASE("on_poll runs while the child does; a poll that throws leaves no child behind",
