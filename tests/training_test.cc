@@ -500,6 +500,11 @@ at_least = 1.0
   }
   CHECK_THAT(error_of("warmup_steps = 4", "momentum = 0.5"),
              Catch::StartsWith("15: ") && Catch::Contains("LARS's"));
+  // Written, not merely different from LARS's defaults: 0.9 and 0.001 are those defaults.
+  CHECK_THAT(error_of("warmup_steps = 4", "momentum = 0.9"),
+             Catch::StartsWith("15: ") && Catch::Contains("LARS's"));
+  CHECK_THAT(error_of("warmup_steps = 4", "trust_coefficient = 0.001"),
+             Catch::StartsWith("15: ") && Catch::Contains("LARS's"));
   CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"lars\"\nmomentum = 1"),
              Catch::StartsWith("20: ") && Catch::Contains("below 1"));
   CHECK_THAT(error_of("warmup_steps = 4", "optimizer = \"lars\"\ntrust_coefficient = 0"),

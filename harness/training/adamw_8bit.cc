@@ -234,67 +234,64 @@ void AdamW8bit::EnsureCodesOn(const torch::Device& device) {
 torch::Tensor AdamW8bit::step(LossClosure closure) {
   TORCH_CHECK(!closure, "AdamW8bit takes no closure");
   torch::NoGradGuard no_grad;
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& options =
-        static_cast<const torch::optim::AdamWOptions&>(param_groups_[g].options());
-    const double lr = options.lr(), eps = options.eps();
-    const auto [beta1, beta2] = options.betas();
-    auto& parameters = param_groups_[g].params();
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      torch::Tensor& parameter = parameters[i];
-      if (!parameter.grad().defined()) continue;
-      const torch::Tensor grad = parameter.grad();
-      TORCH_CHECK(!grad.is_sparse(), "AdamW8bit does not take sparse gradients");
-      TORCH_CHECK(parameter.is_contiguous() && grad.is_contiguous() &&
-                      parameter.scalar_type() == torch::kFloat32,
-                  "AdamW8bit updates contiguous float32 parameters");
-      ParameterState& state = StateOf(g, i, parameter);
-      state.step += 1;
-      const double bias_correction1 = 1 - std::pow(beta1, state.step);
-      const double bias_correction2 = 1 - std::pow(beta2, state.step);
-      const double step_size = lr / bias_correction1;
-      const double decay = 1 - lr * options.weight_decay();
-      if (state.quantized && parameter.is_cpu() && options_.fused_cpu) {
-        UpdateBlocksOnCpu(parameter.data_ptr<float>(), grad.data_ptr<float>(), parameter.numel(),
-                          state.first, state.second, signed_code_.data_ptr<float>(),
-                          unsigned_code_.data_ptr<float>(), AdamWConstantsFor(options, state.step));
-        continue;
-      }
-      // The order of torch::optim::AdamW's float32 update, so that with float32 moments
-      // the two agree to the last bit.
-      if (options.weight_decay() != 0) parameter.mul_(decay);
-      const auto update = [&](torch::Tensor target, const torch::Tensor& gradient,
-                              torch::Tensor& first, torch::Tensor& second) {
-        first.mul_(beta1).add_(gradient, 1 - beta1);
-        second.mul_(beta2).addcmul_(gradient, gradient, 1 - beta2);
-        const torch::Tensor denominator = (second.sqrt() / std::sqrt(bias_correction2)).add_(eps);
-        target.addcdiv_(first, denominator, -step_size);
-      };
-      if (!state.quantized) {
-        update(parameter, grad, state.first_fp32, state.second_fp32);
-        continue;
-      }
-      const torch::Tensor flat_parameter = parameter.view(-1), flat_grad = grad.view(-1);
-      const int64_t n = parameter.numel(), blocks = state.first.absmax.numel();
-      for (int64_t block = 0; block < blocks; block += options_.blocks_per_chunk) {
-        const int64_t chunk_blocks = std::min(options_.blocks_per_chunk, blocks - block);
-        const int64_t begin = block * kQuantizationBlock;
-        const int64_t end = std::min(n, (block + chunk_blocks) * kQuantizationBlock);
-        // Views into the stored state: quantising into them writes it in place.
-        BlockQuantized first{state.first.indices.slice(0, begin, end),
-                             state.first.absmax.slice(0, block, block + chunk_blocks)};
-        BlockQuantized second{state.second.indices.slice(0, begin, end),
-                              state.second.absmax.slice(0, block, block + chunk_blocks)};
-        torch::Tensor first_values = DequantizeBlockwise(first, signed_code_);
-        torch::Tensor second_values = DequantizeBlockwise(second, unsigned_code_);
-        update(flat_parameter.slice(0, begin, end), flat_grad.slice(0, begin, end), first_values,
-               second_values);
-        QuantizeBlockwiseWithTensorOps(first_values, signed_code_, first);
-        QuantizeBlockwiseWithTensorOps(second_values, unsigned_code_, second);
-      }
-    }
-  }
+  ForEachGradient(
+      param_groups_, "AdamW8bit",
+      [&](const torch::optim::AdamWOptions& options, size_t g, size_t i, torch::Tensor& parameter,
+          const torch::Tensor& grad) { Update(options, g, i, parameter, grad); });
   return {};
+}
+
+void AdamW8bit::Update(const torch::optim::AdamWOptions& options, size_t g, size_t i,
+                       torch::Tensor& parameter, const torch::Tensor& grad) {
+  const double lr = options.lr(), eps = options.eps();
+  const auto [beta1, beta2] = options.betas();
+  TORCH_CHECK(parameter.is_contiguous() && grad.is_contiguous() &&
+                  parameter.scalar_type() == torch::kFloat32,
+              "AdamW8bit updates contiguous float32 parameters");
+  ParameterState& state = StateOf(g, i, parameter);
+  state.step += 1;
+  const double bias_correction1 = 1 - std::pow(beta1, state.step);
+  const double bias_correction2 = 1 - std::pow(beta2, state.step);
+  const double step_size = lr / bias_correction1;
+  const double decay = 1 - lr * options.weight_decay();
+  if (state.quantized && parameter.is_cpu() && options_.fused_cpu) {
+    UpdateBlocksOnCpu(parameter.data_ptr<float>(), grad.data_ptr<float>(), parameter.numel(),
+                      state.first, state.second, signed_code_.data_ptr<float>(),
+                      unsigned_code_.data_ptr<float>(), AdamWConstantsFor(options, state.step));
+    return;
+  }
+  // The order of torch::optim::AdamW's float32 update, so that with float32 moments
+  // the two agree to the last bit.
+  if (options.weight_decay() != 0) parameter.mul_(decay);
+  const auto update = [&](torch::Tensor target, const torch::Tensor& gradient, torch::Tensor& first,
+                          torch::Tensor& second) {
+    first.mul_(beta1).add_(gradient, 1 - beta1);
+    second.mul_(beta2).addcmul_(gradient, gradient, 1 - beta2);
+    const torch::Tensor denominator = (second.sqrt() / std::sqrt(bias_correction2)).add_(eps);
+    target.addcdiv_(first, denominator, -step_size);
+  };
+  if (!state.quantized) {
+    update(parameter, grad, state.first_fp32, state.second_fp32);
+    return;
+  }
+  const torch::Tensor flat_parameter = parameter.view(-1), flat_grad = grad.view(-1);
+  const int64_t n = parameter.numel(), blocks = state.first.absmax.numel();
+  for (int64_t block = 0; block < blocks; block += options_.blocks_per_chunk) {
+    const int64_t chunk_blocks = std::min(options_.blocks_per_chunk, blocks - block);
+    const int64_t begin = block * kQuantizationBlock;
+    const int64_t end = std::min(n, (block + chunk_blocks) * kQuantizationBlock);
+    // Views into the stored state: quantising into them writes it in place.
+    BlockQuantized first{state.first.indices.slice(0, begin, end),
+                         state.first.absmax.slice(0, block, block + chunk_blocks)};
+    BlockQuantized second{state.second.indices.slice(0, begin, end),
+                          state.second.absmax.slice(0, block, block + chunk_blocks)};
+    torch::Tensor first_values = DequantizeBlockwise(first, signed_code_);
+    torch::Tensor second_values = DequantizeBlockwise(second, unsigned_code_);
+    update(flat_parameter.slice(0, begin, end), flat_grad.slice(0, begin, end), first_values,
+           second_values);
+    QuantizeBlockwiseWithTensorOps(first_values, signed_code_, first);
+    QuantizeBlockwiseWithTensorOps(second_values, unsigned_code_, second);
+  }
 }
 
 void AdamW8bit::save(torch::serialize::OutputArchive& archive) const {

@@ -96,6 +96,10 @@ class AdamW8bit : public torch::optim::Optimizer {
   };
   // The state of a parameter about to step: zero moments, allocated at its first step.
   ParameterState& StateOf(size_t group, size_t index, const torch::Tensor& parameter);
+  // Parameter i of group g's step (ForEachGradient's visit): parameter written in place,
+  // grad: [shape of parameter].
+  void Update(const torch::optim::AdamWOptions& options, size_t g, size_t i,
+              torch::Tensor& parameter, const torch::Tensor& grad);
   // The two codes, made on the device of the first parameter that needs them.
   void EnsureCodesOn(const torch::Device& device);
   bool Quantizes(const torch::Tensor& parameter) const {

@@ -67,6 +67,28 @@ inline std::vector<size_t> AdamWGroupSizes(
   return sizes;
 }
 
+// Calls visit(options, g, i, parameter, grad) for parameter i of group g, in order, for
+// every parameter with a gradient this step: the walk every one of our optimizers' step()
+// makes. Throws c10::Error naming `optimizer` for a sparse gradient or a parameter that
+// is not floating-point. groups: AdamWGroupSizes-checked; parameters written in place by
+// visit.
+template <typename Visit>
+void ForEachGradient(std::vector<torch::optim::OptimizerParamGroup>& groups, const char* optimizer,
+                     const Visit& visit) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(groups[g].options());
+    auto& parameters = groups[g].params();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      torch::Tensor& parameter = parameters[i];
+      const torch::Tensor grad = parameter.grad();
+      if (!grad.defined()) continue;
+      TORCH_CHECK(!grad.is_sparse(), optimizer, " does not take sparse gradients");
+      TORCH_CHECK(parameter.is_floating_point(), optimizer, " updates floating-point parameters");
+      visit(options, g, i, parameter, grad);
+    }
+  }
+}
+
 // The checkpoint key of a parameter's state field: "group.G.parameter.I.FIELD".
 inline std::string StateKey(size_t group, size_t index, const char* field) {
   return "group." + std::to_string(group) + ".parameter." + std::to_string(index) + "." + field;

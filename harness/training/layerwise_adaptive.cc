@@ -20,20 +20,6 @@ torch::Tensor RatioWhereBothPositive(const torch::Tensor& a_norm, const torch::T
   return torch::where(a_norm.gt(0).logical_and(b_norm.gt(0)), ratio, torch::ones_like(ratio));
 }
 
-const torch::optim::AdamWOptions& AdamWOptionsOf(const torch::optim::OptimizerParamGroup& group) {
-  return static_cast<const torch::optim::AdamWOptions&>(group.options());
-}
-
-// The gradient of a parameter the optimizer can step, or an undefined tensor when it has
-// none this step.
-torch::Tensor GradientToStep(const torch::Tensor& parameter, const char* optimizer) {
-  const torch::Tensor grad = parameter.grad();
-  if (!grad.defined()) return grad;
-  TORCH_CHECK(!grad.is_sparse(), optimizer, " does not take sparse gradients");
-  TORCH_CHECK(parameter.is_floating_point(), optimizer, " updates floating-point parameters");
-  return grad;
-}
-
 template <typename State>
 int64_t BytesOf(const std::vector<std::vector<State>>& states,
                 std::initializer_list<torch::Tensor State::*> fields) {
@@ -70,34 +56,32 @@ Lamb::Lamb(std::vector<torch::optim::OptimizerParamGroup> groups,
 torch::Tensor Lamb::step(LossClosure closure) {
   TORCH_CHECK(!closure, "LAMB takes no closure");
   torch::NoGradGuard no_grad;
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& options = AdamWOptionsOf(param_groups_[g]);
-    const auto [beta1, beta2] = options.betas();
-    auto& parameters = param_groups_[g].params();
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      torch::Tensor& parameter = parameters[i];
-      const torch::Tensor grad = GradientToStep(parameter, "LAMB");
-      if (!grad.defined()) continue;
-      ParameterState& state = states_[g][i];
-      if (state.step == 0) {
-        state.first = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
-        state.second = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
-      }
-      state.step += 1;
-      state.first.mul_(beta1).add_(grad, 1 - beta1);
-      state.second.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-      const double bias_correction1 = 1 - std::pow(beta1, state.step);
-      const double bias_correction2 = 1 - std::pow(beta2, state.step);
-      torch::Tensor update = (state.second / bias_correction2).sqrt_().add_(options.eps());
-      update = (state.first / bias_correction1).div_(update);
-      if (options.weight_decay() != 0) update.add_(parameter, options.weight_decay());
-      const torch::Tensor weight_norm = parameter.norm(), update_norm = update.norm();
-      const torch::Tensor ratio =
-          RatioWhereBothPositive(weight_norm, update_norm, weight_norm / update_norm);
-      parameter.sub_(update.mul_(ratio * options.lr()));
-    }
-  }
+  ForEachGradient(
+      param_groups_, "LAMB",
+      [&](const torch::optim::AdamWOptions& options, size_t g, size_t i, torch::Tensor& parameter,
+          const torch::Tensor& grad) { Update(options, grad, parameter, states_[g][i]); });
   return {};
+}
+
+void Lamb::Update(const torch::optim::AdamWOptions& options, const torch::Tensor& grad,
+                  torch::Tensor& parameter, ParameterState& state) {
+  const auto [beta1, beta2] = options.betas();
+  if (state.step == 0) {
+    state.first = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
+    state.second = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
+  }
+  state.step += 1;
+  state.first.mul_(beta1).add_(grad, 1 - beta1);
+  state.second.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+  const double bias_correction1 = 1 - std::pow(beta1, state.step);
+  const double bias_correction2 = 1 - std::pow(beta2, state.step);
+  torch::Tensor update = (state.second / bias_correction2).sqrt_().add_(options.eps());
+  update = (state.first / bias_correction1).div_(update);
+  if (options.weight_decay() != 0) update.add_(parameter, options.weight_decay());
+  const torch::Tensor weight_norm = parameter.norm(), update_norm = update.norm();
+  const torch::Tensor ratio =
+      RatioWhereBothPositive(weight_norm, update_norm, weight_norm / update_norm);
+  parameter.sub_(update.mul_(ratio * options.lr()));
 }
 
 void Lamb::save(torch::serialize::OutputArchive& archive) const {
@@ -138,29 +122,27 @@ Lars::Lars(std::vector<torch::optim::OptimizerParamGroup> groups,
 torch::Tensor Lars::step(LossClosure closure) {
   TORCH_CHECK(!closure, "LARS takes no closure");
   torch::NoGradGuard no_grad;
-  for (size_t g = 0; g < param_groups_.size(); ++g) {
-    const auto& options = AdamWOptionsOf(param_groups_[g]);
-    const double decay = options.weight_decay();
-    auto& parameters = param_groups_[g].params();
-    for (size_t i = 0; i < parameters.size(); ++i) {
-      torch::Tensor& parameter = parameters[i];
-      const torch::Tensor grad = GradientToStep(parameter, "LARS");
-      if (!grad.defined()) continue;
-      ParameterState& state = states_[g][i];
-      if (state.step == 0) {
-        state.momentum = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
-      }
-      state.step += 1;
-      const torch::Tensor weight_norm = parameter.norm();
-      const torch::Tensor denominator = grad.norm() + decay * weight_norm;
-      const torch::Tensor local_rate = RatioWhereBothPositive(
-          weight_norm, denominator, options_.trust_coefficient * weight_norm / denominator);
-      torch::Tensor direction = decay != 0 ? grad.add(parameter, decay) : grad.clone();
-      state.momentum.mul_(options_.momentum).add_(direction.mul_(local_rate * options.lr()));
-      parameter.sub_(state.momentum);
-    }
-  }
+  ForEachGradient(
+      param_groups_, "LARS",
+      [&](const torch::optim::AdamWOptions& options, size_t g, size_t i, torch::Tensor& parameter,
+          const torch::Tensor& grad) { Update(options, grad, parameter, states_[g][i]); });
   return {};
+}
+
+void Lars::Update(const torch::optim::AdamWOptions& options, const torch::Tensor& grad,
+                  torch::Tensor& parameter, ParameterState& state) const {
+  const double decay = options.weight_decay();
+  if (state.step == 0) {
+    state.momentum = torch::zeros_like(parameter, torch::MemoryFormat::Preserve);
+  }
+  state.step += 1;
+  const torch::Tensor weight_norm = parameter.norm();
+  const torch::Tensor denominator = grad.norm() + decay * weight_norm;
+  const torch::Tensor local_rate = RatioWhereBothPositive(
+      weight_norm, denominator, options_.trust_coefficient * weight_norm / denominator);
+  torch::Tensor direction = decay != 0 ? grad.add(parameter, decay) : grad.clone();
+  state.momentum.mul_(options_.momentum).add_(direction.mul_(local_rate * options.lr()));
+  parameter.sub_(state.momentum);
 }
 
 void Lars::save(torch::serialize::OutputArchive& archive) const {

@@ -52,6 +52,9 @@ class Lamb : public torch::optim::Optimizer {
     int64_t step = 0;
     torch::Tensor first, second;  // [shape of the parameter]
   };
+  // One parameter's update: grad and parameter of one shape, parameter written in place.
+  static void Update(const torch::optim::AdamWOptions& options, const torch::Tensor& grad,
+                     torch::Tensor& parameter, ParameterState& state);
   std::vector<std::vector<ParameterState>> states_;  // [group][parameter]
 };
 
@@ -78,6 +81,9 @@ class Lars : public torch::optim::Optimizer {
     int64_t step = 0;
     torch::Tensor momentum;  // [shape of the parameter]
   };
+  // One parameter's update: grad and parameter of one shape, parameter written in place.
+  void Update(const torch::optim::AdamWOptions& options, const torch::Tensor& grad,
+              torch::Tensor& parameter, ParameterState& state) const;
   LarsOptions options_;
   std::vector<std::vector<ParameterState>> states_;  // [group][parameter]
 };

@@ -175,7 +175,7 @@ bool ApplyStepKey(const TomlReader& reader, const std::string& key, const toml::
 
 // A key of the optimizer, its precision and its learning-rate schedule; false if none.
 bool ApplyOptimizerKey(const TomlReader& reader, const std::string& key, const toml::node& value,
-                       PipelineSpec& spec, bool& cycle_set) {
+                       PipelineSpec& spec) {
   TrainingConfig& c = spec.config;
   if (key == "optimizer") {
     c.optimizer =
@@ -203,7 +203,6 @@ bool ApplyOptimizerKey(const TomlReader& reader, const std::string& key, const t
     c.schedule.warmup_steps = reader.Integer(value, key, 0, kMaxCount);
   } else if (key == "cycle_steps") {
     c.schedule.cycle_steps = reader.Integer(value, key, 1, kMaxCount);
-    cycle_set = true;
   } else if (key == "min_lr_ratio") {
     c.schedule.min_ratio = reader.Number(value, key, 0);
     if (c.schedule.min_ratio > 1) reader.Fail(value.source(), "'min_lr_ratio' must be <= 1");
@@ -274,14 +273,18 @@ bool ApplyDataParallelKey(const TomlReader& reader, const std::string& key, cons
   return true;
 }
 
-// Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`. The caller
-// has checked that every key is known; name, reference, model and evaluate_with are its own.
+// Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`, and adds
+// each to `given`: a rule about a key (LARS's keys need LARS; a cycle given is not derived
+// from steps) asks whether it was written, not whether its value differs from a default.
+// The caller has checked that every key is known; name, reference, model and
+// evaluate_with are its own.
 void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, PipelineSpec& spec,
-                    bool& cycle_set) {
+                    std::set<std::string>& given) {
   for (auto&& [key_node, value] : table) {
     const std::string key(key_node.str());
+    given.insert(key);
     if (ApplyStepKey(reader, key, value, spec)) continue;
-    if (ApplyOptimizerKey(reader, key, value, spec, cycle_set)) continue;
+    if (ApplyOptimizerKey(reader, key, value, spec)) continue;
     ApplyDataParallelKey(reader, key, value, spec);
   }
 }
@@ -331,7 +334,7 @@ void ReadEvaluateWith(const TomlReader& reader, const toml::node& node, Pipeline
 
 // Checks what needs the whole pipeline (after [train] and the entry are both applied).
 void CheckPipeline(const TomlReader& reader, const toml::table& table, const PipelineSpec& spec,
-                   const DataOptions& data) {
+                   const std::set<std::string>& given, const DataOptions& data) {
   const TrainingConfig& c = spec.config;
   const Capabilities& caps = GlobalVariants().Get(c.variant).capabilities;
   for (const auto& [option, value] : c.variant_options) {
@@ -371,10 +374,8 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     std::string(OptimizerKindName(c.optimizer)) +
                                     "\" (drop one of them)");
   }
-  const LarsOptions lars_defaults;
   if (c.optimizer != OptimizerKind::kLars &&
-      (c.lars.momentum != lars_defaults.momentum ||
-       c.lars.trust_coefficient != lars_defaults.trust_coefficient)) {
+      (given.count("momentum") > 0 || given.count("trust_coefficient") > 0)) {
     reader.Fail(table.source(), "pipeline '" + spec.name +
                                     "': momentum and trust_coefficient are LARS's; add "
                                     "optimizer = \"lars\" or drop them");
@@ -495,7 +496,7 @@ void ReadDataKeys(const TomlReader& reader, const toml::table& data, TrainingSui
 
 // One [[pipelines]] entry over the suite's defaults; its name must be new to `names`.
 PipelineSpec ReadPipeline(const TomlReader& reader, const toml::table& table,
-                          const PipelineSpec& defaults, bool default_cycle_set,
+                          const PipelineSpec& defaults, const std::set<std::string>& default_given,
                           const DataOptions& data, std::set<std::string>& names) {
   std::vector<std::string> pipeline_keys = kTrainKeys;
   pipeline_keys.insert(pipeline_keys.end(), {"name", "reference", "model", "evaluate_with"});
@@ -510,8 +511,8 @@ PipelineSpec ReadPipeline(const TomlReader& reader, const toml::table& table,
   if (!names.insert(spec.name).second) {
     reader.Fail(name_node.source(), "duplicate pipeline name '" + spec.name + "'");
   }
-  bool cycle_set = default_cycle_set;
-  ApplyTrainKeys(reader, table, spec, cycle_set);
+  std::set<std::string> given = default_given;
+  ApplyTrainKeys(reader, table, spec, given);
   // A pipeline's own sizes over [model]'s, e.g. to match another family's parameter count.
   if (const toml::node* n = table.get("model")) {
     if (!n->is_table()) {
@@ -524,9 +525,9 @@ PipelineSpec ReadPipeline(const TomlReader& reader, const toml::table& table,
   }
   if (const toml::node* n = table.get("evaluate_with")) ReadEvaluateWith(reader, *n, spec);
   // The cosine decays over the whole run unless the suite says otherwise.
-  spec.cycle_follows_steps = !cycle_set;
+  spec.cycle_follows_steps = given.count("cycle_steps") == 0;
   if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
-  CheckPipeline(reader, table, spec, data);
+  CheckPipeline(reader, table, spec, given, data);
   return spec;
 }
 
@@ -587,8 +588,8 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   ApplyModelKeys(reader, model, defaults.config.model);
   const toml::table& train = table_or_empty("train");
   reader.CheckKeys(train, "[train]", kTrainKeys);
-  bool default_cycle_set = false;
-  ApplyTrainKeys(reader, train, defaults, default_cycle_set);
+  std::set<std::string> default_given;
+  ApplyTrainKeys(reader, train, defaults, default_given);
 
   const toml::node& pipelines = reader.Required(root, "pipelines", "the training suite");
   if (!pipelines.is_array_of_tables() || pipelines.as_array()->empty()) {
@@ -597,7 +598,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
   std::set<std::string> names;
   for (const toml::node& element : *pipelines.as_array()) {
     suite.pipelines.push_back(
-        ReadPipeline(reader, *element.as_table(), defaults, default_cycle_set, suite.data, names));
+        ReadPipeline(reader, *element.as_table(), defaults, default_given, suite.data, names));
   }
   ResolveReferences(reader, root, *pipelines.as_array(), names, suite);
   suite.expectations = ReadExpectations(reader, root,
