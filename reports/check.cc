@@ -181,6 +181,27 @@ std::string MeasurePair(const Expectation& e, const RatioKind& kind, const CaseR
          candidate.workload().Label();
 }
 
+// Judges every case of `variant` that the expectation's filter matches: `judge(c, holds)`
+// returns the case's measurement, or nothing when the case has no part in it (a ratio's
+// case without a partner). Held when at least one case took part and every one held;
+// `none` is the measurement when none took part.
+template <typename Judge>
+void JudgeEachCase(const Expectation& e, const std::vector<CaseRecord>& cases,
+                   const std::string& none, const Judge& judge, ExpectationOutcome& outcome) {
+  bool any = false, all_hold = true;
+  for (const CaseRecord& c : cases) {
+    if (c.name() != e.variant || !Matches(c, e.where)) continue;
+    bool holds = false;
+    const std::optional<std::string> measured = judge(c, holds);
+    if (!measured) continue;
+    any = true;
+    all_hold = all_hold && holds;
+    outcome.measured += std::string(outcome.measured.empty() ? "" : "; ") + *measured;
+  }
+  if (!any) outcome.measured = none;
+  outcome.held = any && all_hold;
+}
+
 // speedup and the ratio kinds: every matching pair of `variant` and `over` cases on one
 // workload holds the bound.
 ExpectationOutcome EvaluateRatio(const Expectation& e, const std::vector<CaseRecord>& cases,
@@ -193,22 +214,16 @@ ExpectationOutcome EvaluateRatio(const Expectation& e, const std::vector<CaseRec
   outcome.expectation = (e.what == "speedup" ? e.variant + " speedup over " + e.over
                                              : e.variant + kind->quantity + e.over) +
                         " " + DescribeBound(e) + where;
-  bool any = false, all_hold = true;
-  for (const CaseRecord& candidate : cases) {
-    if (candidate.name() != e.variant || !Matches(candidate, e.where)) continue;
-    const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
-      return c.name() == e.over && c.workload() == candidate.workload();
-    });
-    if (other == cases.end()) continue;
-    any = true;
-    bool holds = false;
-    const std::string measured = MeasurePair(e, *kind, candidate, *other, holds);
-    all_hold = all_hold && holds;
-    outcome.measured += std::string(outcome.measured.empty() ? "" : "; ") + measured;
-  }
-  if (!any)
-    outcome.measured = "no pair of " + e.variant + " and " + e.over + " cases on one workload";
-  outcome.held = any && all_hold;
+  JudgeEachCase(
+      e, cases, "no pair of " + e.variant + " and " + e.over + " cases on one workload",
+      [&](const CaseRecord& candidate, bool& holds) -> std::optional<std::string> {
+        const auto other = std::find_if(cases.begin(), cases.end(), [&](const CaseRecord& c) {
+          return c.name() == e.over && c.workload() == candidate.workload();
+        });
+        if (other == cases.end()) return std::nullopt;
+        return MeasurePair(e, *kind, candidate, *other, holds);
+      },
+      outcome);
   return outcome;
 }
 
@@ -217,24 +232,20 @@ ExpectationOutcome EvaluateGemmFloor(const Expectation& e, const std::vector<Cas
                                      const RunRecord* run, const std::string& where) {
   ExpectationOutcome outcome;
   outcome.expectation = e.variant + " × GEMM floor " + DescribeBound(e) + where;
-  bool any = false, all_hold = true;
-  for (const CaseRecord& c : cases) {
-    if (c.name() != e.variant || !Matches(c, e.where)) continue;
-    any = true;
-    const std::optional<RooflinePoint> point =
-        run != nullptr ? Roofline(*run, c) : std::optional<RooflinePoint>();
-    const std::optional<double> floor = point ? point->times_gemm_floor : std::nullopt;
-    const bool usable = floor && c.status == kStatusOk;
-    all_hold = all_hold && usable && WithinBounds(e, *floor, *floor);
-    outcome.measured += std::string(outcome.measured.empty() ? "" : "; ") +
-                        (floor ? FormatSignificant(*floor) + "×"
-                               : "no GEMM floor (no GEMM rate in the run, or no "
-                                 "step_gemm_flops in the case)") +
-                        (c.status == kStatusOk ? "" : " (status " + c.status + ")") + " at " +
-                        c.workload().Label();
-  }
-  if (!any) outcome.measured = "no case of " + e.variant;
-  outcome.held = any && all_hold;
+  JudgeEachCase(
+      e, cases, "no case of " + e.variant,
+      [&](const CaseRecord& c, bool& holds) -> std::optional<std::string> {
+        const std::optional<RooflinePoint> point =
+            run != nullptr ? Roofline(*run, c) : std::optional<RooflinePoint>();
+        const std::optional<double> floor = point ? point->times_gemm_floor : std::nullopt;
+        holds = floor && c.status == kStatusOk && WithinBounds(e, *floor, *floor);
+        return (floor ? FormatSignificant(*floor) + "×"
+                      : "no GEMM floor (no GEMM rate in the run, or no "
+                        "step_gemm_flops in the case)") +
+               (c.status == kStatusOk ? "" : " (status " + c.status + ")") + " at " +
+               c.workload().Label();
+      },
+      outcome);
   return outcome;
 }
 

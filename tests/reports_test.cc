@@ -694,8 +694,12 @@ TEST_CASE("check: a speedup bound fails only when its whole interval misses it",
     c.identity.workload.mode = "train";
     return c;
   };
+  // A scan case on another workload, with no batched case beside it: no pair, so it takes
+  // no part (neither holds nor fails the bound).
+  CaseRecord unpaired = make("scan", {3.0, 3.1, 2.9, 3.0, 3.0});
+  unpaired.identity.workload.batch = 7;
   const std::vector<CaseRecord> cases = {make("batched", {1.0, 1.02, 0.98, 1.01, 0.99}),
-                                         make("scan", {0.72, 0.55, 0.75, 0.9, 0.7})};
+                                         make("scan", {0.72, 0.55, 0.75, 0.9, 0.7}), unpaired};
   const std::vector<Expectation> expectations = {
       {"speedup", "scan", "batched", 1.4, std::nullopt, {}, 1},
       {"speedup", "scan", "batched", 2.0, std::nullopt, {}, 2},
@@ -703,6 +707,7 @@ TEST_CASE("check: a speedup bound fails only when its whole interval misses it",
   const auto outcomes = EvaluateExpectations(expectations, cases);
   CHECK(outcomes[0].held);
   CHECK_THAT(outcomes[0].measured, Catch::Contains("within noise of the bound"));
+  CHECK(outcomes[0].measured.find(';') == std::string::npos);  // one pair measured
   CHECK_FALSE(outcomes[1].held);
   CHECK_THAT(outcomes[1].measured, Catch::Contains("95% interval"));
   CHECK_FALSE(outcomes[2].held);  // at most 1x: the whole interval is above it
