@@ -33,7 +33,7 @@ std::string ChildOutcome::Describe() const {
       return "killed after " + std::to_string(static_cast<int64_t>(wall_s)) +
              " s, past its time limit";
     case End::kInterrupted:
-      return "interrupted";
+      return message.empty() ? "interrupted" : message;
     case End::kNotStarted:
       return "could not start: " + message;
   }
@@ -313,7 +313,8 @@ ChildOutcome RunChild(const ChildSpec& spec) {
     return outcome;
   }
   std::string program = spec.argv[0];
-  if (spec.search_path) {
+  if (spec.search_path &&
+      program.find('/') == std::string::npos) {  // as execvp: a path is used as is
     std::optional<std::string> found = FirstOnPath(program);
     if (!found) {
       outcome.message = program + " is not on PATH";
@@ -339,9 +340,24 @@ ChildOutcome RunChild(const ChildSpec& spec) {
     outcome.message = std::string("fork: ") + std::strerror(errno);
     return outcome;
   }
-  outcome = Supervise(pid, spec.argv[0], spec.timeout_s, spec.should_stop, spec.on_poll);
   const bool captured = spec.output == ChildSpec::Output::kCaptureStdout ||
                         spec.output == ChildSpec::Output::kCaptureBoth;
+  // A capture past its bound stops the child at the next poll: held in memory (or a
+  // temporary file) until read back, a runaway's output would otherwise take what the
+  // machine has. At most 20 ms of writing lands past the bound.
+  bool flooded = false;
+  const auto stop = [&] {
+    struct stat held {};
+    if (captured && fstat(files.output, &held) == 0 &&
+        static_cast<size_t>(held.st_size) > spec.max_output) {
+      flooded = true;
+      return true;
+    }
+    return spec.should_stop && spec.should_stop();
+  };
+  outcome = Supervise(pid, spec.argv[0], spec.timeout_s, stop, spec.on_poll);
+  if (flooded)
+    outcome.message = "stopped: output past " + std::to_string(spec.max_output) + " bytes";
   if (captured) ReadCaptured(files.output, spec.max_output, outcome);
   return outcome;
 }

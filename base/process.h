@@ -19,8 +19,9 @@ namespace seqbench {
 
 // What to start and how. Only `argv` is required.
 struct ChildSpec {
-  // argv[0] is a path, or with `search_path` a name looked up on the parent's PATH (as a
-  // shell would, but before the fork: after it only async-signal-safe calls are allowed).
+  // argv[0] is a path, or with `search_path` a name without a slash looked up on the
+  // parent's PATH (as a shell would, but before the fork: after it only async-signal-safe
+  // calls are allowed); a path is used as it is, as execvp uses it.
   std::vector<std::string> argv;
   bool search_path = false;
   double timeout_s = 0;  // <= 0: no limit
@@ -39,7 +40,9 @@ struct ChildSpec {
   std::optional<std::string> input;
   // Where stdout and stderr go: inherited; into `output_path` (created or truncated, never
   // through a symbolic link planted there); or captured into ChildOutcome::output (stdout
-  // alone, or both), at most `max_output` bytes of it.
+  // alone, or both), at most `max_output` bytes of it: a child whose capture passes that
+  // is stopped (kInterrupted, output_truncated), so a runaway's output is bounded in
+  // memory, not only cut when read back.
   enum class Output { kInherit, kFile, kCaptureStdout, kCaptureBoth };
   Output output = Output::kInherit;
   std::string output_path;
@@ -53,7 +56,8 @@ struct ChildOutcome {
     kExited,       // exit_code is its status
     kSignaled,     // killed by `signal` (a crash, an abort, the OOM killer)
     kTimedOut,     // past the time limit: killed by the supervisor
-    kInterrupted,  // `should_stop` returned true: killed by the supervisor
+    kInterrupted,  // `should_stop` returned true, or the capture passed max_output
+                   // (`message` says so): killed by the supervisor
     kNotStarted,   // fork or exec failed, or no such program; `message` says why
   };
   End end = End::kNotStarted;

@@ -144,11 +144,26 @@ TEST_CASE("captured output stops at max_output, at both ends", "[child_process]"
     spec.max_output = limit;
     const ChildOutcome outcome = RunChild(spec);
     INFO("max_output " << limit);
-    CHECK(outcome.Succeeded());
+    // A capture past its bound stops the child, whether it had ended yet or not.
+    CHECK(outcome.Succeeded() == (limit >= 10));
     CHECK(outcome.output == std::string("0123456789").substr(0, limit));
     CHECK(outcome.output_truncated == (limit < 10));
   }
-  // More than one read's worth (64 KiB) arrives whole.
+  // A flood is bounded while it runs, not only cut when read back: yes(1) writes forever,
+  // and is stopped (within a poll of 20 ms) rather than left to its 60 s limit.
+  ChildSpec flooding = Spec({"yes"}, 60);
+  flooding.search_path = true;
+  flooding.output = ChildSpec::Output::kCaptureStdout;
+  flooding.max_output = 1000;
+  const ChildOutcome flood = RunChild(flooding);
+  CHECK(flood.end == ChildOutcome::End::kInterrupted);
+  CHECK_THAT(flood.Describe(), Catch::Contains("output past 1000 bytes"));
+  CHECK(flood.output.size() == 1000);
+  CHECK(flood.output.rfind("y\ny\n", 0) == 0);
+  CHECK(flood.output_truncated);
+  // More than one read's worth (64 KiB) arrives whole; a path with search_path is taken
+  // as is (as execvp takes it), not looked for on PATH.
+  spec.search_path = true;
   spec.argv = {"/bin/sh", "-c", "head -c 200000 /dev/zero"};
   spec.max_output = size_t{1} << 20;
   const ChildOutcome large = RunChild(spec);
