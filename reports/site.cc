@@ -146,13 +146,15 @@ std::string RunPage(const Store& store, const RunRecord& run) {
 }
 
 // An A/B pair's page (seqbench ab): the new side against the base, judged on the ratios
-// of their rounds as `compare` judges a pair.
+// of their rounds as `compare` judges a pair, and, where both sides were counted, the
+// functions that moved in each moved case (as `compare` prints them).
 std::string AbPairPage(const Store& store, const RunRecord& base, const RunRecord& next) {
   CompareSettings settings;
   settings.paired = true;
   const std::vector<CaseRecord> base_cases = store.Cases(base.run_id);
   const std::vector<CaseRecord> new_cases = store.Cases(next.run_id);
   const bool counted = HasCounts(base_cases) && HasCounts(new_cases);
+  const std::vector<CaseComparison> comparisons = CompareCases(base_cases, new_cases, settings);
   const std::string body =
       "<p>" +
       HtmlText("seqbench ab pair of " + store.path() + ": base run " + std::to_string(base.run_id) +
@@ -161,7 +163,8 @@ std::string AbPairPage(const Store& store, const RunRecord& base, const RunRecor
       "; each case judged on the ratios of its rounds (new / base), at compare's defaults: " +
       FormatSignificant(settings.threshold * 100, 3) + "% threshold, " +
       FormatSignificant(settings.confidence * 100, 3) + "% interval.</p>\n" +
-      MarkdownToHtml(RenderCompareTable(CompareCases(base_cases, new_cases, settings), counted));
+      MarkdownToHtml(RenderCompareTable(comparisons, counted)) +
+      MarkdownToHtml(RenderMovedFunctions(comparisons));
   return Page("A/B pair: " + base.suite_name + ", runs " + std::to_string(base.run_id) + " and " +
                   std::to_string(next.run_id),
               body);

@@ -4,8 +4,9 @@
 // its IQR band, the change points marked, each point a link to its run); a run's page is
 // its Markdown report rendered to HTML by cmark-gfm, with its warnings, its `check`
 // verdicts and its environment; an A/B pair's page (seqbench ab) compares its two sides as
-// `compare` judges a pair; a run group's page lists its shards and renders the group read
-// whole (results/run_group.h). Every user-written string is HTML-escaped
+// `compare` judges a pair, with the functions that moved in each counted case that moved; a
+// run group's page lists its shards and renders the group read whole (results/
+// run_group.h). Every user-written string is HTML-escaped
 // (escape::HtmlText) or Markdown-escaped before cmark-gfm renders it; file names are made
 // here from numbers only, so no user text reaches a path.
 //

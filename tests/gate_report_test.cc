@@ -14,6 +14,7 @@
 #include "harness/instruction_count.h"
 #include "reports/compare.h"
 #include "reports/pull_request.h"
+#include "reports/site.h"
 #include "results/store.h"
 
 namespace seqbench {
@@ -153,7 +154,7 @@ TEST_CASE("a moved case names the functions that moved, largest change first", "
     full_base.push_back({"g" + std::to_string(i), 1000.0 + static_cast<double>(i)});
     full_new.push_back({"g" + std::to_string(i), 1000.0 + static_cast<double>(i)});
   }
-  full_base.back() = {"slipped", 999.5};  // under the new side's cut of 1000: unknown
+  full_base.back() = {"slipped", 999.5};   // under the new side's cut of 1000: unknown
   full_new.back() = {"appeared", 50'000};  // above the base's cut of 1000: a real move
   const auto cut =
       CompareCases({Counted("y", {100'000, 100'000, 100'000}, full_base)},
@@ -186,6 +187,38 @@ TEST_CASE("a counted case's functions survive the store", "[count][gate][store]"
   CHECK(read[0].functions[0].function == "b<int>");
   CHECK(read[0].functions[0].instructions == 7);
   CHECK(read[0].functions[1].function == "a | b");
+}
+
+TEST_CASE("the site's A/B pair page names the functions that moved", "[count][gate][site]") {
+  Store store(":memory:");
+  const auto add_side = [&](bool is_base, const CaseRecord& c) {
+    RunRecord run;
+    run.uuid = is_base ? "base-side" : "new-side";
+    run.suite_name = "demo";
+    run.label = is_base ? "ab base" : "ab new";
+    run.status = "running";
+    run.started_at = "2026-11-29T00:00:00Z";
+    run.environment = {{"ab_side", is_base ? "base" : "new"},
+                       {"ab_pair", is_base ? "new-side" : "base-side"}};
+    const int64_t id = store.CreateRun(run);
+    store.AddCase(id, c);
+    store.SetRunStatus(id, "complete", "2026-11-29T00:00:01Z");
+  };
+  // The case grew 2%, all of it in one function whose name needs escaping in HTML.
+  add_side(true, Counted("fused", {1'000'000, 1'000'000, 1'000'000},
+                         {{"Scan<float>(x)", 500'000}, {"copy", 400'000}}));
+  add_side(false, Counted("fused", {1'020'000, 1'020'000, 1'020'000},
+                          {{"Scan<float>(x)", 520'000}, {"copy", 400'000}}));
+  const std::vector<SitePage> pages = BuildSite({&store});
+  const auto pair = std::find_if(pages.begin(), pages.end(), [](const SitePage& page) {
+    return page.name.rfind("ab-", 0) == 0;
+  });
+  REQUIRE(pair != pages.end());
+  CHECK_THAT(pair->html, Catch::Contains("Functions moved in"));
+  CHECK_THAT(pair->html, Catch::Contains("Scan&lt;float&gt;(x)"));
+  CHECK_THAT(pair->html, Catch::Contains("+20,000"));
+  CHECK(pair->html.find("Scan<float>") == std::string::npos);    // escaped, never raw
+  CHECK(pair->html.find("<td>copy</td>") == std::string::npos);  // copy did not move
 }
 
 // cmark-gfm's parse of a comment, as GitHub renders it (tables, autolinks, strikethrough).
