@@ -1,6 +1,8 @@
 // `seqbench verify`: runs the correctness check of every variant of a family against
-// its baseline on one synthetic workload, and prints the errors it measured. The same
-// check `seqbench run` performs per case, without timing or storage.
+// its baseline on one synthetic workload, and prints the errors it measured (the same
+// check `seqbench run` performs per case, without timing or storage), and the O(T)
+// scaling check (harness/scaling.h) of every variant that declares O(T) work: the checks
+// ctest holds the built-in variants to, for a plugin's variants.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -10,7 +12,9 @@
 #include "harness/equivalence.h"
 #include "harness/key_pattern.h"
 #include "harness/memory.h"
+#include "harness/scaling.h"
 #include "harness/workload.h"
+#include "reports/escape/terminal.h"
 #include "variants/core/registry.h"
 
 namespace po = boost::program_options;
@@ -43,8 +47,11 @@ bool ParseVerifyFlags(const std::vector<std::string>& args, VerifyFlags& f) {
       "Usage: seqbench verify [OPTIONS]\n\n"
       "Checks every variant of a family against the baseline on the same weights and a\n"
       "synthetic ragged batch: logits and loss (forward), plus every parameter gradient\n"
-      "(train), and greedy tokens (generate). Exits 1 if any variant is out of its\n"
-      "declared tolerance.\n\nOptions");
+      "(train), and greedy tokens (generate). A variant that declares O(T) work is also\n"
+      "held to the scaling check: the bytes one train step allocates at T=96 and at 2T,\n"
+      "at most 2.3x apart (a per-step select() in an autograd loop shows as about 4x).\n"
+      "Exits 1 if any variant is out of its declared tolerance or not O(T). With\n"
+      "`seqbench --plugin LIB.so verify`, the plugin's variants are held to both.\n\nOptions");
   options.add_options()("help,h", "show this help")(
       "family", po::value(&config.family)->default_value("simple_rnn"), "model family")(
       "baseline", po::value(&f.baseline_key),
@@ -145,6 +152,18 @@ std::string NotVerifiedBecause(const VariantEntry& entry) {
   return "";
 }
 
+// The O(T) check of a variant that claims it (harness/scaling.h): one line; true if held.
+bool VerifyScaling(const VerifyFlags& f, const VariantEntry& entry, const ParameterSet& weights) {
+  const ScalingCheck check = CheckTrainScaling(entry.key, f.config, weights, f.dtype);
+  std::printf(
+      "%-14s %-9s %lld bytes a train step at T=%lld, %lld at 2T: %.3gx (O(T): %.3gx at "
+      "most) %s\n",
+      escape::TerminalText(entry.key, false).c_str(), "scaling", (long long)check.short_bytes,
+      (long long)check.steps, (long long)check.long_bytes, check.ratio(), kLinearBytesRatio,
+      check.linear() ? "ok" : "NOT O(T)");
+  return check.linear();
+}
+
 // Checks one variant in every mode it supports and prints a line a mode; true if all
 // passed.
 bool VerifyVariant(const VerifyFlags& f, const VariantEntry& entry, const ParameterSet& weights,
@@ -162,17 +181,23 @@ bool VerifyVariant(const VerifyFlags& f, const VariantEntry& entry, const Parame
                          caps.ToleranceFor(f.dtype), f.generate_tokens);
     all_passed = all_passed && result.passed();
     if (mode == Mode::kGenerate) {
-      std::printf("%-14s %-9s %35lld mismatched tokens of %lld %29s %s\n", entry.key.c_str(),
-                  "generate", (long long)result.mismatched_tokens,
+      std::printf("%-14s %-9s %35lld mismatched tokens of %lld %29s %s\n",
+                  escape::TerminalText(entry.key, false).c_str(), "generate",
+                  (long long)result.mismatched_tokens,
                   (long long)(f.shape.batch_size * f.generate_tokens), "",
                   result.passed() ? "ok" : "MISMATCH");
       continue;
     }
-    std::printf("%-14s %-9s %11.3g %11.3g %11.3g %11.3g %11.3g  %-22s %s\n", entry.key.c_str(),
-                std::string(ModeName(mode)).c_str(), result.logits.max_abs, result.logits.max_rel,
-                result.loss.max_abs, result.gradients.max_abs, result.gradients.max_rel,
-                mode == Mode::kTrain ? result.worst_gradient.c_str() : "-",
-                result.passed() ? "ok" : "MISMATCH");
+    std::printf(
+        "%-14s %-9s %11.3g %11.3g %11.3g %11.3g %11.3g  %-22s %s\n",
+        escape::TerminalText(entry.key, false).c_str(), std::string(ModeName(mode)).c_str(),
+        result.logits.max_abs, result.logits.max_rel, result.loss.max_abs, result.gradients.max_abs,
+        result.gradients.max_rel,
+        mode == Mode::kTrain ? escape::TerminalText(result.worst_gradient, false).c_str() : "-",
+        result.passed() ? "ok" : "MISMATCH");
+  }
+  if (caps.Supports(Mode::kTrain) && caps.complexity == "T") {
+    all_passed = VerifyScaling(f, entry, weights) && all_passed;
   }
   return all_passed;
 }
@@ -208,7 +233,8 @@ int RunVerify(const std::vector<std::string>& args) {
     if (entry->key == f.baseline_key || !f.pattern->Matches(entry->key)) continue;
     if (caps.family != f.config.family || !caps.Supports(f.dtype)) continue;
     if (const std::string why = NotVerifiedBecause(*entry); !why.empty()) {
-      std::printf("%-14s (%s)\n", entry->key.c_str(), why.c_str());
+      std::printf("%-14s (%s)\n", escape::TerminalText(entry->key, false).c_str(),
+                  escape::TerminalText(why, false).c_str());
       continue;
     }
     all_passed = VerifyVariant(f, *entry, weights, batch, prompt) && all_passed;

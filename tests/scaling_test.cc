@@ -3,9 +3,13 @@
 // and at 2T. A per-step select()/narrow() in an autograd'ed time loop makes each step's
 // backward scatter into a zero buffer the size of the whole input, which is O(T^2) bytes
 // and shows here as a ratio near 4.
-#include <catch2/catch.hpp>
+#include "harness/scaling.h"
 
-#include "harness/memory.h"
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "tests/test_support.h"
 #include "variants/lstm/model.h"
 #include "variants/min_gru/model.h"
@@ -25,40 +29,40 @@ ModelConfig SmallModel(const std::string& family) {
   return config;
 }
 
-// Bytes allocated by one train step at sequence length `steps`, after one untimed step at
-// that length (so that nothing allocated once, e.g. by a first call, is counted).
-int64_t TrainStepBytes(const std::string& key, const ModelConfig& config, int64_t steps) {
-  CountingCpuAllocator& allocator = CountingCpuAllocator::Install();
-  const ParameterSet weights = GlobalFamilies().Get(config.family).init_weights(config, 7);
-  auto variant = testing::MakeVariant(key, config, weights, torch::kFloat32);
-  const Batch batch = MakeBatch({/*batch_size=*/2, steps, /*min_length=*/0}, config.vocab_size, 3);
-  variant->TrainStep(batch);
-  const int64_t before = allocator.allocated_bytes();
-  variant->TrainStep(batch);
-  return allocator.allocated_bytes() - before;
-}
-
 TEST_CASE("every variant that claims O(T) allocates at most 2.3x the bytes at 2T", "[scaling]") {
-  constexpr int64_t kShort = 96, kLong = 2 * kShort;
-  constexpr double kLinearBound = 2.3;  // 2 for linear work, plus slack for fixed costs
   for (const std::string family :
        {simple_rnn::kFamily, lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
     const ModelConfig config = SmallModel(family);
+    const ParameterSet weights = GlobalFamilies().Get(config.family).init_weights(config, 7);
     for (const std::string& key : testing::VariantsOf(family, "")) {
       const Capabilities& caps = GlobalVariants().Get(key).capabilities;
       if (!caps.Supports(Mode::kTrain) || caps.complexity != "T") continue;
       DYNAMIC_SECTION(key) {
-        const int64_t short_bytes = TrainStepBytes(key, config, kShort);
-        const int64_t long_bytes = TrainStepBytes(key, config, kLong);
-        const double ratio = static_cast<double>(long_bytes) / static_cast<double>(short_bytes);
-        INFO(key << ": " << short_bytes << " bytes at T=" << kShort << ", " << long_bytes
-                 << " at T=" << kLong << ", ratio " << ratio);
-        CHECK(short_bytes > 0);
-        CHECK(ratio <= kLinearBound);
-        CHECK(ratio >= 1.5);  // it does grow with T: the count sees the step's work
+        const ScalingCheck check = CheckTrainScaling(key, config, weights, torch::kFloat32);
+        INFO(key << ": " << check.short_bytes << " bytes at T=" << check.steps << ", "
+                 << check.long_bytes << " at T=" << 2 * check.steps << ", ratio " << check.ratio());
+        CHECK(check.short_bytes > 0);
+        CHECK(check.ratio() <= kLinearBytesRatio);
+        CHECK(check.ratio() >= kGrowingBytesRatio);  // it does grow with T
+        CHECK(check.linear());
       }
     }
   }
+}
+
+TEST_CASE("the scaling check's verdict at both ends of its bounds", "[scaling]") {
+  ScalingCheck check;
+  check.steps = 96;
+  check.short_bytes = 1000;
+  for (const auto& [long_bytes, linear] : std::vector<std::pair<int64_t, bool>>{
+           {1499, false}, {1500, true}, {2300, true}, {2301, false}, {4000, false}}) {
+    check.long_bytes = long_bytes;
+    INFO(long_bytes);
+    CHECK(check.linear() == linear);
+  }
+  check.short_bytes = 0;  // nothing counted: no verdict of linear
+  check.long_bytes = 0;
+  CHECK_FALSE(check.linear());
 }
 
 }  // namespace
