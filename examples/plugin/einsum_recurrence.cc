@@ -1,6 +1,9 @@
-// An example out-of-tree variant: `batched`, with the recurrence step written as
-// einsums. Built as a shared library and loaded with `seqbench --plugin`; the tests
-// load it and hold it to the same equivalence check as the built-in variants.
+// An out-of-tree variant, the template a plugin author copies (with CMakeLists.txt beside
+// it): `batched`, with the recurrence step written as einsums. Built as a module against
+// an installed seqbench (find_package(seqbench)) and loaded with `seqbench --plugin`;
+// `seqbench verify` holds it to the family's reference and to the O(T) check, as ctest
+// holds the built-in variants (tests/cli/install_test.sh builds it so; the unit tests load
+// the in-tree build of this same file).
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
 #include "variants/simple_rnn/model.h"
