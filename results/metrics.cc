@@ -114,6 +114,7 @@ const std::vector<MetricSpec>& TrainingMetrics() {
       {"optimizer_state_bytes", "bytes", "the optimizer's per-parameter state", false},
       {"optimizer_host_bytes", "bytes", "every host byte of the offloaded optimizer", false},
       {"parameters", "count", "the model's trainable parameters", false},
+      {"weight_sparsity", "ratio", "the matrices' entries at zero (pruning)", false},
       {"ranks", "count", "the data-parallel ranks the pipeline trained on", false},
       {"network_alpha_s", "s", "the ring model's latency per message", false},
       {"network_beta_s_per_byte", "s/B", "the ring model's seconds per byte", false},

@@ -500,6 +500,31 @@ at_least = 1.0
   }
   CHECK_THAT(error_of("warmup_steps = 4", "momentum = 0.5"),
              Catch::StartsWith("15: ") && Catch::Contains("LARS's"));
+  // Pruning: its end defaults to the pipeline's last step; its keys checked together.
+  {
+    const TrainingSuite pruned =
+        ParseTrainingSuite(edited("warmup_steps = 4", "prune_sparsity = 0.5"), "t.toml");
+    const PruningOptions& p = pruned.pipelines[1].config.pruning;
+    CHECK(p.sparsity == 0.5);
+    CHECK(p.start == 0);
+    CHECK(p.end == 40);
+    CHECK_THAT(pruned.pipelines[1].Describe(), Catch::Contains("prune=0.5@0..40"));
+    CHECK_FALSE(pruned.pipelines[0].config.pruning.enabled());
+    const TrainingSuite shaped = ParseTrainingSuite(
+        edited("warmup_steps = 4",
+               "prune_sparsity = 0.75\nprune_start = 5\nprune_end = 40\nprune_every = 5"),
+        "t.toml");
+    CHECK(shaped.pipelines[1].config.pruning.start == 5);
+    CHECK(shaped.pipelines[1].config.pruning.every == 5);
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "prune_sparsity = 1"),
+             Catch::StartsWith("19: ") && Catch::Contains("below 1"));
+  CHECK_THAT(error_of("warmup_steps = 4", "prune_sparsity = 0.5\nprune_end = 41"),
+             Catch::StartsWith("15: ") && Catch::Contains("past its steps (40)"));
+  CHECK_THAT(error_of("warmup_steps = 4", "prune_sparsity = 0.5\nprune_start = 40"),
+             Catch::StartsWith("15: ") && Catch::Contains("must come before prune_end (40)"));
+  CHECK_THAT(error_of("warmup_steps = 4", "prune_start = 3"),
+             Catch::StartsWith("15: ") && Catch::Contains("pruning, which is off"));
   // Written, not merely different from LARS's defaults: 0.9 and 0.001 are those defaults.
   CHECK_THAT(error_of("warmup_steps = 4", "momentum = 0.9"),
              Catch::StartsWith("15: ") && Catch::Contains("LARS's"));

@@ -413,6 +413,9 @@ class PipelineRun {
     // After a resume the moments were loaded, so the size is the same as in one process.
     record_.metrics.push_back(TrainingMetric("optimizer_state_bytes",
                                              static_cast<double>(trainer.optimizer_state_bytes())));
+    if (const auto sparsity = trainer.weight_sparsity()) {
+      record_.metrics.push_back(TrainingMetric("weight_sparsity", *sparsity));
+    }
     if (const auto* offloaded = dynamic_cast<const OffloadedAdamW*>(&trainer.optimizer())) {
       record_.metrics.push_back(
           TrainingMetric("optimizer_host_bytes", static_cast<double>(offloaded->HostBytes())));

@@ -87,6 +87,11 @@ std::string TrainingConfig::Fingerprint() const {
     out << " momentum=" << lars.momentum << " trust_coefficient=" << lars.trust_coefficient;
   }
   if (offload_optimizer) out << " offload=cpu";
+  // Only when pruning, so that earlier checkpoints keep their fingerprint.
+  if (pruning.enabled()) {
+    out << " prune=" << pruning.sparsity << "/" << pruning.start << "/" << pruning.end << "/"
+        << pruning.every;
+  }
   return out.str();
 }
 
@@ -160,6 +165,7 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
     reducer_ = group_->MakeReducer(parameters_, config_.data_parallel);
   }
   if (config_.loss_scaling) scaler_.emplace(config_.scaler);
+  if (config_.pruning.enabled()) pruner_.emplace(config_.pruning, decayed);
   // Fails early, in the constructor, where the device cannot autocast to the precision.
   { AutocastScope check(device_, config_.precision); }
   MakeLoader({});
@@ -168,6 +174,11 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
 Trainer::~Trainer() = default;
 
 int64_t Trainer::optimizer_state_bytes() const { return OptimizerStateBytes(*optimizer_); }
+
+std::optional<double> Trainer::weight_sparsity() const {
+  if (!pruner_) return std::nullopt;
+  return pruner_->Sparsity();
+}
 
 void Trainer::MakeLoader(LoaderPosition start) {
   LoaderOptions loader = config_.loader;
@@ -253,6 +264,7 @@ StepResult Trainer::Step() {
   result.skipped = !finite;
   if (scaler_) scaler_->Update(finite);
   result.step = ++step_;
+  if (pruner_) pruner_->AfterStep(step_);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -339,6 +351,7 @@ void Trainer::Load(const std::string& path) {
   archive.read("optimizer", optimizer_archive);
   optimizer_->load(optimizer_archive);
   step_ = ReadInt(archive, "step");
+  if (pruner_) pruner_->RestoreMasks(step_);
   if (scaler_)
     scaler_->Restore(ReadDouble(archive, "scaler.scale"), ReadInt(archive, "scaler.good_steps"));
   MakeLoader({ReadInt(archive, "loader.epoch"), ReadInt(archive, "loader.batch")});

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "harness/training/distributed.h"
 #include "harness/training/layerwise_adaptive.h"
 #include "harness/training/optimization.h"
+#include "harness/training/pruning.h"
 #include "variants/core/variant.h"
 
 namespace seqbench::training {
@@ -43,6 +45,7 @@ struct TrainingConfig {
   double weight_decay = 0.01;  // AdamW, on matrices only (not gains)
   double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
   double clip_norm = 1.0;  // 0 = no clipping
+  PruningOptions pruning;  // gradual magnitude pruning of the matrices (off by default)
   int64_t eval_batch_size = 32;
   uint64_t seed = 1;
   std::string device = "cpu";
@@ -117,6 +120,8 @@ class Trainer {
   // first step, since both optimizers allocate their moments lazily.
   int64_t optimizer_state_bytes() const;
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  // The fraction of the model's matrices at zero, when the pipeline prunes.
+  std::optional<double> weight_sparsity() const;
 
  private:
   void MakeLoader(LoaderPosition start);
@@ -130,6 +135,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DataLoader> loader_;
   std::optional<DynamicLossScaler> scaler_;
+  std::optional<MagnitudePruner> pruner_;
   std::shared_ptr<DataParallelGroup> group_;
   std::unique_ptr<GradientReducer> reducer_;
   int64_t step_ = 0;

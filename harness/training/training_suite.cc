@@ -29,6 +29,10 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "offload",
                                              "momentum",
                                              "trust_coefficient",
+                                             "prune_sparsity",
+                                             "prune_start",
+                                             "prune_end",
+                                             "prune_every",
                                              "loss_scaling",
                                              "initial_loss_scale",
                                              "growth_interval",
@@ -273,6 +277,27 @@ bool ApplyDataParallelKey(const TomlReader& reader, const std::string& key, cons
   return true;
 }
 
+// A key of gradual magnitude pruning (pruning.h); false if none.
+bool ApplyPruningKey(const TomlReader& reader, const std::string& key, const toml::node& value,
+                     PruningOptions& pruning) {
+  if (key == "prune_sparsity") {
+    pruning.sparsity = reader.Number(value, key, 0);
+    if (pruning.sparsity >= 1) {
+      reader.Fail(value.source(),
+                  "'prune_sparsity' is the fraction of each matrix at zero: below 1");
+    }
+  } else if (key == "prune_start") {
+    pruning.start = reader.Integer(value, key, 0, kMaxCount);
+  } else if (key == "prune_end") {
+    pruning.end = reader.Integer(value, key, 1, kMaxCount);
+  } else if (key == "prune_every") {
+    pruning.every = reader.Integer(value, key, 1, kMaxCount);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`, and adds
 // each to `given`: a rule about a key (LARS's keys need LARS; a cycle given is not derived
 // from steps) asks whether it was written, not whether its value differs from a default.
@@ -285,6 +310,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     given.insert(key);
     if (ApplyStepKey(reader, key, value, spec)) continue;
     if (ApplyOptimizerKey(reader, key, value, spec)) continue;
+    if (ApplyPruningKey(reader, key, value, spec.config.pruning)) continue;
     ApplyDataParallelKey(reader, key, value, spec);
   }
 }
@@ -329,6 +355,30 @@ void ReadEvaluateWith(const TomlReader& reader, const toml::node& node, Pipeline
       reader.Fail(element.source(), "evaluate_with names '" + key + "' twice");
     }
     spec.evaluate_with.push_back(key);
+  }
+}
+
+// Pruning's keys against each other and the pipeline's steps.
+void CheckPruning(const TomlReader& reader, const toml::table& table, const PipelineSpec& spec,
+                  const std::set<std::string>& given) {
+  const PruningOptions& p = spec.config.pruning;
+  const std::string pipeline = "pipeline '" + spec.name + "': ";
+  if (!p.enabled()) {
+    for (const char* key : {"prune_start", "prune_end", "prune_every"}) {
+      if (given.count(key) > 0) {
+        reader.Fail(table.source(), pipeline + key + " shapes pruning, which is off: add " +
+                                        "prune_sparsity = 0.5 (say) or drop it");
+      }
+    }
+    return;
+  }
+  if (p.end > spec.steps) {
+    reader.Fail(table.source(), pipeline + "prune_end (" + std::to_string(p.end) +
+                                    ") is past its steps (" + std::to_string(spec.steps) + ")");
+  }
+  if (p.start >= p.end) {
+    reader.Fail(table.source(), pipeline + "prune_start (" + std::to_string(p.start) +
+                                    ") must come before prune_end (" + std::to_string(p.end) + ")");
   }
 }
 
@@ -380,6 +430,7 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     "': momentum and trust_coefficient are LARS's; add "
                                     "optimizer = \"lars\" or drop them");
   }
+  CheckPruning(reader, table, spec, given);
   if (spec.timing_warmup >= spec.steps) {
     reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
                                     std::to_string(spec.timing_warmup) +
@@ -416,6 +467,9 @@ std::string PipelineSpec::Describe() const {
     text << " momentum=" << c.lars.momentum << " trust=" << c.lars.trust_coefficient;
   }
   if (c.offload_optimizer) text << " offload=cpu";
+  if (c.pruning.enabled()) {
+    text << " prune=" << c.pruning.sparsity << "@" << c.pruning.start << ".." << c.pruning.end;
+  }
   // Only what departs from warmup + cosine, decay and clipping, which most pipelines keep.
   if (c.weight_decay == 0) text << " weight_decay=0";
   if (c.schedule.restarts) {
@@ -526,6 +580,8 @@ PipelineSpec ReadPipeline(const TomlReader& reader, const toml::table& table,
   if (const toml::node* n = table.get("evaluate_with")) ReadEvaluateWith(reader, *n, spec);
   // The cosine decays over the whole run unless the suite says otherwise.
   spec.cycle_follows_steps = given.count("cycle_steps") == 0;
+  // Pruning reaches its sparsity at the last step unless the suite says otherwise.
+  if (given.count("prune_end") == 0) spec.config.pruning.end = spec.steps;
   if (spec.cycle_follows_steps) spec.config.schedule.cycle_steps = spec.DefaultCycleSteps();
   CheckPipeline(reader, table, spec, given, data);
   return spec;
