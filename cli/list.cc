@@ -23,10 +23,15 @@ std::string JoinNames(const std::vector<T>& items, Name name) {
   return joined;
 }
 
+// A plugin's text (its keys, descriptions, options, its own path) on one terminal line:
+// a plugin is user code, and its strings reach the terminal as text, never as controls.
+std::string Shown(const std::string& text) { return escape::TerminalText(text, false); }
+
 void ListFamilies() {
   std::cout << "Model families:\n";
   for (const FamilyEntry* family : GlobalFamilies().Entries()) {
-    std::cout << "  " << std::left << std::setw(14) << family->key << family->description << "\n";
+    std::cout << "  " << std::left << std::setw(14) << Shown(family->key)
+              << Shown(family->description) << "\n";
   }
 }
 
@@ -35,27 +40,27 @@ void ListVariants() {
   // Wide enough for the longest key (plugins bring their own), and a space after it.
   size_t key_width = 13;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
-    key_width = std::max(key_width, entry->key.size() + 1);
+    key_width = std::max(key_width, Shown(entry->key).size() + 1);
   }
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     const Capabilities& caps = entry->capabilities;
-    std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << entry->key
-              << entry->description << "\n"
+    std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << Shown(entry->key)
+              << Shown(entry->description) << "\n"
               << std::setw(16) << ""
-              << "family=" << caps.family << "  modes=" << JoinNames(caps.modes, ModeName)
+              << "family=" << Shown(caps.family) << "  modes=" << JoinNames(caps.modes, ModeName)
               << "  devices=" << JoinNames(caps.devices, DeviceName)
               << "  dtypes=" << JoinNames(caps.dtypes, DtypeName) << "\n";
     for (const auto& [option, meaning] : caps.options) {
       std::cout << std::setw(16) << ""
-                << "option " << option << ": " << meaning << "\n";
+                << "option " << Shown(option) << ": " << Shown(meaning) << "\n";
     }
     if (!caps.unavailable.empty()) {
       std::cout << std::setw(16) << ""
-                << "unavailable here: " << caps.unavailable << "\n";
+                << "unavailable here: " << Shown(caps.unavailable) << "\n";
     }
     if (entry->origin != "built-in") {
       std::cout << std::setw(16) << ""
-                << "from plugin " << entry->origin << "\n";
+                << "from plugin " << Shown(entry->origin) << "\n";
     }
   }
 }

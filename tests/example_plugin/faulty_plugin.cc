@@ -58,4 +58,7 @@ SEQBENCH_REGISTER_VARIANT("faulty_segfault", Segfaults, "raises SIGSEGV (tests o
 SEQBENCH_REGISTER_VARIANT("faulty_abort", Aborts, "calls abort() (tests only)");
 SEQBENCH_REGISTER_VARIANT("faulty_exit", Exits, "calls exit(0) (tests only)");
 SEQBENCH_REGISTER_VARIANT("faulty_hang", Hangs, "never returns (tests only)");
-SEQBENCH_REGISTER_VARIANT("faulty_nan", ProducesNaN, "NaN logits (tests only)");
+// Its description carries terminal controls (ESC, a bidi override, C1 CSI): `list` must
+// print them as text (tests/CMakeLists.txt, cli.list_escapes_plugin_text).
+SEQBENCH_REGISTER_VARIANT("faulty_nan", ProducesNaN,
+                          "NaN logits \x1b[31mred\x1b[0m \u202e \u009b2J (tests only)");
