@@ -15,7 +15,8 @@ set(SEQBENCH_PLUGIN_HEADERS
     variants/core/language_model.h variants/core/plugin.h variants/core/registry.h
     variants/core/residual_model.h variants/core/torch_compat.h variants/core/variant.h
     variants/attention/model.h variants/lstm/model.h variants/min_gru/model.h
-    variants/min_lstm/model.h variants/qrnn/model.h variants/simple_rnn/model.h)
+    variants/min_lstm/model.h variants/qrnn/model.h variants/rhn/model.h
+    variants/simple_rnn/model.h)
 foreach(header IN LISTS SEQBENCH_PLUGIN_HEADERS)
   get_filename_component(folder "${header}" DIRECTORY)
   install(FILES "${header}" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/seqbench/${folder}")

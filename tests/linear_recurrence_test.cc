@@ -1,5 +1,5 @@
-// The elementwise-recurrence families (qrnn, min_gru, min_lstm) and the two evaluations of
-// h_t = a_t⊙h_{t−1} + b_t they share: the hand-written pass and the log-space scan equal a
+// The elementwise-recurrence families (qrnn, min_gru, min_lstm), the RHN, and the two evaluations
+// of h_t = a_t⊙h_{t−1} + b_t they share: the hand-written pass and the log-space scan equal a
 // literal loop under autograd, values and gradients; each family's reference equals its
 // README's formula written out element by element; every variant equals its family's
 // reference on ragged batches, in float64 and in float32 within its declared tolerance.
@@ -12,6 +12,7 @@
 #include "variants/min_gru/model.h"
 #include "variants/min_lstm/model.h"
 #include "variants/qrnn/model.h"
+#include "variants/rhn/model.h"
 
 namespace seqbench {
 namespace {
@@ -197,19 +198,56 @@ torch::Tensor LiteralQrnnLayer(const torch::Tensor& u, const qrnn::LayerWeights&
   return cell;
 }
 
+// The RHN layer as variants/rhn/model.h writes it, element by element: per step, kDepth
+// micro-layers, the input in the first only, h⊙τ + s⊙(1 − τ).
+torch::Tensor LiteralRhnLayer(const torch::Tensor& u, const rhn::LayerWeights& layer) {
+  const int64_t batch = u.size(0), steps = u.size(1), d = u.size(2);
+  auto x = u.accessor<double, 3>();
+  auto w = layer.w_in.accessor<double, 2>();
+  auto r = layer.r.accessor<double, 3>();
+  auto bias = layer.b.accessor<double, 2>();
+  torch::Tensor out = torch::zeros({batch, steps, d}, torch::kFloat64);
+  auto o = out.accessor<double, 3>();
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<double> s(d, 0.0), next(d);
+    for (int64_t t = 0; t < steps; ++t) {
+      for (int64_t l = 0; l < rhn::kDepth; ++l) {
+        for (int64_t n = 0; n < d; ++n) {
+          double a_h = bias[l][n], a_t = bias[l][d + n];
+          for (int64_t j = 0; j < d; ++j) {
+            a_h += s[j] * r[l][j][n];
+            a_t += s[j] * r[l][j][d + n];
+            if (l == 0) {
+              a_h += x[i][t][j] * w[j][n];
+              a_t += x[i][t][j] * w[j][d + n];
+            }
+          }
+          const double transform = Sigmoid(a_t);
+          next[n] = std::tanh(a_h) * transform + s[n] * (1 - transform);
+        }
+        s = next;
+      }
+      for (int64_t n = 0; n < d; ++n) o[i][t][n] = s[n];
+    }
+  }
+  return out;
+}
+
 // The family's reference on a ragged batch against the same model with its time mixing
 // written out from the README, element by element in float64.
 TEST_CASE("each family's reference is its README's formula", "[recurrence_families]") {
   const Batch batch = MakeBatch({3, 11, 4}, 29, /*seed=*/13);
   const auto mask = batch.PaddingMask().unsqueeze(-1);  // logits at padding: unspecified
-  for (const std::string family : {qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
+  for (const std::string family :
+       {qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily, rhn::kFamily}) {
     DYNAMIC_SECTION(family) {
       const ModelConfig config = SmallModel(family);
       const ParameterSet weights = GlobalFamilies().Get(family).init_weights(config, 7);
       auto reference = MakeVariant(ReferenceOf(family), config, weights, torch::kFloat64);
       const ForwardOutput actual = reference->InferStep(batch);
       const ForwardOutput literal =
-          family == qrnn::kFamily ? qrnn::ForwardWith(weights, config, batch, LiteralQrnnLayer)
+          family == qrnn::kFamily  ? qrnn::ForwardWith(weights, config, batch, LiteralQrnnLayer)
+          : family == rhn::kFamily ? rhn::ForwardWith(weights, config, batch, LiteralRhnLayer)
           : family == min_gru::kFamily
               ? min_gru::ForwardWith(weights, config, batch, LiteralMinGru)
               : min_lstm::ForwardWith(weights, config, batch, LiteralMinLstm);
@@ -220,7 +258,8 @@ TEST_CASE("each family's reference is its README's formula", "[recurrence_famili
   }
 }
 
-const std::vector<std::string> kFamilies = {qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily};
+const std::vector<std::string> kFamilies = {qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily,
+                                            rhn::kFamily};
 
 TEST_CASE("every variant of the recurrence families equals its reference on ragged batches",
           "[recurrence_families][equivalence]") {

@@ -15,6 +15,7 @@
 #include "variants/min_gru/model.h"
 #include "variants/min_lstm/model.h"
 #include "variants/qrnn/model.h"
+#include "variants/rhn/model.h"
 
 namespace seqbench {
 namespace {
@@ -42,8 +43,9 @@ StepCost CostOf(const ModelConfig& config, const StepWork& work) {
 }
 
 TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]") {
-  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily, attention::kFamily,
-                                   qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
+  for (const std::string family :
+       {simple_rnn::kFamily, lstm::kFamily, attention::kFamily, qrnn::kFamily, min_gru::kFamily,
+        min_lstm::kFamily, rhn::kFamily}) {
     INFO(family);
     for (const int64_t layers : {1, 3}) {
       ModelConfig config = Tiny(family);
@@ -70,6 +72,8 @@ TEST_CASE("family step costs count every parameter and every GEMM", "[roofline]"
   CHECK(CostOf(Tiny(qrnn::kFamily), one).flops == Approx(768 + 256));
   CHECK(CostOf(Tiny(min_gru::kFamily), one).flops == Approx(384 + 256));
   CHECK(CostOf(Tiny(min_lstm::kFamily), one).flops == Approx(512 + 256));
+  // rhn (kDepth = 3): the input's [8,16] = 256 and three recurrent [8,16] = 768.
+  CHECK(CostOf(Tiny(rhn::kFamily), one).flops == Approx(256 + 3 * 256 + 256));
   // attention (gelu, F = 32): q, k, v, o [8,8] = 4·128 = 512; the feed-forward's [8,32]
   // and [32,8] = 2·512; the head 256; and 4·D = 32 per (query, key) pair attended.
   CHECK(CostOf(Tiny(attention::kFamily), one).flops == Approx(512 + 1024 + 256));
@@ -104,7 +108,7 @@ TEST_CASE("the GEMM floor's FLOPs are the products alone, by hand", "[roofline]"
   CHECK(CostOf(Tiny(simple_rnn::kFamily), one).gemm_flops == Approx(640 + 256));
   // Every FLOP of the lstm, qrnn, min_gru and min_lstm layers is a product.
   for (const std::string family :
-       {lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
+       {lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily, rhn::kFamily}) {
     INFO(family);
     CHECK(CostOf(Tiny(family), one).gemm_flops == Approx(CostOf(Tiny(family), one).flops));
   }

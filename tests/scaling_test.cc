@@ -15,6 +15,7 @@
 #include "variants/min_gru/model.h"
 #include "variants/min_lstm/model.h"
 #include "variants/qrnn/model.h"
+#include "variants/rhn/model.h"
 
 namespace seqbench {
 namespace {
@@ -30,8 +31,8 @@ ModelConfig SmallModel(const std::string& family) {
 }
 
 TEST_CASE("every variant that claims O(T) allocates at most 2.3x the bytes at 2T", "[scaling]") {
-  for (const std::string family :
-       {simple_rnn::kFamily, lstm::kFamily, qrnn::kFamily, min_gru::kFamily, min_lstm::kFamily}) {
+  for (const std::string family : {simple_rnn::kFamily, lstm::kFamily, qrnn::kFamily,
+                                   min_gru::kFamily, min_lstm::kFamily, rhn::kFamily}) {
     const ModelConfig config = SmallModel(family);
     const ParameterSet weights = GlobalFamilies().Get(config.family).init_weights(config, 7);
     for (const std::string& key : testing::VariantsOf(family, "")) {
