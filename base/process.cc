@@ -235,12 +235,20 @@ int HasEnded(pid_t pid, siginfo_t& ended) {
   return ended.si_pid == pid ? 1 : 0;
 }
 
-// Waits for child `pid`, polling every 20 ms (calling `on_poll` each time); kills it past
-// `timeout_s` or when `should_stop` says so. The group is always killed before the leader
-// is reaped.
-ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
-                       const std::function<bool()>& should_stop,
-                       const std::function<void()>& on_poll) {
+// The bytes a capture holds so far (0 if it cannot be read).
+size_t CapturedBytes(int fd) {
+  struct stat held {};
+  return fstat(fd, &held) == 0 ? static_cast<size_t>(held.st_size) : 0;
+}
+
+// Waits for child `pid`, polling every 20 ms (calling spec.on_poll each time); kills it
+// past spec.timeout_s, when spec.should_stop says so, or when its capture (`capture_fd`,
+// -1: none) passes spec.max_output while it runs: held in memory (or a temporary file)
+// until read back, a runaway's output would otherwise take what the machine has. The
+// bound is checked at each poll, so what the child writes within one poll still lands.
+// A child that ends on its own keeps its own end, its output marked truncated when read
+// back. The group is always killed before the leader is reaped.
+ChildOutcome Supervise(pid_t pid, const ChildSpec& spec, int capture_fd) {
   ChildOutcome outcome;
   const auto started = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
@@ -261,8 +269,8 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
       KillGroup(pid);
       Reap(pid);
       outcome.wall_s = elapsed();
-      RecordEnd(how, program, should_stop, outcome);
-      if (on_poll) on_poll();  // a last look: what the child finished after the previous one
+      RecordEnd(how, spec.argv[0], spec.should_stop, outcome);
+      if (spec.on_poll) spec.on_poll();  // a last look: what it finished after the last one
       return outcome;
     }
     if (ended < 0) {
@@ -271,14 +279,20 @@ ChildOutcome Supervise(pid_t pid, const std::string& program, double timeout_s,
     }
     bool stop = false;
     try {
-      if (on_poll) on_poll();
-      stop = should_stop && should_stop();
+      if (spec.on_poll) spec.on_poll();
+      stop = spec.should_stop && spec.should_stop();
     } catch (...) {  // the caller's poll failed: the child must not outlive the call
       kill_child(ChildOutcome::End::kInterrupted);
       throw;
     }
     if (stop) return kill_child(ChildOutcome::End::kInterrupted);
-    if (timeout_s > 0 && elapsed() > timeout_s) return kill_child(ChildOutcome::End::kTimedOut);
+    if (capture_fd >= 0 && CapturedBytes(capture_fd) > spec.max_output) {
+      outcome.message = "stopped: output past " + std::to_string(spec.max_output) + " bytes";
+      return kill_child(ChildOutcome::End::kInterrupted);
+    }
+    if (spec.timeout_s > 0 && elapsed() > spec.timeout_s) {
+      return kill_child(ChildOutcome::End::kTimedOut);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -342,22 +356,7 @@ ChildOutcome RunChild(const ChildSpec& spec) {
   }
   const bool captured = spec.output == ChildSpec::Output::kCaptureStdout ||
                         spec.output == ChildSpec::Output::kCaptureBoth;
-  // A capture past its bound stops the child at the next poll: held in memory (or a
-  // temporary file) until read back, a runaway's output would otherwise take what the
-  // machine has. At most 20 ms of writing lands past the bound.
-  bool flooded = false;
-  const auto stop = [&] {
-    struct stat held {};
-    if (captured && fstat(files.output, &held) == 0 &&
-        static_cast<size_t>(held.st_size) > spec.max_output) {
-      flooded = true;
-      return true;
-    }
-    return spec.should_stop && spec.should_stop();
-  };
-  outcome = Supervise(pid, spec.argv[0], spec.timeout_s, stop, spec.on_poll);
-  if (flooded)
-    outcome.message = "stopped: output past " + std::to_string(spec.max_output) + " bytes";
+  outcome = Supervise(pid, spec, captured ? files.output : -1);
   if (captured) ReadCaptured(files.output, spec.max_output, outcome);
   return outcome;
 }

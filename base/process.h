@@ -40,9 +40,10 @@ struct ChildSpec {
   std::optional<std::string> input;
   // Where stdout and stderr go: inherited; into `output_path` (created or truncated, never
   // through a symbolic link planted there); or captured into ChildOutcome::output (stdout
-  // alone, or both), at most `max_output` bytes of it: a child whose capture passes that
-  // is stopped (kInterrupted, output_truncated), so a runaway's output is bounded in
-  // memory, not only cut when read back.
+  // alone, or both), at most `max_output` bytes of it: a running child whose capture
+  // passes that is stopped at the next poll (kInterrupted, output_truncated), so that a
+  // runaway's output is bounded in memory, not only cut when read back; one that ends
+  // first keeps its own end, its output truncated.
   enum class Output { kInherit, kFile, kCaptureStdout, kCaptureBoth };
   Output output = Output::kInherit;
   std::string output_path;
@@ -56,8 +57,8 @@ struct ChildOutcome {
     kExited,       // exit_code is its status
     kSignaled,     // killed by `signal` (a crash, an abort, the OOM killer)
     kTimedOut,     // past the time limit: killed by the supervisor
-    kInterrupted,  // `should_stop` returned true, or the capture passed max_output
-                   // (`message` says so): killed by the supervisor
+    kInterrupted,  // `should_stop` returned true, or the running child's capture passed
+                   // max_output (`message` says so): killed by the supervisor
     kNotStarted,   // fork or exec failed, or no such program; `message` says why
   };
   End end = End::kNotStarted;

@@ -144,8 +144,10 @@ TEST_CASE("captured output stops at max_output, at both ends", "[child_process]"
     spec.max_output = limit;
     const ChildOutcome outcome = RunChild(spec);
     INFO("max_output " << limit);
-    // A capture past its bound stops the child, whether it had ended yet or not.
-    CHECK(outcome.Succeeded() == (limit >= 10));
+    // printf's own end (exit 0) stands, its output cut; a poll that caught it between
+    // its write and its exit stops it instead (a loaded machine's race, either is right).
+    CHECK((outcome.Succeeded() ||
+           (limit < 10 && outcome.end == ChildOutcome::End::kInterrupted)));
     CHECK(outcome.output == std::string("0123456789").substr(0, limit));
     CHECK(outcome.output_truncated == (limit < 10));
   }
