@@ -9,6 +9,9 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# The installed command finds the libraries it was linked with (LibTorch from a wheel or a
+# CUDA build lies outside the system's library path) as the build tree's does.
+set_target_properties(seqbench PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS seqbench RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 
 set(SEQBENCH_PLUGIN_HEADERS

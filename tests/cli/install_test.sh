@@ -4,12 +4,14 @@
 # that prefix alone (find_package(seqbench); the source tree is not on any include path),
 # built, and loaded by the installed command: `verify` holds its variant to the family's
 # reference and to the O(T) check. The prefix holds exactly the plugin API's headers: they
-# compile from the prefix (nothing internal is missing from it), and no other seqbench
-# header is installed.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR
+# compile from the prefix through find_package(seqbench) (nothing internal is missing from
+# it), and no other seqbench header is installed.
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR TORCH_DIR CXX_COMPILER
 set -euo pipefail
 build_dir=$1
 source_dir=$2
+torch_dir=$3
+compiler=$4
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -21,14 +23,8 @@ cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" 2>&1 ||
 [[ -f "$prefix/lib/cmake/seqbench/seqbenchConfig.cmake" ]] ||
   [[ -n "$(find "$prefix" -name seqbenchConfig.cmake)" ]] || fail "no seqbenchConfig.cmake"
 
-# Every installed header compiles from the prefix and LibTorch's headers alone (one
-# translation unit: a header that reached into the source tree fails it).
-torch_include=/usr/include/torch/csrc/api/include
 headers=$(cd "$prefix/include/seqbench" && find . -name '*.h' | sed 's|^\./||' | sort)
 [[ -n "$headers" ]] || fail "no headers installed"
-for header in $headers; do printf '#include "%s"\n' "$header"; done >"$work/all.cc"
-c++ -std=c++17 -fsyntax-only -I "$prefix/include/seqbench" -isystem "$torch_include" \
-  "$work/all.cc" 2>"$work/all.log" || fail "the headers do not compile from the prefix: $(head -3 "$work/all.log")"
 # Nothing beyond the API: every installed header is one a plugin can reach from plugin.h,
 # registry.h and the families' model.h (the list in cmake/install.cmake).
 for header in $headers; do
@@ -38,12 +34,18 @@ for header in $headers; do
   esac
 done
 
-# The template, outside the source tree, against the prefix.
+# The template, outside the source tree, against the prefix (and the LibTorch and compiler
+# this build used). Beside the plugin, one translation unit that includes every installed
+# header through seqbench::plugin: a header that reached into the source tree fails it.
 cp -r "$source_dir/examples/plugin" "$work/plugin"
+for header in $headers; do printf '#include "%s"\n' "$header"; done >"$work/plugin/all_headers.cc"
+printf 'add_library(all_headers OBJECT all_headers.cc)\n%s\n' \
+  'target_link_libraries(all_headers PRIVATE seqbench::plugin)' >>"$work/plugin/CMakeLists.txt"
 cmake -S "$work/plugin" -B "$work/plugin/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DTorch_DIR="$torch_dir" -DCMAKE_CXX_COMPILER="$compiler" \
   -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" 2>&1 ||
   fail "configuring the template: $(tail -5 "$work/configure.log")"
-if grep -rq -- "$source_dir" "$work/plugin/build/CMakeFiles" 2>/dev/null; then
+if grep -rqF -- "$source_dir" "$work/plugin/build/CMakeFiles" 2>/dev/null; then
   fail "the template's build names the source tree"
 fi
 cmake --build "$work/plugin/build" >"$work/build.log" 2>&1 ||
