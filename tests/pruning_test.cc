@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,6 +91,33 @@ TEST_CASE("a pruner zeroes exactly the smallest entries, and they stay zero", "[
   CHECK(Zeros(a) == 60);
 }
 
+TEST_CASE("entries pruned before stay pruned among exact zeros", "[pruning]") {
+  // Half the entries are exactly zero before any pruning, at the start or at the end; then
+  // all of them: magnitude alone cannot tell the earlier pruned ones from the rest.
+  for (const bool at_end : {false, true}) {
+    INFO("natural zeros at the " << (at_end ? "end" : "start"));
+    torch::Tensor a = torch::arange(1, 121, torch::kFloat32).view({12, 10});
+    const auto set = [&](const std::function<void()>& change) {
+      torch::NoGradGuard no_grad;
+      change();
+    };
+    set([&] { a.view(-1).slice(0, at_end ? 60 : 0, at_end ? 120 : 60).zero_(); });
+    MagnitudePruner pruner(Options(0.4, 0, 2, 1), {a});
+    pruner.AfterStep(1);  // s(1) = 0.4·(1 − 0.5³) = 0.35: 42 entries pruned
+    REQUIRE(Zeros(a) == 60);
+    set([&] { a.fill_(1); });
+    pruner.AfterStep(1);  // masks first, then the same 42 again (the earlier ones rank first)
+    const torch::Tensor first = a.eq(0).clone();
+    REQUIRE(first.sum().item<int64_t>() == 42);
+    set([&] { a.zero_(); });  // every entry ties at zero
+    pruner.AfterStep(2);      // 0.4: 48 entries, the first 42 among them
+    set([&] { a.fill_(1); });
+    pruner.AfterStep(3);  // past the end: the masks alone
+    CHECK(Zeros(a) == 48);
+    CHECK((first & a.ne(0)).sum().item<int64_t>() == 0);
+  }
+}
+
 TEST_CASE("pruning options are refused outside their ranges", "[pruning]") {
   const torch::Tensor a = torch::ones({2, 2});
   CHECK_THROWS_AS(MagnitudePruner(Options(1.0, 0, 4, 1), {a}), std::invalid_argument);
@@ -138,10 +166,11 @@ TEST_CASE("a pruning trainer reaches its sparsity and resumes with the same loss
   TrainingConfig dense = testing::SmallTrainingConfig();
   CHECK_FALSE(Trainer(dense, train, validation).weight_sparsity());
   CHECK(dense.Fingerprint().find("prune") == std::string::npos);
-  // Saved mid-schedule (step 5, between prunings): the masks come back from the zeros.
+  // Saved mid-schedule (step 6, between the prunings at 5 and 8): the masks come back from
+  // the zeros.
   const std::string path =
       (std::filesystem::temp_directory_path() / "seqbench_pruning_test.pt").string();
-  const auto losses = testing::StepAcrossResume(config, train, validation, path, 5, 12);
+  const auto losses = testing::StepAcrossResume(config, train, validation, path, 6, 12);
   CHECK(losses.resumed == losses.straight);
   std::filesystem::remove(path);
 }

@@ -508,7 +508,7 @@ at_least = 1.0
     CHECK(p.sparsity == 0.5);
     CHECK(p.start == 0);
     CHECK(p.end == 40);
-    CHECK_THAT(pruned.pipelines[1].Describe(), Catch::Contains("prune=0.5@0..40"));
+    CHECK_THAT(pruned.pipelines[1].Describe(), Catch::Contains("prune=0.5@0..40/1"));
     CHECK_FALSE(pruned.pipelines[0].config.pruning.enabled());
     const TrainingSuite shaped = ParseTrainingSuite(
         edited("warmup_steps = 4",
@@ -516,6 +516,13 @@ at_least = 1.0
         "t.toml");
     CHECK(shaped.pipelines[1].config.pruning.start == 5);
     CHECK(shaped.pipelines[1].config.pruning.every == 5);
+    // [train]'s schedule, and a pipeline that opts out with a sparsity of 0.
+    std::string text =
+        edited("batch_size = 8\n", "batch_size = 8\nprune_sparsity = 0.5\nprune_start = 4\n");
+    text.replace(text.find("warmup_steps = 4"), 16, "prune_sparsity = 0");
+    const TrainingSuite opted_out = ParseTrainingSuite(text, "t.toml");
+    CHECK(opted_out.pipelines[0].config.pruning.enabled());
+    CHECK_FALSE(opted_out.pipelines[1].config.pruning.enabled());
   }
   CHECK_THAT(error_of("warmup_steps = 4", "prune_sparsity = 1"),
              Catch::StartsWith("19: ") && Catch::Contains("below 1"));

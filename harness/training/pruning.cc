@@ -41,30 +41,35 @@ void MagnitudePruner::AfterStep(int64_t step) {
   torch::NoGradGuard no_grad;
   // The old masks first: what was pruned stays pruned (the optimizer step just moved it
   // off zero), so each new mask contains the last and sparsity only grows.
-  for (size_t i = 0; i < masks_.size(); ++i) matrices_[i].mul_(masks_[i]);
+  for (size_t i = 0; i < pruned_.size(); ++i) matrices_[i].masked_fill_(pruned_[i], 0);
   if (PrunesAt(step)) {
     const double sparsity = SparsityAt(options_, step);
-    masks_.clear();
-    for (const torch::Tensor& matrix : matrices_) {
-      const int64_t pruned = std::llround(sparsity * static_cast<double>(matrix.numel()));
-      torch::Tensor mask = torch::ones({matrix.numel()}, matrix.options());
-      if (pruned > 0) {
-        // The `pruned` smallest magnitudes: the entries pruned before (zero) among them.
-        const torch::Tensor smallest =
-            std::get<1>(matrix.detach().abs().flatten().topk(pruned, 0, /*largest=*/false));
-        mask.index_fill_(0, smallest, 0);
+    for (size_t i = 0; i < matrices_.size(); ++i) {
+      const torch::Tensor& matrix = matrices_[i];
+      const int64_t count = std::llround(sparsity * static_cast<double>(matrix.numel()));
+      torch::Tensor magnitude = matrix.detach().abs().flatten();
+      // The entries pruned before rank below any other, whatever topk does with ties
+      // (a trained weight may be exactly zero too).
+      if (i < pruned_.size()) magnitude.masked_fill_(pruned_[i].flatten(), -1);
+      torch::Tensor pruned = torch::zeros({matrix.numel()}, matrix.options().dtype(torch::kBool));
+      if (count > 0) {
+        pruned.index_fill_(0, std::get<1>(magnitude.topk(count, 0, /*largest=*/false)), true);
       }
-      masks_.push_back(mask.view_as(matrix));
+      if (i < pruned_.size()) {
+        pruned_[i] = pruned.view_as(matrix);
+      } else {
+        pruned_.push_back(pruned.view_as(matrix));
+      }
     }
-    for (size_t i = 0; i < masks_.size(); ++i) matrices_[i].mul_(masks_[i]);
+    for (size_t i = 0; i < pruned_.size(); ++i) matrices_[i].masked_fill_(pruned_[i], 0);
   }
 }
 
 void MagnitudePruner::RestoreMasks(int64_t step) {
-  masks_.clear();
+  pruned_.clear();
   if (!options_.enabled() || step < options_.start) return;
   torch::NoGradGuard no_grad;
-  for (const torch::Tensor& matrix : matrices_) masks_.push_back(matrix.ne(0).to(matrix.dtype()));
+  for (const torch::Tensor& matrix : matrices_) pruned_.push_back(matrix.eq(0));
 }
 
 double MagnitudePruner::Sparsity() const {

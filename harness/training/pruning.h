@@ -8,8 +8,9 @@
 // every optimizer step (AdamW's moments would otherwise grow them back), and a pruned
 // entry stays pruned: each new mask contains the last. Every matrix of
 // the model (dim ≥ 2: projections, embedding and head) is pruned to the same sparsity;
-// gains and biases are not. Each matrix keeps exactly round(s·numel) zeros (ties broken
-// by position), so the sparsity a run reports is the schedule's to the entry.
+// gains and biases are not. Each matrix keeps exactly round(s·numel) pruned entries (the
+// earlier ones first, then the smallest magnitudes), so the sparsity a run reports is the
+// schedule's to the entry. The masks are bool, one byte an entry.
 //
 // Thread-safety: a pruner belongs to one training loop; its matrices are written in place.
 #pragma once
@@ -51,7 +52,9 @@ class MagnitudePruner {
 
   PruningOptions options_;
   std::vector<torch::Tensor> matrices_;
-  std::vector<torch::Tensor> masks_;  // [shape of each matrix], 1 kept, 0 pruned; empty before
+  // [shape of each matrix] bool, true where pruned (1 byte an entry); empty before the
+  // first pruning.
+  std::vector<torch::Tensor> pruned_;
 };
 
 }  // namespace seqbench::training

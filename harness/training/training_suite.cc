@@ -363,9 +363,11 @@ void CheckPruning(const TomlReader& reader, const toml::table& table, const Pipe
                   const std::set<std::string>& given) {
   const PruningOptions& p = spec.config.pruning;
   const std::string pipeline = "pipeline '" + spec.name + "': ";
+  // A shape with no sparsity written anywhere is a mistake; [train]'s shape under a
+  // pipeline that sets prune_sparsity = 0 is that pipeline opting out.
   if (!p.enabled()) {
     for (const char* key : {"prune_start", "prune_end", "prune_every"}) {
-      if (given.count(key) > 0) {
+      if (given.count(key) > 0 && given.count("prune_sparsity") == 0) {
         reader.Fail(table.source(), pipeline + key + " shapes pruning, which is off: add " +
                                         "prune_sparsity = 0.5 (say) or drop it");
       }
@@ -468,7 +470,8 @@ std::string PipelineSpec::Describe() const {
   }
   if (c.offload_optimizer) text << " offload=cpu";
   if (c.pruning.enabled()) {
-    text << " prune=" << c.pruning.sparsity << "@" << c.pruning.start << ".." << c.pruning.end;
+    text << " prune=" << c.pruning.sparsity << "@" << c.pruning.start << ".." << c.pruning.end
+         << "/" << c.pruning.every;
   }
   // Only what departs from warmup + cosine, decay and clipping, which most pipelines keep.
   if (c.weight_decay == 0) text << " weight_decay=0";
