@@ -1,10 +1,11 @@
 #include "harness/training/pruning.h"
 
-#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 namespace seqbench::training {
 
@@ -39,30 +40,27 @@ bool MagnitudePruner::PrunesAt(int64_t step) const {
 
 void MagnitudePruner::AfterStep(int64_t step) {
   torch::NoGradGuard no_grad;
-  // The old masks first: what was pruned stays pruned (the optimizer step just moved it
-  // off zero), so each new mask contains the last and sparsity only grows.
+  if (PrunesAt(step)) PruneTo(SparsityAt(options_, step));
+  // What was pruned stays pruned: the optimizer step just moved it off zero.
   for (size_t i = 0; i < pruned_.size(); ++i) matrices_[i].masked_fill_(pruned_[i], 0);
-  if (PrunesAt(step)) {
-    const double sparsity = SparsityAt(options_, step);
-    for (size_t i = 0; i < matrices_.size(); ++i) {
-      const torch::Tensor& matrix = matrices_[i];
-      const int64_t count = std::llround(sparsity * static_cast<double>(matrix.numel()));
-      torch::Tensor magnitude = matrix.detach().abs().flatten();
-      // The entries pruned before rank below any other, whatever topk does with ties
-      // (a trained weight may be exactly zero too).
-      if (i < pruned_.size()) magnitude.masked_fill_(pruned_[i].flatten(), -1);
-      torch::Tensor pruned = torch::zeros({matrix.numel()}, matrix.options().dtype(torch::kBool));
-      if (count > 0) {
-        pruned.index_fill_(0, std::get<1>(magnitude.topk(count, 0, /*largest=*/false)), true);
-      }
-      if (i < pruned_.size()) {
-        pruned_[i] = pruned.view_as(matrix);
-      } else {
-        pruned_.push_back(pruned.view_as(matrix));
-      }
+}
+
+void MagnitudePruner::PruneTo(double sparsity) {
+  std::vector<torch::Tensor> next;
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const torch::Tensor& matrix = matrices_[i];
+    const int64_t count = std::llround(sparsity * static_cast<double>(matrix.numel()));
+    torch::Tensor magnitude = matrix.detach().abs().flatten();
+    // The entries pruned before rank below any other, though the last step moved them and
+    // whatever topk does with ties (a trained weight may be exactly zero too).
+    if (!pruned_.empty()) magnitude.masked_fill_(pruned_[i].flatten(), -1);
+    torch::Tensor pruned = torch::zeros({matrix.numel()}, matrix.options().dtype(torch::kBool));
+    if (count > 0) {
+      pruned.index_fill_(0, std::get<1>(magnitude.topk(count, 0, /*largest=*/false)), true);
     }
-    for (size_t i = 0; i < pruned_.size(); ++i) matrices_[i].masked_fill_(pruned_[i], 0);
+    next.push_back(pruned.view_as(matrix));
   }
+  pruned_ = std::move(next);
 }
 
 void MagnitudePruner::RestoreMasks(int64_t step) {

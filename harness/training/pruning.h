@@ -49,6 +49,9 @@ class MagnitudePruner {
 
  private:
   bool PrunesAt(int64_t step) const;
+  // New masks of round(sparsity·numel) entries per matrix: the entries pruned before
+  // first, then the smallest magnitudes (the matrices are not written).
+  void PruneTo(double sparsity);
 
   PruningOptions options_;
   std::vector<torch::Tensor> matrices_;
