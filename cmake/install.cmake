@@ -13,6 +13,10 @@ include(CMakePackageConfigHelpers)
 # CUDA build lies outside the system's library path) as the build tree's does.
 set_target_properties(seqbench PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS seqbench RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
+# The counting child's preload (harness/valgrind_preload), where run --count looks for it.
+if(TARGET seqbench_valgrind_preload)
+  install(TARGETS seqbench_valgrind_preload LIBRARY DESTINATION "${CMAKE_INSTALL_LIBEXECDIR}/seqbench")
+endif()
 
 set(SEQBENCH_PLUGIN_HEADERS
     variants/core/language_model.h variants/core/plugin.h variants/core/registry.h

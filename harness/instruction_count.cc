@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -40,13 +41,20 @@ std::string ReadText(const fs::path& path) {
   return text.str();
 }
 
-// The last non-empty line of valgrind's log, for a reason that names what went wrong.
+// The line of valgrind's log that names what went wrong: where its decoder refused an
+// instruction (the line after "Illegal opcode", which names the function), else the last
+// non-empty line.
 std::string LastLogLine(const fs::path& log) {
   std::stringstream text(ReadText(log));
   std::string line, last;
+  bool illegal_opcode = false;
   while (std::getline(text, line)) {
     const auto begin = line.find_first_not_of("=0123456789 ");
-    if (begin != std::string::npos) last = line.substr(begin);
+    if (begin == std::string::npos) continue;
+    if (illegal_opcode)
+      return "valgrind cannot decode an instruction of this CPU " + line.substr(begin);
+    illegal_opcode = line.compare(begin, 14, "Illegal opcode") == 0;
+    last = line.substr(begin);
   }
   return last;
 }
@@ -446,6 +454,23 @@ std::function<void()> WatchingCountedCases(const CountRequest& request,
   };
 }
 
+// The counting child's preload (harness/valgrind_preload: it lets valgrind start LibTorch
+// on CPUs whose CPUID hides RDTSCP), copied into `scratch` for the same reason as the
+// binary; looked for beside `binary` (the build tree) and in ../libexec/seqbench (an
+// install). None when neither has it: counting goes on without, as on a CPU that needs none.
+std::optional<fs::path> CopyValgrindPreload(const fs::path& binary, const fs::path& scratch) {
+  static const char* const kPlaces[] = {".", "../libexec/seqbench"};
+  for (const char* place : kPlaces) {
+    const fs::path found = binary.parent_path() / place / "libseqbench_valgrind_preload.so";
+    std::error_code absent;
+    if (!fs::is_regular_file(found, absent)) continue;
+    const fs::path copy = scratch / "preload.so";
+    fs::copy_file(found, copy);
+    return copy;
+  }
+  return std::nullopt;
+}
+
 CountBatch CountInScratchFolder(const CountRequest& request,
                                 const std::function<bool()>& should_stop) {
   CountBatch batch;
@@ -483,14 +508,19 @@ CountBatch CountInScratchFolder(const CountRequest& request,
   // 0.1% with a 3 kB variable). The child therefore runs a copy of the binary in the
   // scratch folder (valgrind would also read /proc/self/exe as its own binary), from
   // there, reads the files the caller put there, and gets a fixed environment.
+  std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "HOME=/", "LC_ALL=C"};
   if (!child.empty()) {
+    const fs::path binary = fs::canonical(child[0]);
     const fs::path copy = scratch.path() / "seqbench";
-    fs::copy_file(fs::canonical(child[0]), copy);
+    fs::copy_file(binary, copy);
     fs::permissions(copy, fs::perms::owner_all);
     child[0] = copy.string();
+    if (!native) {
+      if (const auto preload = CopyValgrindPreload(binary, scratch.path()))
+        environment.push_back("LD_PRELOAD=" + preload->string());
+    }
   }
   for (std::string& arg : child) argv.push_back(std::move(arg));
-  std::vector<std::string> environment = {"PATH=/usr/bin:/bin", "HOME=/", "LC_ALL=C"};
   for (const auto& [name, value] : CountPinning()) environment.push_back(name + "=" + value);
   const fs::path output = scratch.path() / "output";
   ChildSpec spec;

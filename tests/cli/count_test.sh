@@ -11,16 +11,20 @@
 # Usage: count_test.sh SEQBENCH_BINARY SUITE (tests/data/tiny_counted.toml)
 set -euo pipefail
 seqbench=$1
+fail() { echo "FAIL: $*" >&2; exit 1; }
 if ! command -v valgrind >/dev/null; then
   echo "skipped: valgrind is not installed (ci/install-deps installs it)"
   exit 77
 fi
-# Valgrind that cannot run the binary at all on this machine (its VEX decoder refuses an
-# instruction a library's static initialiser executes, e.g. libhwy's RDTSCP on a VM whose
-# CPUID hides it): nothing here can be counted, which is the machine's limit, not a
-# defect of counting. Any other failure of the probe fails the test below.
+# Valgrind that cannot run the binary at all on this machine, even with the preload that
+# run --count gives its child (harness/valgrind_preload: libhwy's RDTSCP on a VM whose
+# CPUID hides it): its VEX decoder refuses an instruction some library's static
+# initialiser executes, so nothing here can be counted, which is the machine's limit, not
+# a defect of counting. Any other failure of the probe fails the test below.
+preload=$(dirname "$seqbench")/libseqbench_valgrind_preload.so
+[[ -f $preload ]] || fail "no $preload beside $seqbench (run --count preloads it)"
 probe_log=$(mktemp)
-if ! valgrind --tool=none "$seqbench" --version >/dev/null 2>"$probe_log" &&
+if ! LD_PRELOAD=$preload valgrind --tool=none "$seqbench" --version >/dev/null 2>"$probe_log" &&
   grep -q "Unrecognised instruction" "$probe_log"; then
   echo "skipped: valgrind cannot run seqbench on this machine:" \
     "$(grep -m1 -A1 'Unrecognised instruction' "$probe_log" | tr '\n' ' ')"
@@ -30,7 +34,6 @@ fi
 rm -f "$probe_log"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 db=$work/count.db
 cp "$2" "$work/tiny.toml"
 
@@ -47,6 +50,7 @@ grep -qE "^counted [1-4] of 4 case\(s\)  ETA " "$work/run1.out" ||
 deep=$work/a/clone/in/a/folder/much/deeper/than/the/first/one/build/release
 mkdir -p "$deep"
 cp "$seqbench" "$deep/seqbench"
+cp "$preload" "$deep/"  # it lies beside the command, as in the build tree
 cp "$work/tiny.toml" "$deep/suite.toml"
 (cd "$deep" && CI=true PADDING=$(printf '%3000s' x) ./seqbench run suite.toml --db "$db" \
   --in-process >"$work/run2.out") || fail "counted run 2: $(cat "$work/run2.out")"
