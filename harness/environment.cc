@@ -24,6 +24,7 @@
 #include "git_info.h"
 #include "harness/memory.h"
 #include "harness/threads.h"
+#include "variants/simple_rnn/recurrence_kernels.h"
 #include "variants/core/torch_compat.h"
 
 namespace seqbench {
@@ -246,6 +247,8 @@ std::vector<std::pair<std::string, std::string>> CodePathFacts() {
       {"blas_core", OpenBlasString("openblas_get_corename", "not OpenBLAS")},
       {"blas_config", OpenBlasString("openblas_get_config", "not OpenBLAS")},
       {"aten_cpu_capability", capability},
+      {"simple_rnn_kernels",
+       simple_rnn::KernelSetName(simple_rnn::WidestKernelSetOfThisCpu())},
       {"glibc_version", gnu_get_libc_version()},
       {"env_openblas_coretype", VariableOrUnset("OPENBLAS_CORETYPE")},
       {"env_aten_cpu_capability", VariableOrUnset("ATEN_CPU_CAPABILITY")},

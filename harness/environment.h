@@ -23,9 +23,10 @@ Environment CaptureEnvironment();
 
 // What decides which machine code this process runs, whatever its source: OpenBLAS's core
 // and build (openblas_get_corename/config, or "not OpenBLAS"), ATen's CPU capability in
-// force, glibc's version, and the variables that override them (OPENBLAS_CORETYPE,
-// ATEN_CPU_CAPABILITY, GLIBC_TUNABLES; "unset" when absent). Keys: blas_core,
-// blas_config, aten_cpu_capability, glibc_version, env_openblas_coretype,
+// force, the widest of seqbench's own SimpleRNN step kernels this CPU runs, glibc's
+// version, and the variables that override them (OPENBLAS_CORETYPE, ATEN_CPU_CAPABILITY,
+// GLIBC_TUNABLES; "unset" when absent). Keys: blas_core, blas_config,
+// aten_cpu_capability, simple_rnn_kernels, glibc_version, env_openblas_coretype,
 // env_aten_cpu_capability, env_glibc_tunables. Part of CaptureEnvironment(); a counted
 // child reports its own under valgrind, where they differ from the native run's.
 std::vector<std::pair<std::string, std::string>> CodePathFacts();

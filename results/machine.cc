@@ -14,6 +14,7 @@ const std::vector<MachineKey>& MachineKeyTable() {
       {"blas_library", true, false, true, true},
       {"blas_core", true, false, true, true},
       {"aten_cpu_capability", true, false, true, true},
+      {"simple_rnn_kernels", true, false, true, true},
       {"env_openblas_coretype", false, false, true, false},
       {"glibc_version", false, false, false, true},
       {"torch_threads", false, false, false, true},

@@ -68,7 +68,7 @@ TEST_CASE("fused_recurrent and packed equal the baseline where their vector kern
           "[equivalence][kernels]") {
   ModelConfig config = SmallSimpleRnn(/*layers=*/2, /*heads=*/2);
   config.width = 128;  // dh = 64: the README's head width
-  REQUIRE(simple_rnn::KernelsFor(float{}, 64).vectorized);
+  REQUIRE(simple_rnn::KernelsFor(float{}, 64).set != simple_rnn::KernelSet::kLoops);
   for (const std::string key : {"fused_recurrent", "packed"}) {
     // T = 37: two whole segments of the backward's recompute and a part of one.
     DYNAMIC_SECTION(key) {

@@ -221,8 +221,10 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& projected,
         d_parts[3]};
     const scalar_t scale = scalar_t(1) / std::sqrt(static_cast<scalar_t>(width));
     at::parallel_for(0, layout.batch * heads, 1, [&](int64_t begin, int64_t end) {
-      // The states of one segment: states[s] is the state after s of its steps.
-      std::vector<scalar_t> states((kSegment + 1) * area), query(width), d_decay(width);
+      // The states of one segment: states[s] is the state after s of its steps. Step 0 has
+      // no step before it: its call's previous dO is zeros and its previous dq unused.
+      std::vector<scalar_t> states((kSegment + 1) * area), query(width), d_decay(width),
+          no_d_o(width, scalar_t(0)), unused_d_q(width);
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / heads, run = layout.runs[b];
         const TaskRows<scalar_t, kBackwardRows> rows(tensors, layout.first_row[b], task % heads,
@@ -243,13 +245,20 @@ std::vector<torch::Tensor> RecurrenceBackward(const torch::Tensor& projected,
             rows.Prefetch(t, width);  // for the walk back, in reverse, that follows
             kernels.recompute(next, next - area, rows(kK, t), rows(kV, t), rows(kDecay, t), width);
           }
+          if (last == run) {  // the sequence's last step: no later call writes its dq
+            kernels.query_gradient(states.data() + (last - first) * area, rows(kDO, last - 1),
+                                   rows(kDQ, last - 1), width);
+            ScaleRow(rows(kDQ, last - 1), scale, rows(kDQ, last - 1), width);  // q entered scaled
+          }
           for (int64_t t = last - 1; t >= first; --t) {
-            const scalar_t* state = states.data() + (t - first + 1) * area;
+            const scalar_t* previous = states.data() + (t - first) * area;  // S_{t-1}
+            scalar_t* previous_d_q = t > 0 ? rows(kDQ, t - 1) : unused_d_q.data();
             ScaleRow(rows(kQ, t), scale, query.data(), width);
-            kernels.backward(d_state, state, state - area, query.data(), rows(kK, t), rows(kV, t),
-                             rows(kDecay, t), rows(kDO, t), rows(kDQ, t), rows(kDK, t),
-                             rows(kDV, t), d_decay.data(), width);
-            ScaleRow(rows(kDQ, t), scale, rows(kDQ, t), width);  // q entered scaled
+            kernels.backward(d_state, previous, query.data(), rows(kK, t), rows(kV, t),
+                             rows(kDecay, t), rows(kDO, t),
+                             t > 0 ? rows(kDO, t - 1) : no_d_o.data(), rows(kDK, t), rows(kDV, t),
+                             d_decay.data(), previous_d_q, width);
+            ScaleRow(previous_d_q, scale, previous_d_q, width);
             DecayLogitGradient(d_decay.data(), rows(kDecay, t), rows(kDLogit, t), width);
           }
         }
