@@ -68,7 +68,9 @@ struct RooflinePoint {
   std::optional<double> percent_of_peak;  // nullopt when the run stored no peaks
   std::string bound;                      // "compute" or "memory": the binding limit
   // nullopt for a run that recorded no device facts (cpu_simd/cpu_mhz on the CPU,
-  // gpu_compute_capability/gpu_sm_count/gpu_max_clock_khz on CUDA) or a GPU the table lacks.
+  // gpu_compute_capability/gpu_sm_count/gpu_max_clock_khz on CUDA) or a GPU the table lacks,
+  // Where the measured GEMM rate exceeds that peak (the recorded clock understates the
+  // cores; RunWarnings says so), the peak is taken as the measured rate.
   std::optional<double> percent_of_hardware_peak;
   // The median step over its GEMM floor, the time its matrix products take at the GEMM
   // rate the run measured for the case's device, dtype and threads:

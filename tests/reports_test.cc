@@ -407,6 +407,25 @@ TEST_CASE("hardware peak: cores x clock x FLOPs a cycle, by hand for fixed CPUs"
   for (Metric& metric : c.metrics)
     if (metric.name == "step_bytes") metric.value = 1e8;
   CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(250));
+  // A measured GEMM rate at the peak keeps the figure; above it the recorded clock is not
+  // the cores' (a VM's nominal MHz): the peak is at least the measured rate, and a warning
+  // names both rates. 1e8 B at 1 GB/s binds either way; with 1e6 B, the FLOPs do.
+  const auto clock_warnings = [&] {
+    int count = 0;
+    for (const std::string& warning : RunWarnings(run, {c}))
+      count += warning.find("understates this CPU") != std::string::npos;
+    return count;
+  };
+  run.environment.push_back({PeakGemmKey("cpu", "float32", 4), "128"});
+  CHECK(Roofline(run, c)->percent_of_hardware_peak);
+  CHECK(clock_warnings() == 0);
+  for (Metric& metric : c.metrics)
+    if (metric.name == "step_bytes") metric.value = 1e6;
+  CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(100 * 1e9 / 128e9 / 0.04));
+  run.environment.back().second = "256";
+  CHECK(*Roofline(run, c)->percent_of_hardware_peak == Approx(100 * 1e9 / 256e9 / 0.04));
+  CHECK(clock_warnings() == 1);
+  run.environment.pop_back();
   // A GPU case has no CPU peak; without the device's facts, no peak at all.
   c.identity.workload.device = "cuda";
   CHECK_FALSE(Roofline(run, c)->percent_of_hardware_peak);
