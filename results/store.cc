@@ -325,9 +325,13 @@ void Store::InsertCase(int64_t run_id, const CaseRecord& record) {
     sample.Bind(1, case_id).Bind(2, static_cast<int64_t>(i)).Bind(3, record.samples_s[i]).Run();
   }
   Statement metric(*this,
-                   "INSERT INTO metrics (case_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)");
-  for (const Metric& m : record.metrics)
-    metric.Bind(1, case_id).Bind(2, m.name).Bind(3, m.value).Bind(4, m.unit).Run();
+                   "INSERT INTO metrics (case_id, name, position, value, unit) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5)");
+  for (size_t i = 0; i < record.metrics.size(); ++i) {
+    const Metric& m = record.metrics[i];
+    metric.Bind(1, case_id).Bind(2, m.name).Bind(3, static_cast<int64_t>(i));
+    metric.Bind(4, m.value).Bind(5, m.unit).Run();
+  }
   Statement function(
       *this, "INSERT INTO case_functions (case_id, function, instructions) VALUES (?1, ?2, ?3)");
   for (const FunctionCost& f : record.functions)
@@ -490,8 +494,12 @@ std::vector<CaseRecord> Store::ReadCases(int64_t run_id, const std::string* case
   select.Bind(1, run_id);
   if (case_key != nullptr) select.Bind(2, *case_key);
   Statement samples(*this, "SELECT seconds FROM samples WHERE case_id = ?1 ORDER BY repetition");
-  Statement metrics(*this,
-                    "SELECT name, value, unit FROM metrics WHERE case_id = ?1 ORDER BY rowid");
+  // v12 on: a metric's place is a column (before, its rowid; BackfillV5 reads v4 tables).
+  Statement metrics(*this, schema_version >= 12
+                               ? "SELECT name, value, unit FROM metrics WHERE case_id = ?1 "
+                                 "ORDER BY position"
+                               : "SELECT name, value, unit FROM metrics WHERE case_id = ?1 "
+                                 "ORDER BY rowid");
   // v11 on: the counted case's functions (BackfillV5 reads cases before the table exists).
   std::optional<Statement> functions;
   if (schema_version >= 11)

@@ -227,6 +227,58 @@ constexpr Migration kMigrations[] = {
      "  function     TEXT NOT NULL,"
      "  instructions REAL NOT NULL,"
      "  PRIMARY KEY (case_id, function));"},
+    // v12: the per-case and per-step tables clustered on their keys (WITHOUT ROWID), so
+    // that SQLite keeps no second copy of each key in an automatic index: that copy was a
+    // third of the published stores (training_steps' case keys above all). A case's
+    // metrics kept their insertion order in the rowid; it is a column now, `position`.
+    {12,
+     "CREATE TABLE metrics_v12 ("
+     "  case_id  INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  name     TEXT NOT NULL,"
+     "  position INTEGER NOT NULL,"
+     "  value    REAL,"
+     "  unit     TEXT NOT NULL,"
+     "  PRIMARY KEY (case_id, name)) WITHOUT ROWID;"
+     "INSERT INTO metrics_v12 (case_id, name, position, value, unit)"
+     "  SELECT case_id, name, row_number() OVER (PARTITION BY case_id ORDER BY rowid) - 1,"
+     "  value, unit FROM metrics;"
+     "DROP TABLE metrics;"
+     "ALTER TABLE metrics_v12 RENAME TO metrics;"
+     "CREATE TABLE samples_v12 ("
+     "  case_id    INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  repetition INTEGER NOT NULL,"
+     "  seconds    REAL NOT NULL,"
+     "  PRIMARY KEY (case_id, repetition)) WITHOUT ROWID;"
+     "INSERT INTO samples_v12 SELECT case_id, repetition, seconds FROM samples;"
+     "DROP TABLE samples;"
+     "ALTER TABLE samples_v12 RENAME TO samples;"
+     "CREATE TABLE case_functions_v12 ("
+     "  case_id      INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE,"
+     "  function     TEXT NOT NULL,"
+     "  instructions REAL NOT NULL,"
+     "  PRIMARY KEY (case_id, function)) WITHOUT ROWID;"
+     "INSERT INTO case_functions_v12 SELECT case_id, function, instructions FROM case_functions;"
+     "DROP TABLE case_functions;"
+     "ALTER TABLE case_functions_v12 RENAME TO case_functions;"
+     "CREATE TABLE training_steps_v12 ("
+     "  run_id          INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,"
+     "  case_key        TEXT NOT NULL,"
+     "  step            INTEGER NOT NULL,"
+     "  loss            REAL,"
+     "  validation_loss REAL,"
+     "  learning_rate   REAL NOT NULL,"
+     "  grad_norm       REAL,"
+     "  loss_scale      REAL NOT NULL,"
+     "  skipped         INTEGER NOT NULL,"
+     "  tokens          INTEGER NOT NULL,"
+     "  elapsed_s       REAL NOT NULL,"
+     "  padded_tokens   INTEGER NOT NULL DEFAULT 0,"
+     "  PRIMARY KEY (run_id, case_key, step)) WITHOUT ROWID;"
+     "INSERT INTO training_steps_v12 SELECT run_id, case_key, step, loss, validation_loss,"
+     "  learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s, padded_tokens"
+     "  FROM training_steps;"
+     "DROP TABLE training_steps;"
+     "ALTER TABLE training_steps_v12 RENAME TO training_steps;"},
 };
 
 }  // namespace

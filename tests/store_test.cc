@@ -337,6 +337,40 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
+  // v12's clustered tables as rowid tables again, a case's metrics in rowid order (its
+  // view dropped first: it names `metrics`, and a writer recreates it).
+  std::vector<std::string> unclustered = {"DROP VIEW IF EXISTS case_results"};
+  const std::pair<const char*, const char*> tables[] = {
+      {"metrics",
+       "(case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE, name TEXT NOT "
+       "NULL, value REAL, unit TEXT NOT NULL, PRIMARY KEY (case_id, name))"},
+      {"samples",
+       "(case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE, repetition "
+       "INTEGER NOT NULL, seconds REAL NOT NULL, PRIMARY KEY (case_id, repetition))"},
+      {"case_functions",
+       "(case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE CASCADE, function TEXT "
+       "NOT NULL, instructions REAL NOT NULL, PRIMARY KEY (case_id, function))"},
+      {"training_steps",
+       "(run_id INTEGER NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE, case_key TEXT NOT "
+       "NULL, step INTEGER NOT NULL, loss REAL, validation_loss REAL, learning_rate REAL NOT "
+       "NULL, grad_norm REAL, loss_scale REAL NOT NULL, skipped INTEGER NOT NULL, tokens "
+       "INTEGER NOT NULL, elapsed_s REAL NOT NULL, padded_tokens INTEGER NOT NULL DEFAULT 0, "
+       "PRIMARY KEY (run_id, case_key, step))"}};
+  for (const auto& [table, columns] : tables) {
+    const std::string name = table, old_name = name + "_v11";
+    const std::string copied =
+        name == "metrics" ? "case_id, name, value, unit FROM metrics ORDER BY case_id, position"
+                          : "* FROM " + name;
+    unclustered.push_back("CREATE TABLE " + old_name + " " + columns);
+    unclustered.push_back("INSERT INTO " + old_name + " SELECT " + copied);
+    unclustered.push_back("DROP TABLE " + name);
+    unclustered.push_back("ALTER TABLE " + old_name + " RENAME TO " + name);
+  }
+  ExecuteAll(path, unclustered);
+  if (version == 11) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 11"});
+    return;
+  }
   // v11's case functions, v10's run group, v9's view, v8's feed-forward activation, then
   // v7's run facts (label, adaptive stopping): every older schema lacks them.
   ExecuteAll(path, {"DROP TABLE case_functions"});
@@ -344,7 +378,7 @@ void Downgrade(const std::string& path, int version) {
     ExecuteAll(path, {"UPDATE schema_version SET version = 10"});
     return;
   }
-  ExecuteAll(path, {"DROP VIEW case_results", "ALTER TABLE runs DROP COLUMN run_group"});
+  ExecuteAll(path, {"ALTER TABLE runs DROP COLUMN run_group"});
   if (version == 9) {
     ExecuteAll(path, {"UPDATE schema_version SET version = 9"});
     return;
@@ -401,6 +435,77 @@ void Downgrade(const std::string& path, int version) {
   }
   statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
   ExecuteAll(path, statements);
+}
+
+// The names of the automatic indexes SQLite keeps beside rowid tables with another key.
+std::vector<std::string> AutomaticIndexes(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db,
+                             "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE "
+                             "'sqlite_autoindex_%' ORDER BY name",
+                             -1, &select, nullptr) == SQLITE_OK);
+  std::vector<std::string> names;
+  while (sqlite3_step(select) == SQLITE_ROW) {
+    names.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)));
+  }
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  return names;
+}
+
+TEST_CASE("a version-11 database keeps its metrics' order and loses four automatic indexes",
+          "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v11.db";
+  std::filesystem::remove(path);
+  CaseRecord record = SampleCase("a", 0);
+  // Not in the key's order: only the stored place can give this order back.
+  record.metrics = {{"zeta", 1, "count"}, {"alpha", 2, "count"}, {"mid", 3, "count"}};
+  record.samples_s = {0.3, 0.1, 0.2};
+  TrainingStepRecord step;
+  step.step = 1;
+  step.loss = 2.5;
+  {
+    Store store(path);
+    const int64_t run = store.CreateRun(SampleRun("uuid-v11"));
+    store.AddCase(run, record);
+    store.AddTrainingSteps(run, "pipeline", {step});
+  }
+  Downgrade(path, 11);
+  const auto indexes_before = AutomaticIndexes(path);
+  for (const char* table : {"metrics", "samples", "case_functions", "training_steps"}) {
+    INFO(table);
+    CHECK(std::count(indexes_before.begin(), indexes_before.end(),
+                     std::string("sqlite_autoindex_") + table + "_1") == 1);
+  }
+  const auto names = [](const CaseRecord& c) {
+    std::vector<std::string> list;
+    for (const Metric& m : c.metrics) list.push_back(m.name);
+    return list;
+  };
+  const std::vector<std::string> order = {"zeta", "alpha", "mid"};
+  {
+    const Store read_only(path, StoreAccess::kReadOnly);  // migrated in memory only
+    REQUIRE(read_only.Cases(1).size() == 1);
+    CHECK(names(read_only.Cases(1)[0]) == order);
+  }
+  {
+    Store migrated(path);
+    REQUIRE(migrated.Cases(1).size() == 1);
+    CHECK(names(migrated.Cases(1)[0]) == order);
+    CHECK(migrated.Cases(1)[0].samples_s == record.samples_s);
+    REQUIRE(migrated.TrainingSteps(1, "pipeline").size() == 1);
+    CHECK(migrated.TrainingSteps(1, "pipeline")[0].loss == 2.5);
+    // A case stored after the migration keeps its order too.
+    record.identity.variant_name = record.identity.variant_key = "other";
+    migrated.AddCase(1, record);
+    CHECK(names(migrated.Cases(1)[1]) == order);
+  }
+  CHECK(AutomaticIndexes(path) ==
+        std::vector<std::string>{"sqlite_autoindex_cases_1", "sqlite_autoindex_environment_1",
+                                 "sqlite_autoindex_expectations_1", "sqlite_autoindex_runs_1"});
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("a version-10 database gains v11's case functions, none for its cases", "[store]") {
@@ -504,9 +609,9 @@ TEST_CASE("case_results: a v8 database gains the view; a stale one is rebuilt", 
     store.AddCase(store.CreateRun(SampleRun("uuid-view")), record);
   }
   // As v8 wrote it: no view. A writer's migration creates it.
-  ExecuteAll(path,
-             {"DROP TABLE case_functions", "DROP VIEW case_results",
-              "ALTER TABLE runs DROP COLUMN run_group", "UPDATE schema_version SET version = 8"});
+  Downgrade(path, 11);  // v12's tables as v11 had them, the view dropped
+  ExecuteAll(path, {"DROP TABLE case_functions", "ALTER TABLE runs DROP COLUMN run_group",
+                    "UPDATE schema_version SET version = 8"});
   CHECK(ViewValue(path, "variant_name") == "no such column");
   { Store migrated(path); }
   CHECK(ViewValue(path, "variant_name") == "fast");
