@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -53,13 +54,18 @@ std::vector<std::string> AllOnPath(const std::string& name) {
   while (true) {
     const size_t colon = rest.find(':');
     const std::string_view dir = rest.substr(0, colon);
-    // An empty entry is the working directory, as for a shell.
-    const std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + name;
+    // An empty entry is the working directory, as for a shell. A relative entry's find is
+    // made absolute now: a child started in another folder (ChildSpec::working_dir) must
+    // run what was found here, not whatever that folder holds under the same relative name.
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + name;
     struct stat info {};
     if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-        access(candidate.c_str(), X_OK) == 0 &&
-        std::find(found.begin(), found.end(), candidate) == found.end()) {
-      found.push_back(candidate);
+        access(candidate.c_str(), X_OK) == 0) {
+      std::error_code no_cwd;  // a working directory gone: keep the relative name
+      const std::filesystem::path absolute = std::filesystem::absolute(candidate, no_cwd);
+      if (!no_cwd) candidate = absolute.lexically_normal().string();
+      if (std::find(found.begin(), found.end(), candidate) == found.end())
+        found.push_back(candidate);
     }
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);

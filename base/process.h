@@ -78,7 +78,8 @@ struct ChildOutcome {
 
 ChildOutcome RunChild(const ChildSpec& spec);
 
-// Every executable file named `name` in the directories of PATH, in PATH's order.
+// Every executable file named `name` in the directories of PATH, in PATH's order, each an
+// absolute path (an empty or relative entry is taken from the working directory now).
 std::vector<std::string> AllOnPath(const std::string& name);
 // The first of them (what a shell would run), or nothing.
 std::optional<std::string> FirstOnPath(const std::string& name);

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/files.h"
+
 namespace seqbench {
 namespace {
 
@@ -146,8 +148,7 @@ TEST_CASE("captured output stops at max_output, at both ends", "[child_process]"
     INFO("max_output " << limit);
     // printf's own end (exit 0) stands, its output cut; a poll that caught it between
     // its write and its exit stops it instead (a loaded machine's race, either is right).
-    CHECK((outcome.Succeeded() ||
-           (limit < 10 && outcome.end == ChildOutcome::End::kInterrupted)));
+    CHECK((outcome.Succeeded() || (limit < 10 && outcome.end == ChildOutcome::End::kInterrupted)));
     CHECK(outcome.output == std::string("0123456789").substr(0, limit));
     CHECK(outcome.output_truncated == (limit < 10));
   }
@@ -242,6 +243,37 @@ TEST_CASE("a program is looked up on PATH only when the spec says so", "[child_p
   REQUIRE(FirstOnPath("sh"));
   CHECK(*FirstOnPath("sh") == AllOnPath("sh").front());
   CHECK_FALSE(FirstOnPath("seqbench-no-such-program"));
+}
+
+TEST_CASE("a program found through a relative PATH entry runs from another working folder",
+          "[child_process]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("seqbench-path-test-" + std::to_string(getpid()));
+  const std::filesystem::path elsewhere = dir / "elsewhere";
+  std::filesystem::create_directories(dir / "bin");
+  std::filesystem::create_directories(elsewhere / "bin");
+  const auto write_script = [](const std::filesystem::path& path, int code) {
+    std::ofstream(path) << "#!/bin/sh\nexit " << code << "\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  };
+  write_script(dir / "bin" / "seqbench-path-probe", 5);
+  write_script(elsewhere / "bin" / "seqbench-path-probe", 9);  // the same relative name there
+  const std::string saved_path = std::getenv("PATH");
+  const std::filesystem::path saved_cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  setenv("PATH", ("bin::" + saved_path).c_str(), 1);  // a relative entry, then an empty one
+  const std::vector<std::string> found = AllOnPath("seqbench-path-probe");
+  ChildSpec spec = Spec({"seqbench-path-probe"}, 60);
+  spec.search_path = true;
+  spec.working_dir = elsewhere.string();
+  const ChildOutcome outcome = RunChild(spec);
+  setenv("PATH", saved_path.c_str(), 1);
+  std::filesystem::current_path(saved_cwd);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0] == (dir / "bin" / "seqbench-path-probe").string());
+  CHECK(outcome.end == ChildOutcome::End::kExited);
+  CHECK(outcome.exit_code == 5);  // what was found here, not elsewhere's
+  RemoveTree(dir.string());
 }
 
 TEST_CASE("an output file is never written through a link planted at its path", "[child_process]") {
