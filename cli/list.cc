@@ -30,8 +30,8 @@ std::string Shown(const std::string& text) { return escape::TerminalText(text, f
 void ListFamilies() {
   std::cout << "Model families:\n";
   for (const FamilyEntry* family : GlobalFamilies().Entries()) {
-    std::cout << "  " << std::left << std::setw(14) << Shown(family->key)
-              << Shown(family->description) << "\n";
+    std::cout << "  " << escape::PadToColumns(Shown(family->key), 14) << Shown(family->description)
+              << "\n";
   }
 }
 
@@ -40,11 +40,11 @@ void ListVariants() {
   // Wide enough for the longest key (plugins bring their own), and a space after it.
   size_t key_width = 13;
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
-    key_width = std::max(key_width, Shown(entry->key).size() + 1);
+    key_width = std::max(key_width, escape::TerminalColumns(Shown(entry->key)) + 1);
   }
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     const Capabilities& caps = entry->capabilities;
-    std::cout << "  " << std::left << std::setw(static_cast<int>(key_width)) << Shown(entry->key)
+    std::cout << "  " << escape::PadToColumns(Shown(entry->key), key_width)
               << Shown(entry->description) << "\n"
               << std::setw(16) << ""
               << "family=" << Shown(caps.family) << "  modes=" << JoinNames(caps.modes, ModeName)
@@ -99,14 +99,17 @@ void ListSuites(const std::string& suites_dir) {
   for (const auto& file : files) rows.push_back(DescribeSuiteFile(file));
   size_t name_width = 20;
   for (const SuiteRow& row : rows) {
-    if (!row.count.empty()) name_width = std::max(name_width, row.name.size() + 2);
+    if (!row.count.empty()) {
+      name_width =
+          std::max(name_width, escape::TerminalColumns(escape::TerminalText(row.name, false)) + 2);
+    }
   }
   for (const SuiteRow& row : rows) {
     std::cout << "  ";
     if (!row.count.empty()) {
-      std::cout << std::left << std::setw(static_cast<int>(name_width))
-                << escape::TerminalText(row.name, false) << std::setw(5) << row.count << row.unit
-                << "  " << escape::TerminalText(row.description, false);
+      std::cout << escape::PadToColumns(escape::TerminalText(row.name, false), name_width)
+                << std::left << std::setw(5) << row.count << row.unit << "  "
+                << escape::TerminalText(row.description, false);
     } else {
       std::cout << escape::TerminalText(row.name);  // file:line: what is wrong
     }

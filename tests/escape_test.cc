@@ -380,6 +380,27 @@ TEST_CASE("terminal: 10,000 hostile strings print no control byte but tab and li
   }
 }
 
+TEST_CASE("terminal columns: a column a character, two for wide ones, none for marks", "[escape]") {
+  CHECK(TerminalColumns("") == 0);
+  CHECK(TerminalColumns("fused") == 5);
+  CHECK(TerminalColumns("caf\u00e9") == 4);        // é: two bytes, one column
+  CHECK(TerminalColumns("cafe\u0301") == 4);       // e and a combining accent
+  CHECK(TerminalColumns("\u6f22\u5b57") == 4);     // two CJK ideographs, three bytes each
+  CHECK(TerminalColumns("\U0001F600x") == 3);      // an emoji (four bytes), then x
+  CHECK(TerminalColumns("\u2192") == 1);           // an arrow: narrow
+  CHECK(PadToColumns("\u6f22", 4) == "\u6f22  ");  // padded by what is seen
+  CHECK(PadToColumns("caf\u00e9", 6) == "caf\u00e9  ");
+  CHECK(PadToColumns("toolong", 3) == "toolong");  // never cut
+  // Any shown text pads to exactly the width asked, and never counts more columns than bytes.
+  for (const std::string& text : HostileStrings(1000, 49)) {
+    const std::string shown = TerminalText(text, false);
+    const size_t columns = TerminalColumns(shown);
+    INFO(nlohmann::json(ValidUtf8(text)).dump());
+    CHECK(columns <= shown.size());
+    CHECK(TerminalColumns(PadToColumns(shown, columns + 3)) == columns + 3);
+  }
+}
+
 // Hidden (run by tests/escape/check_sinks.sh): writes 10,000 hostile strings through the
 // CSV, JSON and HTML sinks into $SEQBENCH_ESCAPE_CORPUS, with what each should read back
 // as, for Python's readers to judge.
