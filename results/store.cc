@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 #include <variant>
 
@@ -385,8 +386,9 @@ void Store::RemoveCase(int64_t run_id, const std::string& case_key) {
   Transaction transaction(*this);
   Statement remove(*this, "DELETE FROM cases WHERE run_id = ?1 AND case_key = ?2");
   remove.Bind(1, run_id).Bind(2, case_key).Run();
-  Statement steps(*this, "DELETE FROM training_steps WHERE run_id = ?1 AND case_key = ?2");
-  steps.Bind(1, run_id).Bind(2, case_key).Run();
+  // Its steps go with it (ON DELETE CASCADE).
+  Statement pipeline(*this, "DELETE FROM training_pipelines WHERE run_id = ?1 AND case_key = ?2");
+  pipeline.Bind(1, run_id).Bind(2, case_key).Run();
   transaction.Commit();
 }
 
@@ -560,16 +562,24 @@ std::set<std::string> Store::CaseKeys(int64_t run_id) const {
 void Store::AddTrainingSteps(int64_t run_id, const std::string& case_key,
                              const std::vector<TrainingStepRecord>& steps) {
   Transaction transaction(*this);
+  Statement pipeline(*this,
+                     "INSERT OR IGNORE INTO training_pipelines (run_id, case_key) VALUES (?1, ?2)");
+  pipeline.Bind(1, run_id).Bind(2, case_key).Run();
+  Statement find(*this,
+                 "SELECT pipeline_id FROM training_pipelines WHERE run_id = ?1 AND case_key = ?2");
+  find.Bind(1, run_id).Bind(2, case_key);
+  if (!find.Step()) throw std::logic_error("training_pipelines: the row just written is absent");
+  const int64_t pipeline_id = find.Integer(0);
   Statement insert(*this,
-                   "INSERT INTO training_steps (run_id, case_key, step, loss, validation_loss, "
+                   "INSERT INTO pipeline_steps (pipeline_id, step, loss, validation_loss, "
                    "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s, "
-                   "padded_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+                   "padded_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   for (const TrainingStepRecord& step : steps) {
-    insert.Bind(1, run_id).Bind(2, case_key).Bind(3, step.step).Bind(4, step.loss);
-    insert.Bind(5, step.validation_loss).Bind(6, step.learning_rate);
-    insert.Bind(7, std::optional<double>(step.grad_norm)).Bind(8, step.loss_scale);
-    insert.Bind(9, int64_t{step.skipped}).Bind(10, step.tokens).Bind(11, step.elapsed_s);
-    insert.Bind(12, step.padded_tokens).Run();
+    insert.Bind(1, pipeline_id).Bind(2, step.step).Bind(3, step.loss);
+    insert.Bind(4, step.validation_loss).Bind(5, step.learning_rate);
+    insert.Bind(6, std::optional<double>(step.grad_norm)).Bind(7, step.loss_scale);
+    insert.Bind(8, int64_t{step.skipped}).Bind(9, step.tokens).Bind(10, step.elapsed_s);
+    insert.Bind(11, step.padded_tokens).Run();
   }
   transaction.Commit();
 }
@@ -603,7 +613,8 @@ std::vector<TrainingStepRecord> Store::TrainingSteps(int64_t run_id,
 int64_t Store::RemoveTrainingStepsAfter(int64_t run_id, const std::string& case_key, int64_t step) {
   Transaction transaction(*this);
   Statement remove(*this,
-                   "DELETE FROM training_steps WHERE run_id = ?1 AND case_key = ?2 AND step > ?3");
+                   "DELETE FROM pipeline_steps WHERE pipeline_id = (SELECT pipeline_id FROM "
+                   "training_pipelines WHERE run_id = ?1 AND case_key = ?2) AND step > ?3");
   remove.Bind(1, run_id).Bind(2, case_key).Bind(3, step).Run();
   const int64_t removed = sqlite3_changes(db_);
   transaction.Commit();

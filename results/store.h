@@ -39,7 +39,7 @@ class UnusableDatabase : public StoreError {
   using StoreError::StoreError;
 };
 
-inline constexpr int kSchemaVersion = 12;
+inline constexpr int kSchemaVersion = 13;
 
 struct MergeCounts {
   int64_t runs_added = 0, cases_added = 0, cases_already_present = 0;

@@ -337,6 +337,22 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
 // without the columns and tables later versions added, and with v5's NOT NULL metric
 // values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
 void Downgrade(const std::string& path, int version) {
+  // v13's pipelines and their steps as v12's one table again.
+  ExecuteAll(
+      path,
+      {"CREATE TABLE training_steps_v12 (run_id INTEGER NOT NULL REFERENCES runs(run_id) "
+       "ON DELETE CASCADE, case_key TEXT NOT NULL, step INTEGER NOT NULL, loss REAL, "
+       "validation_loss REAL, learning_rate REAL NOT NULL, grad_norm REAL, loss_scale "
+       "REAL NOT NULL, skipped INTEGER NOT NULL, tokens INTEGER NOT NULL, elapsed_s REAL "
+       "NOT NULL, padded_tokens INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, "
+       "case_key, step)) WITHOUT ROWID",
+       "INSERT INTO training_steps_v12 SELECT * FROM training_steps", "DROP VIEW training_steps",
+       "DROP TABLE pipeline_steps", "DROP TABLE training_pipelines",
+       "ALTER TABLE training_steps_v12 RENAME TO training_steps"});
+  if (version == 12) {
+    ExecuteAll(path, {"UPDATE schema_version SET version = 12"});
+    return;
+  }
   // v12's clustered tables as rowid tables again, a case's metrics in rowid order (its
   // view dropped first: it names `metrics`, and a writer recreates it).
   std::vector<std::string> unclustered = {"DROP VIEW IF EXISTS case_results"};
@@ -437,6 +453,18 @@ void Downgrade(const std::string& path, int version) {
   ExecuteAll(path, statements);
 }
 
+// The single integer a query of the database at `path` answers.
+int64_t ViewRows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* select = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &select, nullptr) == SQLITE_OK);
+  const int64_t value = sqlite3_step(select) == SQLITE_ROW ? sqlite3_column_int64(select, 0) : -1;
+  sqlite3_finalize(select);
+  sqlite3_close(db);
+  return value;
+}
+
 // The names of the automatic indexes SQLite keeps beside rowid tables with another key.
 std::vector<std::string> AutomaticIndexes(const std::string& path) {
   sqlite3* db = nullptr;
@@ -502,9 +530,55 @@ TEST_CASE("a version-11 database keeps its metrics' order and loses four automat
     migrated.AddCase(1, record);
     CHECK(names(migrated.Cases(1)[1]) == order);
   }
-  CHECK(AutomaticIndexes(path) ==
-        std::vector<std::string>{"sqlite_autoindex_cases_1", "sqlite_autoindex_environment_1",
-                                 "sqlite_autoindex_expectations_1", "sqlite_autoindex_runs_1"});
+  CHECK(
+      AutomaticIndexes(path) ==
+      std::vector<std::string>{"sqlite_autoindex_cases_1", "sqlite_autoindex_environment_1",
+                               "sqlite_autoindex_expectations_1", "sqlite_autoindex_runs_1",
+                               "sqlite_autoindex_training_pipelines_1"});  // v13: a row a pipeline
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("a version-12 database stores each pipeline's key once, its steps unchanged", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_v12.db";
+  std::filesystem::remove(path);
+  std::vector<TrainingStepRecord> steps(3);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i].step = static_cast<int64_t>(i) + 1;
+    steps[i].loss = 3.0 - static_cast<double>(i);
+    steps[i].tokens = 100;
+  }
+  steps[1].validation_loss = 2.25;
+  {
+    Store store(path);
+    const int64_t first = store.CreateRun(SampleRun("uuid-v12-a"));
+    const int64_t second = store.CreateRun(SampleRun("uuid-v12-b"));
+    store.AddTrainingSteps(first, "pipeline a", steps);
+    store.AddTrainingSteps(first, "pipeline b", {steps[0]});
+    store.AddTrainingSteps(second, "pipeline a", {steps[2]});  // the same key, another run
+  }
+  Downgrade(path, 12);
+  Store migrated(path);
+  const auto a = migrated.TrainingSteps(1, "pipeline a");
+  REQUIRE(a.size() == 3);
+  CHECK(a[1].validation_loss == 2.25);
+  CHECK(a[2].loss == 1.0);
+  CHECK(migrated.TrainingSteps(1, "pipeline b").size() == 1);
+  REQUIRE(migrated.TrainingSteps(2, "pipeline a").size() == 1);
+  CHECK(migrated.TrainingSteps(2, "pipeline a")[0].step == 3);
+  // Written after the migration: appended to its pipeline; a resume's cut removes steps.
+  TrainingStepRecord fourth = steps[2];
+  fourth.step = 4;
+  migrated.AddTrainingSteps(1, "pipeline a", {fourth});
+  CHECK(migrated.TrainingSteps(1, "pipeline a").size() == 4);
+  CHECK(migrated.RemoveTrainingStepsAfter(1, "pipeline a", 2) == 2);
+  CHECK(migrated.TrainingSteps(1, "pipeline a").size() == 2);
+  CHECK(migrated.TrainingSteps(2, "pipeline a").size() == 1);  // another run's: untouched
+  // The key is stored once a pipeline, and the old columns still read through the view.
+  CHECK(ViewRows(path, "SELECT count(*) FROM training_pipelines") == 3);
+  CHECK(ViewRows(path, "SELECT count(*) FROM training_steps WHERE case_key = 'pipeline a'") == 3);
+  migrated.RemoveRuns({2});  // its pipeline and steps go with it
+  CHECK(ViewRows(path, "SELECT count(*) FROM training_pipelines") == 2);
+  CHECK(ViewRows(path, "SELECT count(*) FROM pipeline_steps") == 3);
   std::filesystem::remove(path);
 }
 
