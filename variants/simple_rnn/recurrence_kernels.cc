@@ -265,40 +265,28 @@ SEQBENCH_LOOP_KERNELS(float)
 SEQBENCH_LOOP_KERNELS(double)
 #undef SEQBENCH_LOOP_KERNELS
 
+// The vector kernels of one vector type V, each a plain function carrying `target`.
+#define SEQBENCH_VECTOR_KERNELS(V, target)                                                         \
+  target void V##ForwardOf(float* state, const float* q, const float* k, const float* v,           \
+                           const float* g, float* o, int64_t width) {                              \
+    VecForward<V>(state, q, k, v, g, o, width);                                                    \
+  }                                                                                                \
+  target void V##RecomputeOf(float* next, const float* previous, const float* k, const float* v,   \
+                             const float* g, int64_t width) {                                      \
+    VecRecompute<V>(next, previous, k, v, g, width);                                               \
+  }                                                                                                \
+  target void V##BackwardOf(float* d_state, const float* previous, const float* q, const float* k, \
+                            const float* v, const float* g, const float* d_o,                      \
+                            const float* previous_d_o, float* d_k, float* d_v, float* d_g,         \
+                            float* previous_d_q, int64_t width) {                                  \
+    VecBackward<V>(d_state, previous, q, k, v, g, d_o, previous_d_o, d_k, d_v, d_g, previous_d_q,  \
+                   width);                                                                         \
+  }
 // The 8-float kernels: AVX2 and FMA where the CPU has them, else SSE2.
-SEQBENCH_CLONES void Vec8ForwardOf(float* state, const float* q, const float* k, const float* v,
-                                   const float* g, float* o, int64_t width) {
-  VecForward<Vec8>(state, q, k, v, g, o, width);
-}
-SEQBENCH_CLONES void Vec8RecomputeOf(float* next, const float* previous, const float* k,
-                                     const float* v, const float* g, int64_t width) {
-  VecRecompute<Vec8>(next, previous, k, v, g, width);
-}
-SEQBENCH_CLONES void Vec8BackwardOf(float* d_state, const float* previous, const float* q,
-                                    const float* k, const float* v, const float* g,
-                                    const float* d_o, const float* previous_d_o, float* d_k,
-                                    float* d_v, float* d_g, float* previous_d_q, int64_t width) {
-  VecBackward<Vec8>(d_state, previous, q, k, v, g, d_o, previous_d_o, d_k, d_v, d_g, previous_d_q,
-                    width);
-}
-
+SEQBENCH_VECTOR_KERNELS(Vec8, SEQBENCH_CLONES)
 // The 16-float kernels, AVX-512 only: KernelsFor gives them where the CPU has it.
-#define SEQBENCH_AVX512 __attribute__((target("arch=x86-64-v4")))
-SEQBENCH_AVX512 void Vec16ForwardOf(float* state, const float* q, const float* k, const float* v,
-                                    const float* g, float* o, int64_t width) {
-  VecForward<Vec16>(state, q, k, v, g, o, width);
-}
-SEQBENCH_AVX512 void Vec16RecomputeOf(float* next, const float* previous, const float* k,
-                                      const float* v, const float* g, int64_t width) {
-  VecRecompute<Vec16>(next, previous, k, v, g, width);
-}
-SEQBENCH_AVX512 void Vec16BackwardOf(float* d_state, const float* previous, const float* q,
-                                     const float* k, const float* v, const float* g,
-                                     const float* d_o, const float* previous_d_o, float* d_k,
-                                     float* d_v, float* d_g, float* previous_d_q, int64_t width) {
-  VecBackward<Vec16>(d_state, previous, q, k, v, g, d_o, previous_d_o, d_k, d_v, d_g, previous_d_q,
-                     width);
-}
+SEQBENCH_VECTOR_KERNELS(Vec16, __attribute__((target("arch=x86-64-v4"))))
+#undef SEQBENCH_VECTOR_KERNELS
 
 template <typename V>
 bool Applies(int64_t width) {
