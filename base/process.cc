@@ -61,9 +61,11 @@ std::vector<std::string> AllOnPath(const std::string& name) {
     struct stat info {};
     if (stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
         access(candidate.c_str(), X_OK) == 0) {
-      std::error_code no_cwd;  // a working directory gone: keep the relative name
+      // Not normalised: "link/.." is the link's target's parent, which only the file
+      // system knows. A working directory gone keeps the relative name.
+      std::error_code no_cwd;
       const std::filesystem::path absolute = std::filesystem::absolute(candidate, no_cwd);
-      if (!no_cwd) candidate = absolute.lexically_normal().string();
+      if (!no_cwd) candidate = absolute.string();
       if (std::find(found.begin(), found.end(), candidate) == found.end())
         found.push_back(candidate);
     }

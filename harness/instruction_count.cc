@@ -465,7 +465,8 @@ std::optional<fs::path> CopyValgrindPreload(const fs::path& binary, const fs::pa
     std::error_code absent;
     if (!fs::is_regular_file(found, absent)) continue;
     const fs::path copy = scratch / "preload.so";
-    fs::copy_file(found, copy);
+    std::error_code failed;  // unreadable: counting goes on without, as where none is found
+    if (!fs::copy_file(found, copy, failed) || failed) return std::nullopt;
     return copy;
   }
   return std::nullopt;

@@ -3,6 +3,7 @@
 // gradients of every input, the initial state included, with padding-like steps (g = 1,
 // k = 0) among them.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
@@ -253,6 +254,22 @@ TEST_CASE("a run records the widest step kernels this CPU runs", "[recurrence][k
   }
   CHECK(recorded == KernelSetName(WidestKernelSetOfThisCpu()));
   CHECK(recorded != KernelSetName(KernelSet::kLoops));  // x86-64 always has the 8-float ones
+}
+
+TEST_CASE("ATEN_CPU_CAPABILITY below avx512 caps the step kernels at 8 floats",
+          "[recurrence][kernels]") {
+  const char* saved = std::getenv("ATEN_CPU_CAPABILITY");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  for (const char* capability : {"avx2", "default"}) {
+    INFO(capability);
+    setenv("ATEN_CPU_CAPABILITY", capability, 1);
+    CHECK(WidestKernelSetOfThisCpu() == KernelSet::kVector8);
+  }
+  setenv("ATEN_CPU_CAPABILITY", "avx512", 1);
+  const KernelSet at_avx512 = WidestKernelSetOfThisCpu();
+  unsetenv("ATEN_CPU_CAPABILITY");
+  CHECK(at_avx512 == WidestKernelSetOfThisCpu());  // the CPU's own answer
+  if (saved != nullptr) setenv("ATEN_CPU_CAPABILITY", saved_value.c_str(), 1);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace seqbench::simple_rnn {
 namespace {
@@ -296,6 +298,10 @@ bool Applies(int64_t width) {
 }  // namespace
 
 KernelSet WidestKernelSetOfThisCpu() {
+  // ATEN_CPU_CAPABILITY below avx512 caps these kernels as it caps ATen's: the counting
+  // child's pinning (avx2) then reaches them on any host, native counters included.
+  const char* capability = std::getenv("ATEN_CPU_CAPABILITY");
+  if (capability != nullptr && std::strcmp(capability, "avx512") != 0) return KernelSet::kVector8;
   __builtin_cpu_init();
   return __builtin_cpu_supports("x86-64-v4") ? KernelSet::kVector16 : KernelSet::kVector8;
 }

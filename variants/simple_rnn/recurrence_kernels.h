@@ -14,8 +14,9 @@
 // (GCC's target_clones). "arch=x86-64-v3" dispatches on features; "arch=haswell", used
 // before, dispatched on the CPU model and ran the SSE2 copy on every CPU that is not a
 // Haswell (measured on this project's AMD EPYC VMs). The 16-float ones are chosen by
-// KernelsFor from the CPU's features (valgrind's CPU has no AVX-512, so counted runs take
-// the 8-float ones, as they do on a CPU without it).
+// KernelsFor from the CPU's features, unless ATEN_CPU_CAPABILITY names a level below
+// avx512 (as the counting child's pinning does: counted runs take the 8-float ones, as on
+// a CPU without AVX-512, whose instructions valgrind's CPU lacks anyway).
 //
 // Thread-safety: stateless functions; the caller gives each thread its own state.
 #pragma once
@@ -51,7 +52,8 @@ struct StepKernels {
   KernelSet set;  // which implementation these are (for tests and the run's record)
 };
 
-// The widest kernels this CPU runs: kVector16 with AVX-512 (x86-64-v4), else kVector8.
+// The widest kernels this CPU runs: kVector16 with AVX-512 (x86-64-v4) where
+// ATEN_CPU_CAPABILITY is unset or avx512, else kVector8.
 KernelSet WidestKernelSetOfThisCpu();
 // "16-float vectors (AVX-512)", "8-float vectors (...)", "loops".
 const char* KernelSetName(KernelSet set);
