@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "base/files.h"
 #include "base/process.h"
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "harness/ab_run.h"
 #include "harness/suite.h"
 
@@ -240,14 +242,16 @@ std::string ScratchFolder(const std::string& keep) {
   return folder;
 }
 
-void PrintAbProgress(const AbProgress& progress) {
-  if (progress.pairs > 0)
-    std::printf("ab: %lld of %lld sample pairs\n", (long long)progress.pairs_done,
-                (long long)progress.pairs);
-  else
-    std::printf("ab: round %lld of %lld, %s side\n", (long long)progress.round,
-                (long long)progress.rounds, progress.side.c_str());
-  std::fflush(stdout);
+// Rounds (two sides each) or lockstep sample pairs, with an ETA, on a terminal only.
+std::function<void(const AbProgress&)> AbProgressLine(TerminalProgress& line) {
+  return [&line](const AbProgress& progress) {
+    if (progress.pairs > 0) {
+      line.Update(static_cast<size_t>(progress.pairs_done), static_cast<size_t>(progress.pairs));
+    } else {
+      const int64_t sides_done = 2 * (progress.round - 1) + (progress.side == "new" ? 1 : 0);
+      line.Update(static_cast<size_t>(sides_done), static_cast<size_t>(2 * progress.rounds));
+    }
+  };
 }
 
 }  // namespace
@@ -266,7 +270,8 @@ int RunAbCommand(const std::vector<std::string>& args) {
   InstallStopHandlers();
   AbResult result;
   try {
-    result = RunAb(f.request, store, folder, PrintAbProgress, StopRequested);
+    TerminalProgress line(f.request.lockstep ? "ab: sample pairs" : "ab: sides run (two a round)");
+    result = RunAb(f.request, store, folder, AbProgressLine(line), StopRequested);
   } catch (...) {
     // Interrupted, the private folder goes with the run (the sides' errors would name logs
     // in it); a side that failed keeps it, as its error names the log inside.

@@ -170,6 +170,9 @@ bool StopRequested();
 // The output lines of `git ARGS...` run in the current directory (argv, no shell), or
 // nullopt when git is missing or fails (not a repository, an unknown revision).
 std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args);
+// Every commit git knows here in its topological order, oldest first (HistoryRequest::
+// commit_order); empty outside a repository, so that runs then go in start order.
+std::vector<std::string> GitCommitOrder();
 
 // Where results go when no --db is given.
 inline constexpr char kDefaultDatabasePath[] = "results/seqbench.db";

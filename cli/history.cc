@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 
 namespace po = boost::program_options;
 
@@ -28,8 +29,7 @@ struct HistoryFlags {
 // Git's topological order of every commit here, oldest first (none outside a repository:
 // the runs then go in start order), and with --since REV the commits from REV on.
 void AskGit(const std::string& since, HistoryRequest& request) {
-  if (auto order = GitLines({"rev-list", "--topo-order", "--reverse", "--all"}))
-    request.commit_order = std::move(*order);
+  request.commit_order = GitCommitOrder();
   if (since.empty()) return;
   const auto commit =
       GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", since + "^{commit}"});
@@ -102,7 +102,10 @@ int RunHistory(const std::vector<std::string>& args) {
   const std::optional<HistoryFlags> f = ParseHistoryFlags(args, request);
   if (!f) return 0;
   const std::vector<std::unique_ptr<Store>> stores = OpenExistingStores(f->db_paths, "history");
+  TerminalProgress progress("history: reading runs");
+  request.on_progress = [&progress](size_t done, size_t total) { progress.Update(done, total); };
   const std::vector<HistorySeries> series = BuildHistory(StorePointers(stores), request);
+  progress.Finish();
   if (series.empty()) {
     throw UsageError("history: no complete benchmark run of suite '" + request.suite +
                      "' with a case that has " + request.metric->name +

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "reports/escape/terminal.h"
 #include "results/store.h"
 
@@ -47,7 +48,9 @@ int RunMerge(const std::vector<std::string>& args) {
   for (const auto& store : opened) readers.push_back(store.get());
   std::vector<MergeCounts> merged;
   try {
-    merged = target.MergeFromEach(readers);
+    TerminalProgress progress("merge: sources merged");
+    merged = target.MergeFromEach(
+        readers, [&progress](size_t done, size_t total) { progress.Update(done, total); });
   } catch (const MergeConflict& conflict) {
     throw UsageError("merge: " + escape::TerminalText(sources[conflict.source()]) + " into " +
                      escape::TerminalText(into) + ": " + escape::TerminalText(conflict.what()) +

@@ -40,6 +40,11 @@ std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>&
   return lines;
 }
 
+std::vector<std::string> GitCommitOrder() {
+  auto order = GitLines({"rev-list", "--topo-order", "--reverse", "--all"});
+  return order ? std::move(*order) : std::vector<std::string>{};
+}
+
 namespace {
 
 bool IsHex(const std::string& text) {

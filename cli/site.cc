@@ -11,6 +11,7 @@
 
 #include "base/files.h"
 #include "cli/command.h"
+#include "cli/progress.h"
 
 namespace po = boost::program_options;
 
@@ -42,9 +43,11 @@ int RunSite(const std::vector<std::string>& args) {
       "Writes a static site (plain HTML and SVG, no script; opens from file://) into\n"
       "OUT_DIR: index.html with the suites and every run, a page per suite with one trend\n"
       "chart per case and machine (the median step over the runs, its IQR band, change\n"
-      "points; seqbench history), and a page per run (its report, warnings, check and\n"
-      "environment). Pages are named from numbers only; nothing is written outside\n"
-      "OUT_DIR, which is created if missing.\n\nOptions");
+      "points; seqbench history; the runs in git's commit order where git here knows\n"
+      "them), regressions.html with every change point newest first, and a page per run\n"
+      "(its report, warnings, check, environment and the suite's runs before and after).\n"
+      "Pages are named from numbers only; nothing is written outside OUT_DIR, which is\n"
+      "created if missing. Progress shows on stderr when it is a terminal.\n\nOptions");
   options.add_options()("help,h", "show this help");
   DeclareDatabases(options, db_paths);
   po::options_description hidden;
@@ -55,7 +58,14 @@ int RunSite(const std::vector<std::string>& args) {
   if (!values) return 0;
   if (folder.empty()) throw UsageError("site: give the folder to write, e.g. docs/site");
   const std::vector<std::unique_ptr<Store>> stores = OpenExistingStores(db_paths, "site");
-  const std::vector<SitePage> pages = BuildSite(StorePointers(stores));
+  SiteOptions site_options;
+  site_options.commit_order = GitCommitOrder();
+  TerminalProgress progress("site: runs and suites");
+  site_options.on_progress = [&progress](size_t done, size_t total) {
+    progress.Update(done, total);
+  };
+  const std::vector<SitePage> pages = BuildSite(StorePointers(stores), site_options);
+  progress.Finish();
   PrepareOutputFolder(folder);
   size_t bytes = 0;
   for (const SitePage& page : pages) {

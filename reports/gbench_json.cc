@@ -90,7 +90,8 @@ double GbenchStatistic(const std::vector<double>& values, const std::string& nam
   const stats::Summary summary = stats::Summarize(values);
   const std::map<std::string, double> statistic = {
       {"mean", summary.mean}, {"median", summary.median}, {"stddev", summary.stddev},
-      {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max}};
+      {"cv", summary.cv},     {"min", summary.min},       {"max", summary.max},
+      {"iqr", summary.iqr}};
   return statistic.at(name);
 }
 
@@ -142,7 +143,9 @@ void AddGbenchEntries(const CaseRecord& c, int64_t family_index, json& benchmark
     for (const auto& [counter, values] : counters) item[counter] = values[i];
     benchmarks.push_back(item);
   }
-  for (const std::string aggregate : {"mean", "median", "stddev", "cv", "min", "max"}) {
+  // "iqr" is a user statistic, as ComputeStatistics("iqr", ...) would add it: the spread
+  // seqbench's tables show beside the median.
+  for (const std::string aggregate : {"mean", "median", "stddev", "cv", "min", "max", "iqr"}) {
     const bool is_cv = aggregate == "cv";
     json item = entry(0, GbenchStatistic(c.samples_s, aggregate));
     item.erase("repetition_index");

@@ -107,7 +107,9 @@ std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
   std::map<std::string, std::vector<std::pair<Machine, HistorySeries>>> by_case;
   StoredRuns runs = SuiteRuns(stores, request);
   const bool by_commit = SortByCommit(runs, request.commit_order);
+  size_t read = 0;
   for (const auto& [store, run] : runs) {
+    if (request.on_progress) request.on_progress(read++, runs.size());
     const Machine machine = MachineOf(run);
     for (const CaseRecord& c : store->Cases(run.run_id)) {
       const std::optional<double> value = request.metric->of(c);

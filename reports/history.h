@@ -10,6 +10,8 @@
 // Thread-safety: pure functions over the stores they are given.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -63,6 +65,9 @@ struct HistoryRequest {
   std::vector<std::string> commit_order;
   // With `history --since REV`: only runs of these commits (REV and its descendants).
   std::optional<std::set<std::string>> since;
+  // Called before each run's cases are read, with how many of the suite's runs are read
+  // (the caller's progress line); on the calling thread. May be empty.
+  std::function<void(size_t done, size_t total)> on_progress;
 };
 
 // Every series of `request.suite`'s complete benchmark runs in `stores` (each run once, by

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
+#include <utility>
 
 #include "reports/check.h"
 #include "reports/compare.h"
@@ -54,8 +56,11 @@ std::string RunPageName(size_t store, int64_t run_id) {
   return "run-" + std::to_string(store) + "-" + std::to_string(run_id) + ".html";
 }
 
-// SVG coordinates of a chart `kWidth` by `kHeight` with its plot inside `kMargin`.
-constexpr double kWidth = 640, kHeight = 180, kMargin = 40;
+// A chart's frame, in SVG units: the plot inside margins that hold the axes' labels.
+constexpr double kWidth = 700, kHeight = 210, kLeft = 72, kRight = 36, kTop = 24, kBottom = 52;
+// At most this many runs are named under the x axis (evenly spaced, the first and last
+// always), so that the labels never overlap.
+constexpr size_t kMaxAxisLabels = 8;
 
 std::string Number(double value) {
   char text[32];
@@ -63,66 +68,194 @@ std::string Number(double value) {
   return text;
 }
 
-// One series: the IQR band, the medians' line, a linked dot per run, a dashed line before
-// each change with its ratio.
-std::string TrendChart(const HistorySeries& series, const std::map<std::string, size_t>& stores) {
+std::string AxisSha(const std::string& sha) { return sha.empty() ? "no git" : sha.substr(0, 7); }
+std::string RunDate(const std::string& started_at) { return started_at.substr(0, 10); }
+
+// The points named under the x axis: every one up to kMaxAxisLabels, else that many spread
+// evenly from the first to the last.
+std::vector<size_t> LabelledPoints(size_t n) {
+  std::vector<size_t> labelled;
+  const size_t count = std::min(n, kMaxAxisLabels);
+  for (size_t k = 0; k < count; ++k) {
+    const size_t i = count == 1 ? 0 : (k * (n - 1) + (count - 1) / 2) / (count - 1);
+    if (labelled.empty() || labelled.back() != i) labelled.push_back(i);
+  }
+  return labelled;
+}
+
+// The plot's scale: run i to x, a value to y.
+struct ChartScale {
+  size_t n;
+  double low, high;
+  double X(double i) const {
+    const double span = kWidth - kLeft - kRight;
+    return kLeft + (n > 1 ? i * span / static_cast<double>(n - 1) : span / 2);
+  }
+  double Y(double v) const { return kTop + (high - v) / (high - low) * (kHeight - kTop - kBottom); }
+};
+
+ChartScale ScaleOf(const HistorySeries& series) {
   double low = series.points.front().low, high = series.points.front().high;
   for (const HistoryPoint& p : series.points)
     low = std::min(low, p.low), high = std::max(high, p.high);
   if (!(high > low)) high = low * 1.01 + 1e-12;
+  return {series.points.size(), low, high};
+}
+
+std::string Text(double x, double y, const std::string& anchor, const std::string& text) {
+  return "<text x=\"" + Number(x) + "\" y=\"" + Number(y) + "\" font-size=\"10\" text-anchor=\"" +
+         anchor + "\">" + text + "</text>";
+}
+
+// The axes: the y axis with three values in the metric's unit and its name; the x axis
+// with each labelled run's commit and date, and the order the runs are in.
+std::string ChartAxes(const HistorySeries& series, const ChartScale& scale,
+                      const HistoryMetric& metric) {
+  const double bottom = kHeight - kBottom;
+  std::string svg = "<g stroke=\"#888\"><line x1=\"" + Number(kLeft) + "\" x2=\"" + Number(kLeft) +
+                    "\" y1=\"" + Number(kTop) + "\" y2=\"" + Number(bottom) + "\"/><line x1=\"" +
+                    Number(kLeft) + "\" x2=\"" + Number(kWidth - kRight) + "\" y1=\"" +
+                    Number(bottom) + "\" y2=\"" + Number(bottom) + "\"/></g>";
+  svg += Text(kLeft, 12, "start", HtmlText(std::string(metric.name) + " (" + metric.unit + ")"));
+  for (double v : {scale.low, (scale.low + scale.high) / 2, scale.high}) {
+    svg += Text(kLeft - 4, scale.Y(v) + 3, "end",
+                HtmlText(FormatSignificant(v, 3) + " " + metric.unit));
+  }
+  for (size_t i : LabelledPoints(series.points.size())) {
+    const HistoryPoint& p = series.points[i];
+    const double x = scale.X(static_cast<double>(i));
+    svg += "<line x1=\"" + Number(x) + "\" x2=\"" + Number(x) + "\" y1=\"" + Number(bottom) +
+           "\" y2=\"" + Number(bottom + 4) + "\" stroke=\"#888\"/>" +
+           Text(x, bottom + 15, "middle", HtmlText(AxisSha(p.git_sha))) +
+           Text(x, bottom + 27, "middle", HtmlText(RunDate(p.started_at)));
+  }
+  svg += Text((kLeft + kWidth - kRight) / 2, kHeight - 6, "middle",
+              series.by_commit ? "commit (git's order)" : "run, in start order");
+  return svg;
+}
+
+// One series: the IQR band, the medians' line, a linked dot per run, a dashed line before
+// each change with its ratio, and the axes.
+std::string TrendChart(const HistorySeries& series, const std::map<std::string, size_t>& stores,
+                       const HistoryMetric& metric) {
+  const ChartScale scale = ScaleOf(series);
   const size_t n = series.points.size();
-  const auto x = [&](double i) {
-    return kMargin + (n > 1 ? i * (kWidth - 2 * kMargin) / static_cast<double>(n - 1) : 0);
-  };
-  const auto y = [&](double v) {
-    return kHeight - kMargin + 10 - (v - low) / (high - low) * (kHeight - 2 * kMargin);
-  };
   std::string band, line, dots;
   for (size_t i = 0; i < n; ++i)
-    band += Number(x(i)) + "," + Number(y(series.points[i].high)) + " ";
-  for (size_t i = n; i-- > 0;) band += Number(x(i)) + "," + Number(y(series.points[i].low)) + " ";
+    band += Number(scale.X(i)) + "," + Number(scale.Y(series.points[i].high)) + " ";
+  for (size_t i = n; i-- > 0;)
+    band += Number(scale.X(i)) + "," + Number(scale.Y(series.points[i].low)) + " ";
   for (size_t i = 0; i < n; ++i) {
     const HistoryPoint& p = series.points[i];
-    line += Number(x(i)) + "," + Number(y(p.value)) + " ";
+    line += Number(scale.X(i)) + "," + Number(scale.Y(p.value)) + " ";
     dots += "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\"><circle cx=\"" +
-            Number(x(i)) + "\" cy=\"" + Number(y(p.value)) + "\" r=\"3\"><title>run " +
-            std::to_string(p.run_id) + " " + HtmlText(p.git_sha.substr(0, 10)) + ": " +
-            FormatSignificant(p.value, 3) + "</title></circle></a>";
+            Number(scale.X(i)) + "\" cy=\"" + Number(scale.Y(p.value)) + "\" r=\"3\"><title>run " +
+            std::to_string(p.run_id) + " " + HtmlText(p.git_sha.substr(0, 10)) + " " +
+            HtmlText(RunDate(p.started_at)) + ": " + HtmlText(FormatSignificant(p.value, 3)) + " " +
+            metric.unit + "</title></circle></a>";
   }
   std::string changes;
   for (const stats::ChangePoint& change : series.changes) {
-    const double at = x(static_cast<double>(change.index) - 0.5);
-    changes += "<line x1=\"" + Number(at) + "\" x2=\"" + Number(at) + "\" y1=\"10\" y2=\"" +
-               Number(kHeight - kMargin + 10) + "\" stroke=\"red\" stroke-dasharray=\"4\"/>" +
-               "<text x=\"" + Number(at + 3) + "\" y=\"20\" fill=\"red\" font-size=\"11\">" +
+    const double at = scale.X(static_cast<double>(change.index) - 0.5);
+    changes += "<line x1=\"" + Number(at) + "\" x2=\"" + Number(at) + "\" y1=\"" + Number(kTop) +
+               "\" y2=\"" + Number(kHeight - kBottom) +
+               "\" stroke=\"red\" stroke-dasharray=\"4\"/>" + "<text x=\"" + Number(at + 3) +
+               "\" y=\"" + Number(kTop + 10) + "\" fill=\"red\" font-size=\"11\">" +
                FormatSignificant(change.ratio.estimate, 3) + "×</text>";
   }
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Number(kWidth) + "\" height=\"" +
          Number(kHeight) + "\" role=\"img\"><polygon points=\"" + band +
          "\" fill=\"#cde\" stroke=\"none\"/><polyline points=\"" + line +
-         "\" fill=\"none\" stroke=\"#246\"/>" + dots + changes + "<text x=\"2\" y=\"" +
-         Number(y(high) + 4) + "\" font-size=\"10\">" + FormatSignificant(high, 3) +
-         "</text><text x=\"2\" y=\"" + Number(y(low)) + "\" font-size=\"10\">" +
-         FormatSignificant(low, 3) + "</text></svg>\n";
+         "\" fill=\"none\" stroke=\"#246\"/>" + dots + changes + ChartAxes(series, scale, metric) +
+         "</svg>\n";
 }
 
+std::string ChartAnchor(size_t index) { return "chart-" + std::to_string(index + 1); }
+
 std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>& series,
-                      const std::map<std::string, size_t>& stores) {
+                      const std::map<std::string, size_t>& stores, const HistoryMetric& metric) {
   std::string body =
-      "<p>The median step (s) of each case over the suite's complete runs, in start order; "
-      "the band is the samples' interquartile range, a red dashed line a change point with "
-      "its ratio of medians (reports/README.md, \"history and change points\"). A new "
-      "machine starts a new chart. Each dot links to its run.</p>\n";
-  for (const HistorySeries& s : series) {
-    body += "<h2>" + HtmlText(s.case_key) + "</h2>\n<p>" + HtmlText(s.machine) + "</p>\n" +
-            TrendChart(s, stores);
+      "<p>The median step (s) of each case over the suite's complete runs, in commit order "
+      "where git here knew every run's commit, else in start order (each chart's x axis "
+      "says which); the band is the samples' interquartile range, a red dashed line a "
+      "change point with its ratio of medians (reports/README.md, \"history and change "
+      "points\"; every change of every suite: <a href=\"regressions.html\">change "
+      "points</a>). A new machine starts a new chart. Each dot links to its run.</p>\n";
+  for (size_t j = 0; j < series.size(); ++j) {
+    const HistorySeries& s = series[j];
+    body += "<h2 id=\"" + ChartAnchor(j) + "\">" + HtmlText(s.case_key) + "</h2>\n<p>" +
+            HtmlText(s.machine) + "</p>\n" + TrendChart(s, stores, metric);
   }
   return Page("suite " + suite, body);
 }
 
-std::string RunPage(const Store& store, const RunRecord& run) {
+// One change point of one series, for the regressions page.
+struct ChangeEntry {
+  std::string suite, chart;  // chart: "suite-2.html#chart-3"
+  std::string case_key, machine;
+  HistoryPoint before, after;  // the runs on either side of the change
+  stats::ChangePoint change;
+};
+
+std::string RunLink(const HistoryPoint& p, const std::map<std::string, size_t>& stores) {
+  return "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\">run " +
+         std::to_string(p.run_id) + "</a> (" + HtmlText(AxisSha(p.git_sha)) + ", " +
+         HtmlText(RunDate(p.started_at)) + ")";
+}
+
+// Every change point, newest first (by the start of the first run after it): asv's
+// regressions page. A runtime ratio above 1 is a slowdown.
+std::string RegressionsPage(std::vector<ChangeEntry> entries,
+                            const std::map<std::string, size_t>& stores) {
+  std::stable_sort(entries.begin(), entries.end(), [](const ChangeEntry& a, const ChangeEntry& b) {
+    return a.after.started_at > b.after.started_at;
+  });
+  std::string body =
+      "<p>Every change point in the median step of every suite's charts, over every "
+      "database given, newest first (by the start of the first run after the change). The "
+      "ratio is the median after over the median before, with its 95% interval; above 1 is "
+      "slower. Each links to its chart and to the runs on either side of it.</p>\n";
+  if (entries.empty())
+    return Page("change points", body + "<p>No series has a change point.</p>\n");
+  body +=
+      "<table><tr><th>after</th><th>suite</th><th>case</th><th>machine</th><th>ratio</th>"
+      "<th>p</th><th></th><th>before</th><th>after</th></tr>\n";
+  for (const ChangeEntry& e : entries) {
+    const stats::ChangePoint& c = e.change;
+    body += "<tr><td>" + HtmlText(e.after.started_at) + "</td><td>" + HtmlText(e.suite) +
+            "</td><td><a href=\"" + e.chart + "\">" + HtmlText(e.case_key) + "</a></td><td>" +
+            HtmlText(e.machine) + "</td><td>" +
+            HtmlText(FormatSignificant(c.ratio.estimate, 3) + "× (" +
+                     FormatSignificant(c.ratio.low, 3) + "–" + FormatSignificant(c.ratio.high, 3) +
+                     ")") +
+            "</td><td>" + HtmlText(FormatSignificant(c.p_value, 2)) + "</td><td>" +
+            (c.ratio.estimate > 1 ? "slower" : "faster") + "</td><td>" + RunLink(e.before, stores) +
+            "</td><td>" + RunLink(e.after, stores) + "</td></tr>\n";
+  }
+  return Page("change points", body + "</table>\n");
+}
+
+// Links to the runs of the same suite just before and after `run_id` in `runs` (a store's
+// runs of one suite, oldest first).
+std::string NeighbourLinks(const std::vector<int64_t>& runs, int64_t run_id, size_t store) {
+  const auto at = std::find(runs.begin(), runs.end(), run_id);
+  std::string links;
+  if (at != runs.begin()) {
+    links += "<a href=\"" + RunPageName(store, *(at - 1)) + "\" rel=\"prev\">← run " +
+             std::to_string(*(at - 1)) + "</a>";
+  }
+  if (at != runs.end() && at + 1 != runs.end()) {
+    links += std::string(links.empty() ? "" : " · ") + "<a href=\"" +
+             RunPageName(store, *(at + 1)) + "\" rel=\"next\">run " + std::to_string(*(at + 1)) +
+             " →</a>";
+  }
+  return links.empty() ? "<p>The suite's only run here.</p>\n"
+                       : "<p>The suite's runs before and after: " + links + "</p>\n";
+}
+
+std::string RunPage(const Store& store, const RunRecord& run, const std::string& neighbours) {
   const std::vector<CaseRecord> cases = store.Cases(run.run_id);
-  std::string body = "<p>" +
+  std::string body = neighbours + "<p>" +
                      HtmlText(run.kind + " run " + std::to_string(run.run_id) + " of " +
                               store.path() + ", " + run.status + ", started " + run.started_at +
                               (run.label.empty() ? "" : ", label " + run.label) + ", git " +
@@ -195,34 +328,58 @@ std::string GroupPage(const Store& store, const std::string& group, size_t store
   return Page("group " + group + ": " + parts[0].run.suite_name, body);
 }
 
-// index.html's lists, filled as the pages are made.
+// index.html's lists, filled as the pages are made; the progress made so far.
 struct SiteIndex {
   std::string runs, pairs, groups;
-  std::vector<std::string> suites;
+  std::vector<std::string> suites;  // every suite's name, sorted: suite-(i+1).html's i
+  size_t done = 0, total = 0;
+  const SiteOptions* options = nullptr;
+
+  void Advance() {
+    ++done;
+    if (options->on_progress) options->on_progress(done, total);
+  }
 };
+
+// Each suite's runs in `store`, oldest first.
+std::map<std::string, std::vector<int64_t>> RunsBySuite(const std::vector<RunRecord>& runs) {
+  std::map<std::string, std::vector<int64_t>> by_suite;
+  for (const RunRecord& run : runs) by_suite[run.suite_name].push_back(run.run_id);
+  return by_suite;
+}
+
+// The page of an A/B pair whose base side is `run`, if its partner is in the store.
+void AddPairPage(const Store& store, size_t k, const RunRecord& run, std::vector<SitePage>& pages,
+                 SiteIndex& index) {
+  if (run.Environment("ab_side") != "base") return;
+  const auto partner = store.FindRunByUuid(run.Environment("ab_pair"));
+  if (!partner || !IsAbPair(run, *partner)) return;
+  pages.push_back({"ab-" + std::to_string(k) + "-" + std::to_string(run.run_id) + ".html",
+                   AbPairPage(store, run, *partner)});
+  index.pairs += "<li><a href=\"" + pages.back().name + "\">" +
+                 HtmlText(run.suite_name + ": runs " + std::to_string(run.run_id) + " and " +
+                          std::to_string(partner->run_id) + ", " + run.started_at) +
+                 "</a></li>\n";
+}
 
 // A page per run of store `k` (from 1), per A/B pair and per run group in it.
 void AddStorePages(const Store& store, size_t k, std::vector<SitePage>& pages, SiteIndex& index) {
   std::vector<std::string> groups;
-  for (const RunRecord& listed : store.Runs()) {
+  const std::vector<RunRecord> listed_runs = store.Runs();
+  const auto by_suite = RunsBySuite(listed_runs);
+  for (const RunRecord& listed : listed_runs) {
     const RunRecord run = *store.FindRun(listed.run_id);
-    index.suites.push_back(run.suite_name);
-    pages.push_back({RunPageName(k, run.run_id), RunPage(store, run)});
+    pages.push_back(
+        {RunPageName(k, run.run_id),
+         RunPage(store, run, NeighbourLinks(by_suite.at(run.suite_name), run.run_id, k))});
     index.runs += "<tr><td>" + HtmlText(store.path()) + "</td><td><a href=\"" + pages.back().name +
                   "\">" + std::to_string(run.run_id) + "</a></td><td>" + HtmlText(run.suite_name) +
                   "</td><td>" + HtmlText(run.label) + "</td><td>" + HtmlText(run.status) +
                   "</td><td>" + HtmlText(run.started_at) + "</td></tr>\n";
     if (!run.group.empty() && std::find(groups.begin(), groups.end(), run.group) == groups.end())
       groups.push_back(run.group);
-    if (run.Environment("ab_side") != "base") continue;
-    const auto partner = store.FindRunByUuid(run.Environment("ab_pair"));
-    if (!partner || !IsAbPair(run, *partner)) continue;
-    pages.push_back({"ab-" + std::to_string(k) + "-" + std::to_string(run.run_id) + ".html",
-                     AbPairPage(store, run, *partner)});
-    index.pairs += "<li><a href=\"" + pages.back().name + "\">" +
-                   HtmlText(run.suite_name + ": runs " + std::to_string(run.run_id) + " and " +
-                            std::to_string(partner->run_id) + ", " + run.started_at) +
-                   "</a></li>\n";
+    AddPairPage(store, k, run, pages, index);
+    index.Advance();
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     pages.push_back({"group-" + std::to_string(k) + "-" + std::to_string(g + 1) + ".html",
@@ -232,32 +389,61 @@ void AddStorePages(const Store& store, size_t k, std::vector<SitePage>& pages, S
   }
 }
 
+// The suites' pages, and every change point in their charts for the regressions page.
+std::string AddSuitePages(const std::vector<const Store*>& stores,
+                          const std::map<std::string, size_t>& store_numbers,
+                          std::vector<SitePage>& pages, SiteIndex& index,
+                          std::vector<ChangeEntry>& changes) {
+  const HistoryMetric& metric = *FindHistoryMetric("runtime");
+  std::string html = "<h2>suites</h2>\n<ul>\n";
+  for (size_t i = 0; i < index.suites.size(); ++i) {
+    HistoryRequest request;
+    request.suite = index.suites[i];
+    request.metric = &metric;
+    request.commit_order = index.options->commit_order;
+    const std::vector<HistorySeries> series = BuildHistory(stores, request);
+    index.Advance();
+    if (series.empty()) continue;  // training suites, or no complete run
+    const std::string name = "suite-" + std::to_string(i + 1) + ".html";
+    pages.push_back({name, SuitePage(index.suites[i], series, store_numbers, metric)});
+    html += "<li><a href=\"" + name + "\">" + HtmlText(index.suites[i]) + "</a> (" +
+            std::to_string(series.size()) + " charts)</li>\n";
+    for (size_t j = 0; j < series.size(); ++j) {
+      const HistorySeries& s = series[j];
+      for (const stats::ChangePoint& c : s.changes) {
+        changes.push_back({index.suites[i], name + "#" + ChartAnchor(j), s.case_key, s.machine,
+                           s.points[c.index - 1], s.points[c.index], c});
+      }
+    }
+  }
+  return html + "</ul>\n";
+}
+
 }  // namespace
 
-std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores) {
+std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores,
+                                const SiteOptions& options) {
   std::vector<SitePage> pages;
   SiteIndex index;
+  index.options = &options;
+  std::set<std::string> suite_names;
+  for (const Store* store : stores) {
+    const std::vector<RunRecord> runs = store->Runs();
+    index.total += runs.size();
+    for (const RunRecord& run : runs) suite_names.insert(run.suite_name);
+  }
+  index.total += suite_names.size();
   std::map<std::string, size_t> store_numbers;
   for (size_t k = 0; k < stores.size(); ++k) {
     store_numbers[stores[k]->path()] = k + 1;
     AddStorePages(*stores[k], k + 1, pages, index);
   }
-  std::vector<std::string>& suites = index.suites;
-  std::sort(suites.begin(), suites.end());
-  suites.erase(std::unique(suites.begin(), suites.end()), suites.end());
-  std::string html = "<h2>suites</h2>\n<ul>\n";
-  for (size_t i = 0; i < suites.size(); ++i) {
-    HistoryRequest request;
-    request.suite = suites[i];
-    request.metric = FindHistoryMetric("runtime");
-    const std::vector<HistorySeries> series = BuildHistory(stores, request);
-    if (series.empty()) continue;  // training suites, or no complete run
-    const std::string name = "suite-" + std::to_string(i + 1) + ".html";
-    pages.push_back({name, SuitePage(suites[i], series, store_numbers)});
-    html += "<li><a href=\"" + name + "\">" + HtmlText(suites[i]) + "</a> (" +
-            std::to_string(series.size()) + " charts)</li>\n";
-  }
-  html += "</ul>\n";
+  index.suites.assign(suite_names.begin(), suite_names.end());
+  std::vector<ChangeEntry> changes;
+  std::string html = AddSuitePages(stores, store_numbers, pages, index, changes);
+  html += "<p><a href=\"regressions.html\">Change points</a>: " + std::to_string(changes.size()) +
+          " over every suite's charts, newest first.</p>\n";
+  pages.push_back({"regressions.html", RegressionsPage(changes, store_numbers)});
   if (!index.pairs.empty()) html += "<h2>A/B pairs</h2>\n<ul>\n" + index.pairs + "</ul>\n";
   if (!index.groups.empty()) html += "<h2>run groups</h2>\n<ul>\n" + index.groups + "</ul>\n";
   html +=

@@ -1,11 +1,14 @@
 // A static site over one or more stores: plain HTML with inline SVG, no script, no server,
 // readable from file://. index.html lists the suites and every run; a suite's page has one
 // trend chart per case and machine (reports/history.h: the median step over the runs with
-// its IQR band, the change points marked, each point a link to its run); a run's page is
-// its Markdown report rendered to HTML by cmark-gfm, with its warnings, its `check`
-// verdicts and its environment; an A/B pair's page (seqbench ab) compares its two sides as
-// `compare` judges a pair, with the functions that moved in each counted case that moved; a
-// run group's page lists its shards and renders the group read whole (results/
+// its IQR band, the change points marked, each point a link to its run; the x axis names
+// each run's commit and date, in commit order where git's order is given, the y axis its
+// unit); regressions.html lists every change point of every suite and store, newest first,
+// with links to its chart and to the runs on either side; a run's page is its Markdown
+// report rendered to HTML by cmark-gfm, with its warnings, its `check` verdicts, its
+// environment and links to the suite's runs before and after it; an A/B pair's page (seqbench ab)
+// compares its two sides as `compare` judges a pair, with the functions that moved in each counted
+// case that moved; a run group's page lists its shards and renders the group read whole (results/
 // run_group.h). Every user-written string is HTML-escaped
 // (escape::HtmlText) or Markdown-escaped before cmark-gfm renders it; file names are made
 // here from numbers only, so no user text reaches a path.
@@ -13,6 +16,8 @@
 // Thread-safety: pure functions over the stores they are given.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,13 +26,24 @@
 namespace seqbench {
 
 struct SitePage {
-  std::string name;  // "index.html", "suite-2.html", "run-1-42.html", "ab-1-42.html",
-                     // "group-1-3.html": made from numbers
+  std::string name;  // "index.html", "regressions.html", "suite-2.html", "run-1-42.html",
+                     // "ab-1-42.html", "group-1-3.html": made from numbers
   std::string html;
 };
 
+struct SiteOptions {
+  // Commits in git's topological order, oldest first (HistoryRequest::commit_order; reports/
+  // reads only the store, so the caller asks git): the charts' runs go in commit order
+  // where every run's commit is among them, else in start order.
+  std::vector<std::string> commit_order;
+  // Called after each run's and each suite's pages, with how many of `total` are made
+  // (the caller's progress line); called on the calling thread. May be empty.
+  std::function<void(size_t done, size_t total)> on_progress;
+};
+
 // Every page of the site over `stores` (store k is "run-k-ID.html"'s k, from 1).
-std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores);
+std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores,
+                                const SiteOptions& options = {});
 
 // Markdown (GitHub's dialect with tables) as HTML through cmark-gfm, raw HTML left out.
 std::string MarkdownToHtml(const std::string& markdown);

@@ -406,7 +406,13 @@ int64_t Store::RemoveRuns(const std::vector<int64_t>& run_ids) {
   return cases;
 }
 
-void Store::Vacuum() { Execute("VACUUM"); }
+void Store::Vacuum() {
+  Execute("VACUUM");
+  // In WAL mode the compacted pages sit in the log until a checkpoint writes them back:
+  // without one the file keeps its old size (what rm then reports) until the last
+  // connection closes. A reader elsewhere only delays it (the busy result is not an error).
+  Execute("PRAGMA wal_checkpoint(TRUNCATE)");
+}
 
 namespace {
 // "SELECT run_id, <RunColumns()> FROM runs": what ReadRunRow reads.
@@ -683,7 +689,9 @@ std::map<std::string, std::set<std::string>> Store::CasesToReplace(const Store& 
   return replace;
 }
 
-std::vector<MergeCounts> Store::MergeFromEach(const std::vector<const Store*>& sources) {
+std::vector<MergeCounts> Store::MergeFromEach(
+    const std::vector<const Store*>& sources,
+    const std::function<void(size_t done, size_t total)>& on_source) {
   std::vector<MergeCounts> counts;
   Transaction transaction(*this);  // each MergeFrom's own is a savepoint inside it
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -692,6 +700,7 @@ std::vector<MergeCounts> Store::MergeFromEach(const std::vector<const Store*>& s
     } catch (const MergeConflict& conflict) {
       throw MergeConflict(conflict.what(), i);
     }
+    if (on_source) on_source(i + 1, sources.size());
   }
   transaction.Commit();
   return counts;

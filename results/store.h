@@ -11,7 +11,9 @@
 // Stores (in one or more processes) may share a file.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -137,14 +139,19 @@ class Store {
   // a MergeConflict with any of them, between a source and the target or between two
   // sources over a case the target lacked, or on any other failure) none. The conflict
   // names the source in MergeConflict::source().
-  std::vector<MergeCounts> MergeFromEach(const std::vector<const Store*>& sources);
+  // `on_source`, if given, is called after each source is merged (inside the
+  // transaction), with how many of the sources are done: the caller's progress line.
+  std::vector<MergeCounts> MergeFromEach(
+      const std::vector<const Store*>& sources,
+      const std::function<void(size_t done, size_t total)>& on_source = {});
 
   // Removes the runs with everything stored under them (environment, warnings,
   // expectations, cases with their samples and metrics, training steps), all in one
   // transaction: a failure or a kill leaves every one of them as it was. Returns the cases
   // removed. Which runs may go is the caller's rule (results/run_removal.h).
   int64_t RemoveRuns(const std::vector<int64_t>& run_ids);
-  // Rewrites the file without the pages that removed rows left free (SQLite's VACUUM).
+  // Rewrites the file without the pages that removed rows left free (SQLite's VACUUM),
+  // and checkpoints the log so that the file on disk shrinks now.
   void Vacuum();
 
   const std::string& path() const { return path_; }

@@ -943,6 +943,7 @@ TEST_CASE("gbench-json has Google Benchmark's own fields and types", "[reports][
   CHECK(fused.at("cv") == Approx(std::sqrt(0.12) / 0.4));
   CHECK(fused.at("min") == Approx(0.2));
   CHECK(fused.at("max") == Approx(0.8));
+  CHECK(fused.at("iqr") == Approx(0.3));  // quartiles 0.2 and 0.5, as the tables' IQR
   // The check can fail: it knows the format.
   json broken = ours;
   broken["context"].erase("json_schema_version");

@@ -58,4 +58,26 @@ rc=0
 [[ $rc -eq 0 ]] || fail "verify exited $rc: $(cat "$work/verify.out")"
 grep -q '^example_einsum *train .* ok$' "$work/verify.out" || fail "no train check: $(cat "$work/verify.out")"
 grep -q '^example_einsum *scaling .* ok$' "$work/verify.out" || fail "no scaling check: $(cat "$work/verify.out")"
-echo "ok: installed, built out of tree, verified"
+
+# The same template with the pattern its comment warns of planted: a per-step select() of
+# q, k and v in the autograd loop (backward scatters into a full-size zero tensor at every
+# step, O(T^2) bytes). verify must refuse it, exit 1, naming the scaling check.
+cp -r "$source_dir/examples/plugin" "$work/quadratic"
+sed -i -e 's/qs\[t\]/in.q.select(1, static_cast<int64_t>(t))/' \
+  -e 's/ks\[t\]/in.k.select(1, static_cast<int64_t>(t))/' \
+  -e 's/vs\[t\]/in.v.select(1, static_cast<int64_t>(t))/' "$work/quadratic/einsum_recurrence.cc"
+grep -q 'in.k.select(1' "$work/quadratic/einsum_recurrence.cc" || fail "the O(T^2) plant did not apply"
+cmake -S "$work/quadratic" -B "$work/quadratic/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DTorch_DIR="$torch_dir" -DCMAKE_CXX_COMPILER="$compiler" \
+  -DCMAKE_BUILD_TYPE=Release >"$work/configure2.log" 2>&1 &&
+  cmake --build "$work/quadratic/build" >"$work/build2.log" 2>&1 ||
+  fail "building the planted copy: $(tail -5 "$work/build2.log" "$work/configure2.log")"
+rc=0
+"$prefix/bin/seqbench" --plugin "$work/quadratic/build/libeinsum_plugin.so" verify \
+  --filter '^example_einsum$' >"$work/verify2.out" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "verify of a per-step select() exited $rc: $(cat "$work/verify2.out")"
+grep -q '^example_einsum *scaling .* NOT O(T)$' "$work/verify2.out" ||
+  fail "the planted O(T^2) step was not named by the scaling check: $(cat "$work/verify2.out")"
+grep -q '^example_einsum *train .* ok$' "$work/verify2.out" ||
+  fail "the planted copy should still compute the right function: $(cat "$work/verify2.out")"
+echo "ok: installed, built out of tree, verified; a planted O(T^2) copy refused"

@@ -103,4 +103,63 @@ if [[ $(id -u) -ne 0 ]]; then
 else
   echo "read-only file: skipped as root"
 fi
+# 5. Interrupted: a run of 20,000 cases and 1,000,000 samples (made in SQL from a measured
+# case), removed by rm killed at several moments. Whatever the moment, the run is there
+# whole or gone whole.
+big=$work/big.db
+"$seqbench" run "$suite" --repetitions 2 --filter '^baseline mode=forward' --in-process \
+  --db "$big" >/dev/null
+sqlite3 "$big" "
+  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+  INSERT INTO cases (run_id, case_key, position, variant_name, variant_key, options, mode,
+                     dtype, device, batch, seq_len, min_len, generate_tokens, status, message,
+                     reference, iterations, tokens_per_step, wall_s)
+  SELECT c.run_id, c.case_key || ' copy=' || n.i, c.position + n.i, c.variant_name,
+         c.variant_key, c.options, c.mode, c.dtype, c.device, c.batch, c.seq_len, c.min_len,
+         c.generate_tokens, c.status, c.message, c.reference, c.iterations, c.tokens_per_step,
+         c.wall_s
+  FROM cases c, n WHERE c.run_id = 1;
+  WITH RECURSIVE r(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM r WHERE j < 49)
+  INSERT OR IGNORE INTO samples SELECT c.case_id, r.j, 0.001 * (r.j + 1) FROM cases c, r;"
+cases_before=$(sqlite3 "$big" "SELECT COUNT(*) FROM cases WHERE run_id = 1")
+samples_before=$(sqlite3 "$big" "SELECT COUNT(*) FROM samples")
+[[ $samples_before -ge 1000000 ]] || fail "setup: $samples_before samples"
+# How long a removal takes uninterrupted (LibTorch's load, then the removal and VACUUM):
+# the kills land at fractions of it, so they reach into the removal however fast it is.
+cp "$big" "$work/k.db"
+started=$(date +%s.%N)
+"$seqbench" rm 1 --db "$work/k.db" --yes >/dev/null 2>&1 || fail "rm of the big run"
+full=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
+landed=0
+for signal in KILL INT; do
+  for fraction in 0.4 0.55 0.7 0.85 0.95; do
+    delay=$(awk -v f="$fraction" -v t="$full" 'BEGIN { print f * t }')
+    cp "$big" "$work/k.db"
+    "$seqbench" rm 1 --db "$work/k.db" --yes >/dev/null 2>&1 &
+    pid=$!
+    sleep "$delay"
+    kill -s "$signal" "$pid" 2>/dev/null && landed=$((landed + 1))
+    wait "$pid" 2>/dev/null || true
+    [[ $(sqlite3 "$work/k.db" "PRAGMA integrity_check") == ok ]] ||
+      fail "rm killed ($signal) after $delay s: the file fails its integrity check"
+    db=$work/k.db
+    [[ $(orphans) -eq 0 ]] || fail "rm killed ($signal) after $delay s: $(orphans) orphan rows"
+    now_cases=$(query "SELECT COUNT(*) FROM cases WHERE run_id = 1")
+    now_samples=$(query "SELECT COUNT(*) FROM samples")
+    runs=$(query "SELECT COUNT(*) FROM runs WHERE run_id = 1")
+    if [[ $runs -eq 1 ]]; then
+      [[ $now_cases -eq $cases_before && $now_samples -eq $samples_before ]] ||
+        fail "rm killed ($signal) after $delay s: run 1 half removed ($now_cases cases, $now_samples samples)"
+    else
+      [[ $now_cases -eq 0 && $now_samples -eq 0 ]] ||
+        fail "rm killed ($signal) after $delay s: run 1 gone, $now_cases cases and $now_samples samples left"
+    fi
+  done
+done
+echo "interrupted: $landed of 10 kills landed while rm ran; every file whole"
+# Left to finish, the file shrinks at once, and rm says the size it has.
+"$seqbench" rm 1 --db "$big" --yes >"$work/out" 2>&1 || fail "rm of the big run: $(cat "$work/out")"
+size=$(stat -c %s "$big")
+[[ $size -lt 1048576 ]] || fail "the file is $size bytes after removing its one run and vacuuming"
+grep -qE "is now [0-9.]+ (B|KiB)$" "$work/out" || fail "rm reports another size: $(cat "$work/out")"
 echo "ok"

@@ -56,6 +56,8 @@ gate="$source_dir/results/published/gate.db"
 
 SITE="$work/site" EXPECTED=$("$seqbench" history --suite ci --db "$gate" --format csv |
   python3 -c 'import csv,sys; print(len({(r["case_key"], r["machine"]) for r in csv.DictReader(sys.stdin)}))') \
+  CHANGES=$("$seqbench" history --suite ci --db "$gate" --format json |
+  python3 -c 'import json,sys; print(sum(len(s["changes"]) for s in json.load(sys.stdin)["series"]))') \
   python3 - <<'PY' || fail "the site's pages"
 import html.parser, os, re
 site = os.environ["SITE"]
@@ -77,7 +79,7 @@ class Page(html.parser.HTMLParser):
         self.in_title = False
 pages = {}
 for name in os.listdir(site):
-    assert re.fullmatch(r"(index|suite-\d+|(run|ab|group)-\d+-\d+)\.html", name), name
+    assert re.fullmatch(r"(index|regressions|suite-\d+|(run|ab|group)-\d+-\d+)\.html", name), name
     page = Page()
     page.feed(open(os.path.join(site, name), encoding="utf-8").read())
     pages[name] = page
@@ -98,8 +100,25 @@ ci = [p for n, p in pages.items() if p.title == "suite ci"]
 assert len(ci) == 1 and ci[0].svgs == int(os.environ["EXPECTED"]), (len(ci), ci and ci[0].svgs)
 marked = [p for p in pages.values() if p.title == "suite x<script>alert(1)</script>"]
 assert len(marked) == 1 and marked[0].svgs == 2, "the markup-named suite's page"
-print("pages ok:", len(pages))
+# Every change point of history's series is a row of regressions.html (the tiny suite's two
+# runs have none), and each row links its chart and its two runs.
+regressions = open(os.path.join(site, "regressions.html"), encoding="utf-8").read()
+rows = regressions.count("<tr>") - 1 if "<table>" in regressions else 0
+assert rows == int(os.environ["CHANGES"]), (rows, os.environ["CHANGES"])
+assert len([l for l in pages["regressions.html"].links if "#chart-" in l]) == rows
+# Each run page links its suite's neighbours: every prev/next target is a run page.
+assert any("rel=\"next\"" in open(os.path.join(site, n)).read() for n in runs)
+print("pages ok:", len(pages), "change points:", rows)
 PY
+# Progress on a terminal (script(1) gives the command one), none into a file or pipe.
+if command -v script >/dev/null; then
+  SB="$seqbench" OUT="$work/site_tty" GATE="$gate" script -qec \
+    '"$SB" site "$OUT" --db "$GATE"' /dev/null >"$work/tty_out" || fail "site on a terminal"
+  grep -aqE "site: runs and suites: [0-9]+ of [0-9]+  ETA" "$work/tty_out" ||
+    fail "no progress on a terminal: $(head -c 300 "$work/tty_out")"
+fi
+"$seqbench" site "$work/site_quiet" --db "$gate" >"$work/quiet" 2>&1 || fail "site into a file"
+grep -q " of " "$work/quiet" && fail "progress written into a file: $(cat "$work/quiet")"
 grep -q "<script" "$work/site"/*.html && fail "a page holds a <script> tag"
 grep -q "x&lt;script&gt;alert(1)&lt;/script&gt;" "$work/site/index.html" ||
   fail "the suite's name is not escaped text in the index"

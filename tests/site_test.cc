@@ -1,0 +1,154 @@
+// The static site (reports/site.h) as a person browses it: each chart's axes name the runs'
+// commits and dates and the metric's unit, the runs go in git's order when it is given,
+// regressions.html lists every change point newest first with links to its chart and the
+// runs on either side, and each run page links to its suite's runs before and after it.
+#include "reports/site.h"
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace seqbench {
+namespace {
+
+// The commit of run `i` of a fixture suite: 7 distinct leading characters, as a short SHA.
+std::string ShaOf(char suite, int i) {
+  const std::string digits = std::to_string(100 + i).substr(1);     // two digits
+  return suite + digits + "0123456789abcdef0123456789abcdef01234";  // 40 characters
+}
+
+// A complete run of `suite` on day `day` of November 2026, minute `i`, whose case "step"
+// takes `seconds` (samples 0.99, 1, 1, 1.01, 1.02 times it: median and mean differ).
+void AddRun(Store& store, const std::string& suite, int day, int i, double seconds) {
+  RunRecord run;
+  run.uuid = suite + std::to_string(i);
+  run.suite_name = suite;
+  run.status = "complete";
+  char started[32];
+  std::snprintf(started, sizeof(started), "2026-11-%02dT10:%02d:00Z", day, i);
+  run.started_at = started;
+  run.environment = {{"cpu_model", "cpu A"}, {"git_sha", ShaOf(suite[0], i)}};
+  const int64_t id = store.CreateRun(run);
+  CaseRecord c;
+  c.identity.variant_name = c.identity.variant_key = "step";
+  c.status = kStatusOk;
+  c.iterations = 1;
+  c.tokens_per_step = 100;
+  const double wobble = 1 + 0.004 * ((i * 7) % 5 - 2);  // ±0.8%, no trend
+  for (double k : {0.99, 1.0, 1.0, 1.01, 1.02}) c.samples_s.push_back(seconds * wobble * k);
+  store.AddCase(id, c);
+}
+
+// "demo" (runs 1-12, Nov 28) slows 1.5x from its 7th run; "older" (runs 13-24, Nov 20)
+// gets 2x faster from its 7th.
+void AddFixtureRuns(Store& store) {
+  for (int i = 0; i < 12; ++i) AddRun(store, "demo", 28, i, i < 6 ? 0.010 : 0.015);
+  for (int i = 0; i < 12; ++i) AddRun(store, "older", 20, i, i < 6 ? 1.0 : 0.5);
+}
+
+std::map<std::string, std::string> PagesByName(const std::vector<SitePage>& pages) {
+  std::map<std::string, std::string> by_name;
+  for (const SitePage& page : pages) by_name[page.name] = page.html;
+  return by_name;
+}
+
+// The texts of the x axis's labels that are short SHAs, in the order drawn.
+std::vector<std::string> AxisShas(const std::string& html, char suite) {
+  std::vector<std::string> shas;
+  const std::regex label(std::string("text-anchor=\"middle\">(") + suite + "[0-9a-f]{6})</text>");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), label);
+       it != std::sregex_iterator(); ++it)
+    shas.push_back((*it)[1]);
+  return shas;
+}
+
+TEST_CASE("site: the charts' axes name commits, dates and the unit", "[site]") {
+  Store store("");
+  AddFixtureRuns(store);
+  auto pages = PagesByName(BuildSite({&store}));
+  const std::string& demo = pages.at("suite-1.html");
+  CHECK_THAT(demo, Catch::Contains("runtime (s)"));
+  CHECK(std::regex_search(demo, std::regex(">[0-9.]+ s</text>")));  // a y value with its unit
+  CHECK_THAT(demo, Catch::Contains(">2026-11-28</text>"));
+  CHECK_THAT(demo, Catch::Contains("run, in start order"));
+  // 12 runs: 8 named, the first and the last among them, in the order drawn.
+  const std::vector<std::string> shas = AxisShas(demo, 'd');
+  REQUIRE(shas.size() == 8);
+  CHECK(shas.front() == ShaOf('d', 0).substr(0, 7));
+  CHECK(shas.back() == ShaOf('d', 11).substr(0, 7));
+  // 8 runs or fewer: every one named.
+  Store few("");
+  for (int i = 0; i < 6; ++i) AddRun(few, "few", 1, i, 1.0);
+  CHECK(AxisShas(PagesByName(BuildSite({&few})).at("suite-1.html"), 'f').size() == 6);
+
+  // In git's order where git knows every commit: here the reverse of the start order.
+  SiteOptions options;
+  for (int i = 11; i >= 0; --i) options.commit_order.push_back(ShaOf('d', i));
+  pages = PagesByName(BuildSite({&store}, options));
+  const std::string& by_commit = pages.at("suite-1.html");
+  CHECK_THAT(by_commit, Catch::Contains("commit (git's order)"));
+  CHECK(AxisShas(by_commit, 'd').front() == ShaOf('d', 11).substr(0, 7));
+  CHECK_THAT(pages.at("suite-2.html"), Catch::Contains("run, in start order"));  // not all known
+}
+
+TEST_CASE("site: regressions.html lists every change point, newest first, with links", "[site]") {
+  Store store("");
+  AddFixtureRuns(store);
+  const auto pages = PagesByName(BuildSite({&store}));
+  const std::string& page = pages.at("regressions.html");
+  const size_t demo = page.find("href=\"suite-1.html#chart-1\"");
+  const size_t older = page.find("href=\"suite-2.html#chart-1\"");
+  REQUIRE(demo != std::string::npos);
+  REQUIRE(older != std::string::npos);
+  CHECK(demo < older);  // Nov 28 before Nov 20
+  // Each row links the runs on either side of its change: demo's 6th and 7th runs (ids 6
+  // and 7), older's (ids 18 and 19).
+  const std::string demo_row = page.substr(demo, older - demo);
+  CHECK_THAT(demo_row, Catch::Contains("href=\"run-1-6.html\"") &&
+                           Catch::Contains("href=\"run-1-7.html\"") && Catch::Contains("slower") &&
+                           Catch::Contains("1.5"));
+  const std::string older_row = page.substr(older);
+  CHECK_THAT(older_row, Catch::Contains("href=\"run-1-18.html\"") &&
+                            Catch::Contains("href=\"run-1-19.html\"") && Catch::Contains("faster"));
+  // The anchors exist on the suite pages, and the index links the page.
+  CHECK_THAT(pages.at("suite-1.html"), Catch::Contains("id=\"chart-1\""));
+  CHECK_THAT(pages.at("index.html"), Catch::Contains("href=\"regressions.html\""));
+
+  // A store without a change: the page says so.
+  Store flat("");
+  for (int i = 0; i < 6; ++i) AddRun(flat, "flat", 1, i, 1.0);
+  const auto flat_pages = PagesByName(BuildSite({&flat}));
+  CHECK_THAT(flat_pages.at("regressions.html"), Catch::Contains("No series has a change point"));
+}
+
+TEST_CASE("site: a run page links its suite's runs before and after it", "[site]") {
+  Store store("");
+  AddFixtureRuns(store);
+  size_t last_done = 0, last_total = 0, calls = 0;
+  SiteOptions options;
+  options.on_progress = [&](size_t done, size_t total) {
+    CHECK(done > last_done);  // forward, one at a time
+    last_done = done, last_total = total, ++calls;
+  };
+  const auto pages = PagesByName(BuildSite({&store}, options));
+  CHECK(calls == 24 + 2);  // each run, then each suite
+  CHECK(last_done == last_total);
+  CHECK(last_total == 26);
+  const std::string& middle = pages.at("run-1-6.html");
+  CHECK_THAT(middle, Catch::Contains("href=\"run-1-5.html\" rel=\"prev\"") &&
+                         Catch::Contains("href=\"run-1-7.html\" rel=\"next\""));
+  // The first and the last of a suite link one way only; the next suite's first run does
+  // not reach back into another suite.
+  CHECK_THAT(pages.at("run-1-1.html"), !Catch::Contains("rel=\"prev\"") &&
+                                           Catch::Contains("href=\"run-1-2.html\" rel=\"next\""));
+  CHECK_THAT(pages.at("run-1-12.html"), Catch::Contains("href=\"run-1-11.html\" rel=\"prev\"") &&
+                                            !Catch::Contains("rel=\"next\""));
+  CHECK_THAT(pages.at("run-1-13.html"), !Catch::Contains("rel=\"prev\"") &&
+                                            Catch::Contains("href=\"run-1-14.html\" rel=\"next\""));
+}
+
+}  // namespace
+}  // namespace seqbench
