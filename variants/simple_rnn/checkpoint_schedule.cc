@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "variants/core/batched_matmul.h"
 #include "variants/simple_rnn/model.h"
 
 namespace seqbench::simple_rnn {
@@ -222,7 +223,7 @@ class ScheduledRecurrenceFunction : public torch::autograd::Function<ScheduledRe
     torch::Tensor o = torch::empty_like(q);
     const auto o_steps = o.unbind(1);
     const auto output = [&](const torch::Tensor& next_state, int64_t t) {
-      o_steps[t].copy_(torch::matmul(in.q[t].unsqueeze(-2), next_state).squeeze(-2));
+      o_steps[t].copy_(BatchedMatmul(in.q[t].unsqueeze(-2), next_state).squeeze(-2));
     };
     torch::Tensor current = initial;
     int64_t position = 0;
@@ -300,10 +301,10 @@ class ScheduledRecurrenceFunction : public torch::autograd::Function<ScheduledRe
           const auto q_t = in.q[t], k_t = in.k[t], v_t = in.v[t], g_t = in.g[t],
                      d_o_t = d_o_steps[t];
           d_state.addcmul_(q_t.unsqueeze(-1), d_o_t.unsqueeze(-2));
-          d_k_steps[t].copy_(torch::matmul(d_state, v_t.unsqueeze(-1)).squeeze(-1));
-          d_v_steps[t].copy_(torch::matmul(k_t.unsqueeze(-2), d_state).squeeze(-2));
+          d_k_steps[t].copy_(BatchedMatmul(d_state, v_t.unsqueeze(-1)).squeeze(-1));
+          d_v_steps[t].copy_(BatchedMatmul(k_t.unsqueeze(-2), d_state).squeeze(-2));
           d_g_steps[t].copy_((d_state * current).sum(-1));
-          d_q_steps[t].copy_(g_t * torch::matmul(current, d_o_t.unsqueeze(-1)).squeeze(-1) +
+          d_q_steps[t].copy_(g_t * BatchedMatmul(current, d_o_t.unsqueeze(-1)).squeeze(-1) +
                              k_t * (v_t * d_o_t).sum(-1, /*keepdim=*/true));
           d_state.mul_(g_t.unsqueeze(-1));
           current = torch::Tensor();

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "variants/core/batched_matmul.h"
+
 namespace seqbench::simple_rnn {
 namespace {
 
@@ -30,8 +32,9 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const int64_t padding = num_chunks * chunk - length;
   // Pad the tail to whole chunks with positions that change nothing (k = 0, log g = 0),
   // then lay out as [B,H,N,C,dh].
+  // No pad where T is whole chunks: constant_pad_nd copies even a pad of zero.
   const auto to_chunks = [&](const torch::Tensor& x) {
-    return torch::constant_pad_nd(x, {0, 0, 0, 0, 0, padding})
+    return (padding > 0 ? torch::constant_pad_nd(x, {0, 0, 0, 0, 0, padding}) : x)
         .view({batch, num_chunks, chunk, heads, width})
         .permute({0, 3, 1, 2, 4});
   };
@@ -44,19 +47,19 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
   torch::Tensor scores;  // [B,H,N,C(t),C(s)]
   if (-log_b_end.min().item<double>() < MaxLogDecayRange(q.scalar_type())) {
-    scores =
-        torch::matmul(decayed_q, (kc * (-log_b).exp()).transpose(-1, -2)).masked_fill(~causal, 0.0);
+    scores = BatchedMatmul(decayed_q, (kc * (-log_b).exp()).transpose(-1, -2))
+                 .masked_fill_(~causal, 0.0);
   } else {
     const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
                               .masked_fill(~causal.unsqueeze(-1), -INFINITY)
                               .exp();
     scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
   }
-  const auto intra = torch::matmul(scores, vc);  // [B,H,N,C,dh]
+  const auto intra = BatchedMatmul(scores, vc);  // [B,H,N,C,dh]
 
   // Each chunk's own contribution to the state at its end, and its total decay.
   const auto local_state =
-      torch::matmul((kc * (log_b_end - log_b).exp()).transpose(-1, -2), vc);  // [B,H,N,dh,dh]
+      BatchedMatmul((kc * (log_b_end - log_b).exp()).transpose(-1, -2), vc);  // [B,H,N,dh,dh]
   const auto chunk_decay = log_b_end.squeeze(3).exp().unsqueeze(-1);          // [B,H,N,dh,1]
 
   // The only sequential part: one state update per chunk.
@@ -68,7 +71,7 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
     incoming.push_back(state);
     state = torch::addcmul(local_states[n], decays[n], state);
   }
-  const auto inter = torch::matmul(decayed_q, torch::stack(incoming, 2));  // [B,H,N,C,dh]
+  const auto inter = BatchedMatmul(decayed_q, torch::stack(incoming, 2));  // [B,H,N,C,dh]
 
   return (intra + inter)
       .permute({0, 2, 3, 1, 4})

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "variants/core/batched_matmul.h"
 #include "variants/core/registry.h"
 #include "variants/core/torch_compat.h"
 
@@ -101,7 +102,7 @@ torch::Tensor LogDecay(const torch::Tensor& decay_logits, const torch::Tensor& m
 torch::Tensor RecurrenceStep(torch::Tensor& state, const torch::Tensor& q, const torch::Tensor& k,
                              const torch::Tensor& v, const torch::Tensor& g) {
   state = torch::addcmul(g.unsqueeze(-1) * state, k.unsqueeze(-1), v.unsqueeze(-2));
-  return torch::matmul(q.unsqueeze(-2), state).squeeze(-2);
+  return BatchedMatmul(q.unsqueeze(-2), state).squeeze(-2);
 }
 
 torch::Tensor RecurrenceLoop(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -151,7 +152,7 @@ class RecurrenceFunction : public torch::autograd::Function<RecurrenceFunction> 
       next.addcmul_(ks[t], vs[t]);
     }
     // Every o_t = S_tᵀ·q_t in one batched product: [T,B,H,1,dh]·[T,B,H,dh,dh].
-    const auto o = torch::matmul(q.transpose(0, 1).unsqueeze(-2), states.slice(0, 1))
+    const auto o = BatchedMatmul(q.transpose(0, 1).unsqueeze(-2), states.slice(0, 1))
                        .squeeze(-2)
                        .transpose(0, 1)
                        .contiguous();
@@ -175,7 +176,7 @@ class RecurrenceFunction : public torch::autograd::Function<RecurrenceFunction> 
     const auto d_o_steps = d_o.transpose(0, 1);  // [T,B,H,dh]
     // dq_t = S_t·dO_t for every step at once.
     const auto d_q =
-        torch::matmul(states.slice(0, 1), d_o_steps.unsqueeze(-1)).squeeze(-1).transpose(0, 1);
+        BatchedMatmul(states.slice(0, 1), d_o_steps.unsqueeze(-1)).squeeze(-1).transpose(0, 1);
     torch::Tensor d_k = torch::empty_like(d_o_steps), d_v = torch::empty_like(d_o_steps),
                   d_g = torch::empty_like(d_o_steps);  // time-major; transposed on return
     const auto qs = q.transpose(0, 1).unsqueeze(-1), ks = k.transpose(0, 1).unsqueeze(-2),
@@ -185,8 +186,8 @@ class RecurrenceFunction : public torch::autograd::Function<RecurrenceFunction> 
     const auto d_k_steps = d_k.unbind(0), d_v_steps = d_v.unbind(0), d_g_steps = d_g.unbind(0);
     for (int64_t t = steps - 1; t >= 0; --t) {
       d_state.addcmul_(qs[t], d_os[t]);
-      d_k_steps[t].copy_(torch::matmul(d_state, vs[t]).squeeze(-1));
-      d_v_steps[t].copy_(torch::matmul(ks[t], d_state).squeeze(-2));
+      d_k_steps[t].copy_(BatchedMatmul(d_state, vs[t]).squeeze(-1));
+      d_v_steps[t].copy_(BatchedMatmul(ks[t], d_state).squeeze(-2));
       d_g_steps[t].copy_((d_state * state_steps[t]).sum(-1));
       d_state.mul_(gs[t]);
     }
