@@ -28,6 +28,7 @@
 #include "cli/progress.h"
 #include "harness/ab_run.h"
 #include "harness/suite.h"
+#include "reports/escape/terminal.h"
 
 namespace po = boost::program_options;
 
@@ -289,8 +290,8 @@ int RunAbCommand(const std::vector<std::string>& args) {
       "ab: runs %lld (base) and %lld (new), order %s -> %s\n"
       "judge them with: seqbench compare %lld %lld --db %s\n",
       (long long)result.base_run_id, (long long)result.new_run_id, result.order.c_str(),
-      f.db_path.c_str(), (long long)result.base_run_id, (long long)result.new_run_id,
-      f.db_path.c_str());
+      escape::TerminalText(f.db_path, false).c_str(), (long long)result.base_run_id,
+      (long long)result.new_run_id, escape::TerminalText(f.db_path, false).c_str());
   return 0;
 }
 

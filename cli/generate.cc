@@ -142,8 +142,9 @@ void PrintGeneration(const GenerateFlags& f, const training::CheckpointModel& mo
   }
   std::printf("\ncheckpoint %s (step %lld, %s D=%lld L=%lld), variant %s on %s\n",
               escape::TerminalText(f.checkpoint).c_str(), (long long)model.step,
-              model.model.family.c_str(), (long long)model.model.width,
-              (long long)model.model.num_layers, f.variant_key.c_str(), f.device_name.c_str());
+              escape::TerminalText(model.model.family, false).c_str(), (long long)model.model.width,
+              (long long)model.model.num_layers, escape::TerminalText(f.variant_key, false).c_str(),
+              escape::TerminalText(f.device_name, false).c_str());
   std::printf("prefill: %zu prompt tokens in %s (first new token included)\n", prompt_tokens,
               FormatDuration(generation.prefill_s).c_str());
   const std::vector<double>& token_s = generation.token_s;

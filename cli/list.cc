@@ -86,7 +86,7 @@ SuiteRow DescribeSuiteFile(const std::filesystem::path& file) {
 }
 
 void ListSuites(const std::string& suites_dir) {
-  std::cout << "\nSuites in " << suites_dir << "/:\n";
+  std::cout << "\nSuites in " << escape::TerminalText(suites_dir, false) << "/:\n";
   std::vector<std::filesystem::path> files;
   std::error_code ignored;
   for (const auto& file : std::filesystem::directory_iterator(suites_dir, ignored)) {

@@ -242,11 +242,11 @@ int RunReadme(const std::vector<std::string>& args) {
     throw UsageError(std::string("readme: ") + error.what());
   }
   if (updated == text) {
-    std::cout << readme_path << ": up to date\n";
+    std::cout << escape::TerminalText(readme_path, false) << ": up to date\n";
     return 0;
   }
   WriteOutput(updated, readme_path);
-  std::cout << readme_path << ": regenerated\n";
+  std::cout << escape::TerminalText(readme_path, false) << ": regenerated\n";
   return 0;
 }
 
@@ -492,7 +492,8 @@ ComparedRuns ResolveComparedRuns(const CompareFlags& f) {
   }
   for (const RunRecord* run : {&runs.base, &runs.next}) {
     if (run->status != "complete") {
-      std::cerr << "seqbench: warning: run " << run->run_id << " is " << run->status
+      std::cerr << "seqbench: warning: run " << run->run_id << " is "
+                << escape::TerminalText(run->status, false)
                 << ": only its stored cases are compared\n";
     }
   }
@@ -584,8 +585,9 @@ void PrintCompareTable(const ComparedRuns& runs, const CompareSettings& settings
   for (const auto& note : notes)
     std::cerr << "seqbench: warning: " << escape::TerminalText(note) << "\n";
   const bool counted = HasCounts(runs.base_cases) && HasCounts(runs.new_cases);
-  std::cout << "compare " << RunName(runs.base) << " (base) with " << RunName(runs.next)
-            << " (new), suite " << escape::MarkdownText(runs.next.suite_name)
+  std::cout << "compare " << escape::TerminalText(RunName(runs.base), false) << " (base) with "
+            << escape::TerminalText(RunName(runs.next), false) << " (new), suite "
+            << escape::TerminalText(escape::MarkdownText(runs.next.suite_name), false)
             << "; gate: " << GateName(gate) << "\n\n"
             << RenderCompareTable(comparisons, counted) << "\n";
   if (const std::string moved = RenderMovedFunctions(comparisons); !moved.empty())
@@ -748,14 +750,14 @@ int RunPlot(const std::vector<std::string>& args) {
       loss_request.output =
           values->count("out") ? request.output : stem + "_" + loss_request.y + ".svg";
       RenderLossPlot(cases, LoadCurves(*store, run.run_id, cases), loss_request);
-      std::cout << loss_request.output << "\n";
+      std::cout << escape::TerminalText(loss_request.output, false) << "\n";
       return 0;
     }
     RenderPlot(cases, request);
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string("plot: ") + error.what());
   }
-  std::cout << request.output << "\n";
+  std::cout << escape::TerminalText(request.output, false) << "\n";
   return 0;
 }
 

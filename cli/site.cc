@@ -12,6 +12,7 @@
 #include "base/files.h"
 #include "cli/command.h"
 #include "cli/progress.h"
+#include "reports/escape/terminal.h"
 
 namespace po = boost::program_options;
 
@@ -78,8 +79,8 @@ int RunSite(const std::vector<std::string>& args) {
     }
     bytes += page.html.size();
   }
-  std::cout << "site: " << pages.size() << " pages, " << bytes / 1024 << " KiB in " << folder
-            << "/index.html\n";
+  std::cout << "site: " << pages.size() << " pages, " << bytes / 1024 << " KiB in "
+            << escape::TerminalText(folder, false) << "/index.html\n";
   return 0;
 }
 

@@ -257,11 +257,13 @@ void PrintDryRun(const SlurmJob& job, const std::string& array_path,
   std::vector<std::string> gather_options = job.gather_options;
   for (const std::string& option : SlurmDependency("ARRAY_JOB_ID"))
     gather_options.push_back(option);
-  std::cout << "# " << array_path << "\n"
-            << job.array_script << "\n# " << gather_path << "\n"
-            << job.gather_script << "\n# submitted as\n"
-            << CommandText("sbatch", job.array_options, array_path) << "\n"
-            << CommandText("sbatch", gather_options, gather_path) << "\n";
+  // Shown, not run: the scripts and paths hold user text (the suite's path, run flags).
+  using escape::TerminalText;
+  std::cout << "# " << TerminalText(array_path, false) << "\n"
+            << TerminalText(job.array_script) << "\n# " << TerminalText(gather_path, false) << "\n"
+            << TerminalText(job.gather_script) << "\n# submitted as\n"
+            << TerminalText(CommandText("sbatch", job.array_options, array_path), false) << "\n"
+            << TerminalText(CommandText("sbatch", gather_options, gather_path), false) << "\n";
 }
 
 }  // namespace

@@ -567,7 +567,8 @@ training::PipelineHooks HooksFor(ProgressPrinter& progress, const Voice& voice) 
   };
   hooks.on_message = [voice](const std::string& message) {
     if (voice.speaks || message.find("error: ") != std::string::npos) {
-      std::fprintf(stderr, "%s%s\n", voice.rank_prefix.c_str(), message.c_str());
+      std::fprintf(stderr, "%s%s\n", voice.rank_prefix.c_str(),
+                   escape::TerminalText(message).c_str());
     }
   };
   return hooks;
@@ -579,14 +580,16 @@ training::TrainingRunHooks RunHooksFor(std::optional<ProgressPrinter>& progress,
                                        size_t pipelines) {
   training::TrainingRunHooks hooks;
   hooks.start_pipeline = [&progress, voice, pipelines](size_t position, const PipelineSpec& spec) {
-    std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines, spec.name.c_str(),
-                spec.Describe().c_str(), (long long)spec.steps);
+    std::printf("[%zu/%zu] %s: %s, %lld steps\n", position + 1, pipelines,
+                escape::TerminalText(spec.name, false).c_str(),
+                escape::TerminalText(spec.Describe(), false).c_str(), (long long)spec.steps);
     std::fflush(stdout);
     progress.emplace(spec.name, spec.steps);
     return HooksFor(*progress, voice);
   };
   hooks.on_stop = [voice](const std::string& message) {
-    std::fprintf(stderr, "%strain: %s\n", voice.rank_prefix.c_str(), message.c_str());
+    std::fprintf(stderr, "%strain: %s\n", voice.rank_prefix.c_str(),
+                 escape::TerminalText(message).c_str());
   };
   return hooks;
 }
@@ -644,7 +647,8 @@ int RunTrain(const std::vector<std::string>& args) {
     if (std::freopen("/dev/null", "w", stdout) == nullptr)
       std::fprintf(stderr, "%scould not silence standard output\n", voice.rank_prefix.c_str());
   }
-  if (voice.speaks && !resume.note.empty()) std::printf("train: %s\n", resume.note.c_str());
+  if (voice.speaks && !resume.note.empty())
+    std::printf("train: %s\n", escape::TerminalText(resume.note).c_str());
   const training::CheckpointOrigin& origin = resume.origin;
   training::TrainingData data;
   try {
@@ -660,12 +664,15 @@ int RunTrain(const std::vector<std::string>& args) {
   const RunRecord run = training::DescribeTrainingRun(request, suite, data, world.get());
   const training::TrainingRun opened =
       training::OpenTrainingRun(request, store, run, suite, pipelines, data, origin);
-  if (!opened.note.empty()) std::printf("train: %s\n", opened.note.c_str());
+  if (!opened.note.empty()) std::printf("train: %s\n", escape::TerminalText(opened.note).c_str());
   if (voice.speaks) {
-    for (const auto& warning : run.warnings) std::cerr << "seqbench: warning: " << warning << "\n";
+    for (const auto& warning : run.warnings)
+      std::cerr << "seqbench: warning: " << escape::TerminalText(warning) << "\n";
   }
   std::printf("run %lld: training suite %s, %zu pipelines on %s -> %s\n", (long long)opened.id,
-              suite.name.c_str(), pipelines.size(), data.description.c_str(), f.db_path.c_str());
+              escape::TerminalText(suite.name, false).c_str(), pipelines.size(),
+              escape::TerminalText(data.description, false).c_str(),
+              escape::TerminalText(f.db_path, false).c_str());
   std::fflush(stdout);
   InstallStopHandlers();
   std::optional<ProgressPrinter> progress;

@@ -375,6 +375,19 @@ run_progress_terminal() {  # the run's own lines: its header, progress, warnings
   rm -f progress.db*  # later tries check that no new.db-like store is left
   grep -q "ETA" out && no_controls out && no_controls err
 }
+# Paths a user names (a suite's file, an output folder) shown back: the class of the raw
+# prints issue 63 listed (slurm's dry run, site's summary), tried with a name holding a
+# bidirectional override and a C1 CSI.
+hostile_path=$(printf 'h\xe2\x80\xae\xc2\x9bx')
+dry_run_terminal() {
+  cp tiny.toml "$hostile_path.toml"
+  sb 0 slurm "$hostile_path.toml" --shards 2 --db-dir slurm_out --dry-run &&
+    grep -q "sbatch" out && no_controls out && no_controls err && [[ ! -e slurm_out/shard-1.db ]]
+}
+site_summary_terminal() {
+  sb 0 site "$hostile_path-site" --db runs.db && grep -q "pages" out && no_controls out &&
+    [[ -f "$hostile_path-site/index.html" ]]
+}
 error_message_terminal() {
   sb 2 run $'\e[31mmissing.toml' --db new.db && no_esc err && [[ ! -e new.db ]]
 }
@@ -452,7 +465,7 @@ for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
   merge_from_damaged_source merge_killed merge_retried_shard merge_remeasured_refused \
   wal_on_read_only_storage \
   report_markdown report_csv report_json report_gbench_json show_terminal show_list_terminal \
-  run_progress_terminal \
+  run_progress_terminal dry_run_terminal site_summary_terminal \
   compare_terminal compare_json check_terminal readme_hostile list_hostile_suite \
   error_message_terminal \
   regex_cannot_hang regex_refused_clearly repetitions_bound min_time_bound count_steps_bound \

@@ -41,26 +41,34 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const auto qc = to_chunks(q), kc = to_chunks(k), vc = to_chunks(v);
   const auto log_b = to_chunks(log_g).cumsum(3);         // log of the decay since the chunk start
   const auto log_b_end = log_b.narrow(3, chunk - 1, 1);  // [B,H,N,1,dh]: the chunk's total
-  const auto decayed_q = qc * log_b.exp();               // q_t e^{b_t}, never above |q_t|
+  const auto decay = log_b.exp();                        // e^{b_t}, in (0, 1]
+  const auto decay_end = decay.narrow(3, chunk - 1, 1);  // e^{b_C}: each chunk's total decay
+  const auto decayed_q = qc * decay;                     // q_t e^{b_t}, never above |q_t|
 
-  // Within a chunk: o_t += sum_{s<=t} (q_t . (b_t/b_s) k_s) v_s.
+  // Within a chunk: o_t += sum_{s<=t} (q_t . (b_t/b_s) k_s) v_s. The product form takes
+  // each key's share of the end state as k_s e^{-b_s} e^{b_C} from the two factors it forms
+  // anyway, instead of a third exp of b_C - b_s (one exp and a subtraction fewer, each way):
+  // within its range bound both factors are normal numbers. Not k_s / e^{b_s}: the
+  // division's gradient squares e^{b_s}, which underflows long before e^{-b_s} overflows.
   const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
-  torch::Tensor scores;  // [B,H,N,C(t),C(s)]
+  torch::Tensor scores;    // [B,H,N,C(t),C(s)]
+  torch::Tensor end_keys;  // k_s e^{b_C - b_s}: each key's share of the chunk's end state
   if (-log_b_end.min().item<double>() < MaxLogDecayRange(q.scalar_type())) {
-    scores = BatchedMatmul(decayed_q, (kc * (-log_b).exp()).transpose(-1, -2))
-                 .masked_fill_(~causal, 0.0);
+    const auto unscaled_k = kc * (-log_b).exp();  // k_s e^{-b_s}
+    scores = BatchedMatmul(decayed_q, unscaled_k.transpose(-1, -2)).masked_fill_(~causal, 0.0);
+    end_keys = unscaled_k * decay_end;
   } else {
     const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
                               .masked_fill(~causal.unsqueeze(-1), -INFINITY)
                               .exp();
     scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
+    end_keys = kc * (log_b_end - log_b).exp();
   }
   const auto intra = BatchedMatmul(scores, vc);  // [B,H,N,C,dh]
 
   // Each chunk's own contribution to the state at its end, and its total decay.
-  const auto local_state =
-      BatchedMatmul((kc * (log_b_end - log_b).exp()).transpose(-1, -2), vc);  // [B,H,N,dh,dh]
-  const auto chunk_decay = log_b_end.squeeze(3).exp().unsqueeze(-1);          // [B,H,N,dh,1]
+  const auto local_state = BatchedMatmul(end_keys.transpose(-1, -2), vc);  // [B,H,N,dh,dh]
+  const auto chunk_decay = decay_end.squeeze(3).unsqueeze(-1);             // [B,H,N,dh,1]
 
   // The only sequential part: one state update per chunk.
   // Unbound once, so that the backward does not scatter per chunk into full-size buffers.
