@@ -232,6 +232,14 @@ int RunVerify(const std::vector<std::string>& args) {
   for (const VariantEntry* entry : GlobalVariants().Entries()) {
     const Capabilities& caps = entry->capabilities;
     if (entry->key == f.baseline_key || !f.pattern->Matches(entry->key)) continue;
+    if (caps.family != f.config.family && entry->origin != "built-in") {
+      // A plugin's variant of another family: say so rather than pass it over in silence.
+      std::printf("%-14s (not verified: a %s variant; give --family %s)\n",
+                  escape::TerminalText(entry->key, false).c_str(),
+                  escape::TerminalText(caps.family, false).c_str(),
+                  escape::TerminalText(caps.family, false).c_str());
+      continue;
+    }
     if (caps.family != f.config.family || !caps.Supports(f.dtype)) continue;
     if (const std::string why = NotVerifiedBecause(*entry); !why.empty()) {
       std::printf("%-14s (%s)\n", escape::TerminalText(entry->key, false).c_str(),
