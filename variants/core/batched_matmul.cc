@@ -28,10 +28,15 @@ bool Supported(const torch::Tensor& a, const torch::Tensor& b) {
 
 // A batch of matrix operands as TileGemm reads them: in place where each matrix's last or
 // second-last dimension is contiguous (row- or column-major), else from a contiguous copy.
+// The leading dimensions' sizes and strides and the data pointer are read once here: At()
+// runs once a matrix, up to B·H·T times a call in the step loops.
 struct Operand {
   torch::Tensor storage;
-  int64_t rows = 0, columns = 0, stride = 0;  // of the row-major matrix in memory
-  bool transposed = false;                    // read as that matrix's transpose
+  const char* data = nullptr;  // storage's first element
+  int64_t element_size = 0;
+  std::vector<int64_t> batch_sizes, batch_strides;  // the leading dimensions
+  int64_t rows = 0, columns = 0, stride = 0;        // of the row-major matrix in memory
+  bool transposed = false;                          // read as that matrix's transpose
 
   // `x`'s matrices, each read transposed when `read_transposed`.
   Operand(const torch::Tensor& x, bool read_transposed) : storage(x) {
@@ -49,17 +54,22 @@ struct Operand {
     rows = column_major ? c : r;
     columns = column_major ? r : c;
     transposed = column_major != read_transposed;
+    data = static_cast<const char*>(storage.data_ptr());
+    element_size = static_cast<int64_t>(storage.element_size());
+    batch_sizes.assign(storage.sizes().begin(), storage.sizes().end() - 2);
+    batch_strides.assign(storage.strides().begin(), storage.strides().end() - 2);
   }
 
   // Matrix `index` of the batch (the leading dimensions in row-major order).
   template <typename scalar_t>
   MatrixRef<scalar_t> At(int64_t index) const {
     int64_t offset = 0;
-    for (int64_t d = storage.dim() - 3; d >= 0; --d) {
-      offset += (index % storage.size(d)) * storage.stride(d);
-      index /= storage.size(d);
+    for (size_t d = batch_sizes.size(); d-- > 0;) {
+      offset += (index % batch_sizes[d]) * batch_strides[d];
+      index /= batch_sizes[d];
     }
-    return {storage.data_ptr<scalar_t>() + offset, rows, columns, stride, transposed};
+    const auto* first = reinterpret_cast<const scalar_t*>(data + offset * element_size);
+    return {first, rows, columns, stride, transposed};
   }
 };
 
