@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "variants/core/batched_matmul.h"
+#include "variants/simple_rnn/chunk_kernels.h"
+#include "variants/simple_rnn/chunk_operands.h"
 
 namespace seqbench::simple_rnn {
 namespace {
@@ -20,6 +22,59 @@ double MaxLogDecayRange(torch::ScalarType dtype) {
     default:
       return 80;
   }
+}
+
+// Whether the product form holds: every chunk's end decay e^{b_C} (chunk_decay: any
+// shape) above e^{-MaxLogDecayRange}.
+bool WithinRange(const torch::Tensor& chunk_decay) {
+  return -std::log(chunk_decay.min().item<double>()) < MaxLogDecayRange(chunk_decay.scalar_type());
+}
+
+// The product form: every pair (t, s) of a chunk is one entry of decayed_q·unscaled_kᵀ,
+// and the states carried from chunk to chunk take each chunk's keys as they are. state:
+// [B,H,dh,dh], replaced by the state after the last chunk. Returns o: [B,N·C,D] by
+// position (chunk_kernels.h).
+torch::Tensor ProductForm(const ChunkOperands& operands, torch::Tensor& state) {
+  const int64_t chunk = operands.decayed_q.size(3);
+  const auto causal =
+      torch::ones({chunk, chunk}, operands.decayed_q.options().dtype(torch::kBool)).tril();
+  const auto scores = BatchedMatmul(operands.decayed_q, operands.unscaled_k.transpose(-1, -2))
+                          .masked_fill_(~causal, 0.0);
+  auto [incoming, final_state] =
+      ChunkStates(operands.unscaled_k, operands.v, operands.chunk_decay, state);
+  state = final_state;
+  return ChunkOutput(scores, operands.v, operands.decayed_q, incoming);
+}
+
+// The explicit form's states, where a key divided by its decay would overflow: each
+// chunk's contribution from keys scaled to the chunk's end, S_{n+1} = local[n] +
+// diag(decay[n])·S_n, in ATen. end_keys, v: [B,H,N,C,dh]; chunk_decay: [B,H,N,dh];
+// state: replaced by the last. Returns the states entering each chunk, [B,H,N,dh,dh].
+torch::Tensor ExplicitStates(const torch::Tensor& end_keys, const torch::Tensor& v,
+                             const torch::Tensor& chunk_decay, torch::Tensor& state) {
+  const auto local_state = BatchedMatmul(end_keys.transpose(-1, -2), v);  // [B,H,N,dh,dh]
+  // Unbound once, so that the backward does not scatter per chunk into full-size buffers.
+  const auto local_states = local_state.unbind(2), decays = chunk_decay.unsqueeze(-1).unbind(2);
+  std::vector<torch::Tensor> incoming;
+  incoming.reserve(local_states.size());
+  for (size_t n = 0; n < local_states.size(); ++n) {
+    incoming.push_back(state);
+    state = torch::addcmul(local_states[n], decays[n], state);
+  }
+  return torch::stack(incoming, 2);
+}
+
+// o: [B,N·C,D] -> [B,T,H,dh], the tail's padding dropped.
+torch::Tensor ToPositions(const torch::Tensor& o, int64_t length, int64_t heads) {
+  return o.narrow(1, 0, length).view({o.size(0), length, heads, o.size(2) / heads});
+}
+
+// Where scan's fused front applies: host code in float32/float64, one dtype throughout.
+bool FusedFrontApplies(const torch::Tensor& projected, const torch::Tensor& b_g,
+                       const torch::Tensor& state) {
+  const auto dtype = projected.scalar_type();
+  return projected.device().is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) &&
+         b_g.scalar_type() == dtype && state.scalar_type() == dtype;
 }
 
 }  // namespace
@@ -50,41 +105,38 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   // anyway, instead of a third exp of b_C - b_s (one exp and a subtraction fewer, each way):
   // within its range bound both factors are normal numbers. Not k_s / e^{b_s}: the
   // division's gradient squares e^{b_s}, which underflows long before e^{-b_s} overflows.
-  const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
-  torch::Tensor scores;    // [B,H,N,C(t),C(s)]
-  torch::Tensor end_keys;  // k_s e^{b_C - b_s}: each key's share of the chunk's end state
   if (-log_b_end.min().item<double>() < MaxLogDecayRange(q.scalar_type())) {
-    const auto unscaled_k = kc * (-log_b).exp();  // k_s e^{-b_s}
-    scores = BatchedMatmul(decayed_q, unscaled_k.transpose(-1, -2)).masked_fill_(~causal, 0.0);
-    end_keys = unscaled_k * decay_end;
-  } else {
-    const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
-                              .masked_fill(~causal.unsqueeze(-1), -INFINITY)
-                              .exp();
-    scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
-    end_keys = kc * (log_b_end - log_b).exp();
+    const ChunkOperands operands{decayed_q, kc * (-log_b).exp(), vc, decay_end.squeeze(3)};
+    return ToPositions(ProductForm(operands, state), length, heads);
   }
-  const auto intra = BatchedMatmul(scores, vc);  // [B,H,N,C,dh]
+  const auto causal = torch::ones({chunk, chunk}, q.options().dtype(torch::kBool)).tril();
+  const auto relative = (log_b.unsqueeze(4) - log_b.unsqueeze(3))  // [B,H,N,C(t),C(s),dh]
+                            .masked_fill(~causal.unsqueeze(-1), -INFINITY)
+                            .exp();
+  const auto scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
+  const auto end_keys = kc * (log_b_end - log_b).exp();
+  const auto incoming = ExplicitStates(end_keys, vc, decay_end.squeeze(3), state);
+  return ToPositions(ChunkOutput(scores, vc, decayed_q, incoming), length, heads);
+}
 
-  // Each chunk's own contribution to the state at its end, and its total decay.
-  const auto local_state = BatchedMatmul(end_keys.transpose(-1, -2), vc);  // [B,H,N,dh,dh]
-  const auto chunk_decay = decay_end.squeeze(3).unsqueeze(-1);             // [B,H,N,dh,1]
-
-  // The only sequential part: one state update per chunk.
-  // Unbound once, so that the backward does not scatter per chunk into full-size buffers.
-  const auto local_states = local_state.unbind(2), decays = chunk_decay.unbind(2);
-  std::vector<torch::Tensor> incoming;
-  incoming.reserve(num_chunks);
-  for (int64_t n = 0; n < num_chunks; ++n) {
-    incoming.push_back(state);
-    state = torch::addcmul(local_states[n], decays[n], state);
+torch::Tensor ChunkwiseFromProjections(const torch::Tensor& projected, const torch::Tensor& b_g,
+                                       int64_t num_heads, const torch::Tensor& lengths,
+                                       torch::Tensor& state, int64_t chunk) {
+  const int64_t batch = projected.size(0), length = projected.size(1);
+  const int64_t model = projected.size(2) / 4, width = model / num_heads;
+  if (FusedFrontApplies(projected, b_g, state)) {
+    const auto operands = ChunkOperandsOf(projected, b_g, lengths, num_heads, chunk,
+                                          1.0 / std::sqrt(static_cast<double>(width)));
+    if (WithinRange(operands.chunk_decay)) {
+      return ProductForm(operands, state).narrow(1, 0, length);
+    }
   }
-  const auto inter = BatchedMatmul(decayed_q, torch::stack(incoming, 2));  // [B,H,N,C,dh]
-
-  return (intra + inter)
-      .permute({0, 2, 3, 1, 4})
-      .reshape({batch, num_chunks * chunk, heads, width})
-      .narrow(1, 0, length);
+  const auto positions = torch::arange(length, lengths.options().device(projected.device()));
+  const auto mask = positions.unsqueeze(0) < lengths.to(projected.device()).unsqueeze(1);
+  const auto inputs = SplitProjections(projected, b_g, num_heads, mask);
+  return ChunkwiseRecurrence(inputs.q, inputs.k, inputs.v, LogDecay(inputs.decay_logits, mask),
+                             state, chunk)
+      .reshape({batch, length, model});
 }
 
 TimeMixer ChunkwiseMixer(int64_t chunk) {

@@ -32,6 +32,16 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& v, const torch::Tensor& log_g,
                                   torch::Tensor& state, int64_t chunk);
 
+// The same recurrence from a layer's fused projection, as `scan` runs it: projected:
+// [B,T,4D] = u·[W_q W_k W_v W_g] (unscaled, unbiased, unmasked; not written), b_g: [D],
+// lengths: [B] int64 (positions at or past lengths[b] are padding); state as above ->
+// o: [B,T,D], the heads side by side. On the CPU in float32/float64 the elementwise front
+// is one autograd node (chunk_operands.h); elsewhere, and whenever a chunk decays past the
+// product form's range, it is SplitProjections() and ChunkwiseRecurrence().
+torch::Tensor ChunkwiseFromProjections(const torch::Tensor& projected, const torch::Tensor& b_g,
+                                       int64_t num_heads, const torch::Tensor& lengths,
+                                       torch::Tensor& state, int64_t chunk);
+
 // ChunkwiseRecurrence() over log-sigmoid decays (padding decays by 1) as a TimeMixer.
 TimeMixer ChunkwiseMixer(int64_t chunk);
 

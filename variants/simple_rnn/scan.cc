@@ -3,6 +3,12 @@
 // only one state per chunk is passed on (a loop over T/C chunks of elementwise work), as
 // in Gated Linear Attention / flash-linear-attention's chunkwise form.
 // The chunkwise form itself is variants/simple_rnn/chunkwise.h (stepwise prefills with it).
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "variants/core/language_model.h"
 #include "variants/core/registry.h"
 #include "variants/simple_rnn/chunkwise.h"
 #include "variants/simple_rnn/model.h"
@@ -20,11 +26,28 @@ class Scan final : public Variant {
     return caps;
   }
 
+  // Each layer: the fused norm, one [D,4D] GEMM, the chunkwise form straight from its
+  // output, W_o; then the fused head. The same model as `batched`, whose norms, splits,
+  // scales, masks and decays ATen runs op by op (and `pytorch_chunk` likewise in Python).
   ForwardOutput Forward(const Batch& batch) override {
     const int64_t chunk = OptionOr("chunk_size", kDefaultChunkSize);
     TORCH_CHECK(chunk >= 1, "scan: chunk_size must be at least 1, got ", chunk);
-    return ForwardBatched(Weights::View(parameters(), config().num_layers), batch,
-                          config().num_heads, ChunkwiseMixer(chunk));
+    const Weights weights = Weights::View(parameters(), config().num_layers);
+    const int64_t heads = config().num_heads;
+    std::vector<torch::Tensor> states;
+    const torch::Tensor h = RunLayers(
+        weights, batch.tokens, heads,
+        [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
+          const LayerWeights& w = weights.layers[layer];
+          const torch::Tensor projected =
+              torch::matmul(FusedRmsNorm(x, w.norm), FusedProjectionWeight(w));  // [B,T,4D]
+          return x + torch::matmul(ChunkwiseFromProjections(projected, w.b_g, heads, batch.lengths,
+                                                            state, chunk),
+                                   w.w_o);
+        },
+        states);
+    const torch::Tensor logits = FusedLanguageModelHead(h, weights.norm_out, weights.w_out);
+    return {logits, NextTokenLoss(logits, batch)};
   }
 };
 
