@@ -106,4 +106,10 @@ std::string FormatExactCount(double value) {
   return (rounded < 0 ? "-" : "") + digits;
 }
 
+std::string DayOf(const std::string& timestamp) { return timestamp.substr(0, 10); }
+
+std::string ShortSha(const std::string& sha, size_t length, const std::string& when_empty) {
+  return sha.empty() ? when_empty : sha.substr(0, length);
+}
+
 }  // namespace seqbench

@@ -4,6 +4,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,5 +27,10 @@ std::string FormatCount(double value);
 std::string FormatExactCount(double value);
 // 80 -> "1m20s", 3.2 -> "3s".
 std::string FormatEta(double seconds);
+// "2026-12-01T21:49:07Z" -> "2026-12-01": the day of a stored ISO-8601 timestamp.
+std::string DayOf(const std::string& timestamp);
+// A git SHA's first `length` characters (7 on chart axes, 10 in tables), or `when_empty`
+// for a run that recorded none.
+std::string ShortSha(const std::string& sha, size_t length, const std::string& when_empty);
 
 }  // namespace seqbench

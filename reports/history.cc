@@ -142,7 +142,7 @@ std::vector<HistorySeries> BuildHistory(const std::vector<const Store*>& stores,
 
 namespace {
 
-std::string ShortSha(const std::string& sha) { return sha.empty() ? "-" : sha.substr(0, 10); }
+std::string TableSha(const std::string& sha) { return ShortSha(sha, 10, "-"); }
 
 std::string ChangeText(const stats::ChangePoint& change) {
   return FormatSignificant(change.ratio.estimate, 3) + "× (" +
@@ -166,7 +166,7 @@ std::string RenderHistoryMarkdown(const std::vector<HistorySeries>& series,
     for (const stats::ChangePoint& change : s.changes) {
       const HistoryPoint& at = s.points[change.index];
       changes += (changes.empty() ? "" : "; ") + ChangeText(change) + " at run " +
-                 std::to_string(at.run_id) + " (" + ShortSha(at.git_sha) + ")";
+                 std::to_string(at.run_id) + " (" + TableSha(at.git_sha) + ")";
     }
     table.AddRow({s.case_key, s.machine, std::to_string(s.points.size()),
                   FormatSignificant(s.points.front().value, 3),

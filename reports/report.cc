@@ -80,8 +80,6 @@ const CaseRecord* SpeedupReference(const CaseRecord& c, const std::vector<const 
   return first;
 }
 
-std::string DateOf(const std::string& timestamp) { return timestamp.substr(0, 10); }
-
 // ", OpenBLAS Prescott kernels" (with "(OPENBLAS_CORETYPE=X)" where the variable chose
 // them): a CPU table's GEMM rates depend on them as much as on the CPU. "" for another
 // BLAS, or a run stored before seqbench recorded the core.
@@ -143,7 +141,7 @@ std::string GroupHeading(const RunRecord& run, const std::string& group_name,
   if (device == "cpu") hardware += BlasKernelsNote(run);
   return "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
          escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
-                              DateOf(run.started_at) + ", run " + std::to_string(run.run_id) +
+                              DayOf(run.started_at) + ", run " + std::to_string(run.run_id) +
                               " (git " + run.Environment("git_sha").substr(0, 7) +
                               (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
          "\n\n";

@@ -68,8 +68,7 @@ std::string Number(double value) {
   return text;
 }
 
-std::string AxisSha(const std::string& sha) { return sha.empty() ? "no git" : sha.substr(0, 7); }
-std::string RunDate(const std::string& started_at) { return started_at.substr(0, 10); }
+std::string AxisSha(const std::string& sha) { return ShortSha(sha, 7, "no git"); }
 
 // The points named under the x axis: every one up to kMaxAxisLabels, else that many spread
 // evenly from the first to the last.
@@ -127,7 +126,7 @@ std::string ChartAxes(const HistorySeries& series, const ChartScale& scale,
     svg += "<line x1=\"" + Number(x) + "\" x2=\"" + Number(x) + "\" y1=\"" + Number(bottom) +
            "\" y2=\"" + Number(bottom + 4) + "\" stroke=\"#888\"/>" +
            Text(x, bottom + 15, "middle", HtmlText(AxisSha(p.git_sha))) +
-           Text(x, bottom + 27, "middle", HtmlText(RunDate(p.started_at)));
+           Text(x, bottom + 27, "middle", HtmlText(DayOf(p.started_at)));
   }
   svg += Text((kLeft + kWidth - kRight) / 2, kHeight - 6, "middle",
               series.by_commit ? "commit (git's order)" : "run, in start order");
@@ -151,7 +150,7 @@ std::string TrendChart(const HistorySeries& series, const std::map<std::string, 
     dots += "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\"><circle cx=\"" +
             Number(scale.X(i)) + "\" cy=\"" + Number(scale.Y(p.value)) + "\" r=\"3\"><title>run " +
             std::to_string(p.run_id) + " " + HtmlText(p.git_sha.substr(0, 10)) + " " +
-            HtmlText(RunDate(p.started_at)) + ": " + HtmlText(FormatSignificant(p.value, 3)) + " " +
+            HtmlText(DayOf(p.started_at)) + ": " + HtmlText(FormatSignificant(p.value, 3)) + " " +
             metric.unit + "</title></circle></a>";
   }
   std::string changes;
@@ -200,7 +199,7 @@ struct ChangeEntry {
 std::string RunLink(const HistoryPoint& p, const std::map<std::string, size_t>& stores) {
   return "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\">run " +
          std::to_string(p.run_id) + "</a> (" + HtmlText(AxisSha(p.git_sha)) + ", " +
-         HtmlText(RunDate(p.started_at)) + ")";
+         HtmlText(DayOf(p.started_at)) + ")";
 }
 
 // Every change point, newest first (by the start of the first run after it): asv's
