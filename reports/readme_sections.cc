@@ -192,7 +192,7 @@ std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRu
     if (const std::string x = Attribute(section, "fit"); !x.empty()) {
       if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
       return "Fitted over " + escape::MarkdownText(RunName(run)) + " (" +
-             run.started_at.substr(0, 10) + "), median step time and activation memory against " +
+             DayOf(run.started_at) + "), median step time and activation memory against " +
              x + ":\n\n" + RenderFitTable(FitComplexity(cases, x), x);
     }
     if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
@@ -231,7 +231,7 @@ std::string RenderPlotSection(const Store& store, const ReadmeSection& section,
   const std::string output = ResolvePlotFile(readme_dir, file);
   const std::string device = Attribute(section, "device");
   const std::string title = run.suite_name + " (" + (device.empty() ? "all devices" : device) +
-                            "), " + RunName(run) + ", " + run.started_at.substr(0, 10);
+                            "), " + RunName(run) + ", " + DayOf(run.started_at);
   std::filesystem::create_directories(std::filesystem::path(output).parent_path());
   const std::string y = Attribute(section, "plot");
   std::string x = Attribute(section, "x");

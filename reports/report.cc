@@ -142,7 +142,7 @@ std::string GroupHeading(const RunRecord& run, const std::string& group_name,
   return "**" + escape::MarkdownText(run.suite_name + " · " + group_name) + "** — " +
          escape::MarkdownText(hardware + ", LibTorch " + run.Environment("torch_version") + ", " +
                               DayOf(run.started_at) + ", run " + std::to_string(run.run_id) +
-                              " (git " + run.Environment("git_sha").substr(0, 7) +
+                              " (git " + ShortSha(run.Environment("git_sha"), 7, "") +
                               (run.Environment("git_dirty") == "true" ? "-dirty" : "") + ")") +
          "\n\n";
 }

@@ -149,7 +149,7 @@ std::string TrendChart(const HistorySeries& series, const std::map<std::string, 
     line += Number(scale.X(i)) + "," + Number(scale.Y(p.value)) + " ";
     dots += "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\"><circle cx=\"" +
             Number(scale.X(i)) + "\" cy=\"" + Number(scale.Y(p.value)) + "\" r=\"3\"><title>run " +
-            std::to_string(p.run_id) + " " + HtmlText(p.git_sha.substr(0, 10)) + " " +
+            std::to_string(p.run_id) + " " + HtmlText(ShortSha(p.git_sha, 10, "")) + " " +
             HtmlText(DayOf(p.started_at)) + ": " + HtmlText(FormatSignificant(p.value, 3)) + " " +
             metric.unit + "</title></circle></a>";
   }
