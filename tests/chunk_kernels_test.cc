@@ -88,14 +88,15 @@ TEST_CASE("scan's chunk nodes equal the step loop, values and gradients", "[scan
   }
 }
 
-TEST_CASE("ChunkStates refuses a chunk decay of 0", "[scan][kernels]") {
+TEST_CASE("ChunkProducts refuses a chunk decay of 0", "[scan][kernels]") {
   // Backward reads S_n + kᵀv back as S_{n+1}/decay: a zero decay would divide by 0.
   const auto keys = torch::randn({1, 1, 2, 3, 4}, torch::kFloat64);
   auto decay = torch::rand({1, 1, 2, 4}, torch::kFloat64) + 0.5;
   decay[0][0][1][2] = 0.0;
-  CHECK_THROWS(ChunkStates(keys, keys, decay, torch::zeros({1, 1, 4, 4}, torch::kFloat64)));
+  CHECK_THROWS(ChunkProducts(keys, keys, keys, decay, torch::zeros({1, 1, 4, 4}, torch::kFloat64)));
   decay[0][0][1][2] = 1e-300;
-  CHECK_NOTHROW(ChunkStates(keys, keys, decay, torch::zeros({1, 1, 4, 4}, torch::kFloat64)));
+  CHECK_NOTHROW(
+      ChunkProducts(keys, keys, keys, decay, torch::zeros({1, 1, 4, 4}, torch::kFloat64)));
 }
 
 }  // namespace

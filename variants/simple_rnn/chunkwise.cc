@@ -31,19 +31,14 @@ bool WithinRange(const torch::Tensor& chunk_decay) {
 }
 
 // The product form: every pair (t, s) of a chunk is one entry of decayed_q·unscaled_kᵀ,
-// and the states carried from chunk to chunk take each chunk's keys as they are. state:
-// [B,H,dh,dh], replaced by the state after the last chunk. Returns o: [B,N·C,D] by
-// position (chunk_kernels.h).
+// and the states carried from chunk to chunk take each chunk's keys as they are
+// (chunk_kernels.h). state: [B,H,dh,dh], replaced by the state after the last chunk.
+// Returns o: [B,N·C,D] by position.
 torch::Tensor ProductForm(const ChunkOperands& operands, torch::Tensor& state) {
-  const int64_t chunk = operands.decayed_q.size(3);
-  const auto causal =
-      torch::ones({chunk, chunk}, operands.decayed_q.options().dtype(torch::kBool)).tril();
-  const auto scores = BatchedMatmul(operands.decayed_q, operands.unscaled_k.transpose(-1, -2))
-                          .masked_fill_(~causal, 0.0);
-  auto [incoming, final_state] =
-      ChunkStates(operands.unscaled_k, operands.v, operands.chunk_decay, state);
+  auto [o, final_state] = ChunkProducts(operands.decayed_q, operands.unscaled_k, operands.v,
+                                        operands.chunk_decay, state);
   state = final_state;
-  return ChunkOutput(scores, operands.v, operands.decayed_q, incoming);
+  return o;
 }
 
 // The explicit form's states, where a key divided by its decay would overflow: each
@@ -116,7 +111,10 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const auto scores = (qc.unsqueeze(4) * relative * kc.unsqueeze(3)).sum(-1);
   const auto end_keys = kc * (log_b_end - log_b).exp();
   const auto incoming = ExplicitStates(end_keys, vc, decay_end.squeeze(3), state);
-  return ToPositions(ChunkOutput(scores, vc, decayed_q, incoming), length, heads);
+  const auto o = BatchedMatmul(scores, vc) + BatchedMatmul(decayed_q, incoming);  // [B,H,N,C,dh]
+  return o.permute({0, 2, 3, 1, 4})
+      .reshape({batch, num_chunks * chunk, heads, width})
+      .narrow(1, 0, length);
 }
 
 torch::Tensor ChunkwiseFromProjections(const torch::Tensor& projected, const torch::Tensor& b_g,
