@@ -338,15 +338,10 @@ class FusedRecurrent final : public Variant {
   ForwardOutput Forward(const Batch& batch) override {
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const int64_t heads = config().num_heads;
-    std::vector<torch::Tensor> states;
-    const torch::Tensor h = RunLayers(
-        weights, batch.tokens, heads,
-        [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
+    return ForwardWithFusedHead(
+        weights, batch, heads, [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
           return FusedRecurrentLayer(x, weights.layers[layer], heads, batch.lengths, state);
-        },
-        states);
-    const torch::Tensor logits = FusedLanguageModelHead(h, weights.norm_out, weights.w_out);
-    return {logits, NextTokenLoss(logits, batch)};
+        });
   }
 };
 

@@ -261,6 +261,14 @@ torch::Tensor LayerForward(const torch::Tensor& h, const LayerWeights& layer,
   return h + torch::matmul(o.flatten(-2), layer.w_o);
 }
 
+ForwardOutput ForwardWithFusedHead(const Weights& weights, const Batch& batch, int64_t num_heads,
+                                   const LayerStep& layer_step) {
+  std::vector<torch::Tensor> states;
+  const torch::Tensor h = RunLayers(weights, batch.tokens, num_heads, layer_step, states);
+  const torch::Tensor logits = FusedLanguageModelHead(h, weights.norm_out, weights.w_out);
+  return {logits, NextTokenLoss(logits, batch)};
+}
+
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights) {
   return LanguageModelHead(h, weights.norm_out, weights.w_out);
 }

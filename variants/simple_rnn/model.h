@@ -125,6 +125,12 @@ using LayerStep =
 torch::Tensor RunLayers(const Weights& weights, const torch::Tensor& tokens, int64_t num_heads,
                         const LayerStep& layer_step, std::vector<torch::Tensor>& states);
 
+// The whole model of the variants that fuse their elementwise work (fused_recurrent,
+// scan): the layers by `layer_step`, then FusedLanguageModelHead() and the loss over the
+// batch's real targets.
+ForwardOutput ForwardWithFusedHead(const Weights& weights, const Batch& batch, int64_t num_heads,
+                                   const LayerStep& layer_step);
+
 // logits = RMSNorm(h)·W_out. h: [...,D] -> [...,V]
 torch::Tensor Head(const torch::Tensor& h, const Weights& weights);
 

@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <vector>
 
 #include "variants/core/language_model.h"
 #include "variants/core/registry.h"
@@ -34,20 +33,15 @@ class Scan final : public Variant {
     TORCH_CHECK(chunk >= 1, "scan: chunk_size must be at least 1, got ", chunk);
     const Weights weights = Weights::View(parameters(), config().num_layers);
     const int64_t heads = config().num_heads;
-    std::vector<torch::Tensor> states;
-    const torch::Tensor h = RunLayers(
-        weights, batch.tokens, heads,
-        [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
+    return ForwardWithFusedHead(
+        weights, batch, heads, [&](const torch::Tensor& x, int64_t layer, torch::Tensor& state) {
           const LayerWeights& w = weights.layers[layer];
           const torch::Tensor projected =
               torch::matmul(FusedRmsNorm(x, w.norm), FusedProjectionWeight(w));  // [B,T,4D]
           return x + torch::matmul(ChunkwiseFromProjections(projected, w.b_g, heads, batch.lengths,
                                                             state, chunk),
                                    w.w_o);
-        },
-        states);
-    const torch::Tensor logits = FusedLanguageModelHead(h, weights.norm_out, weights.w_out);
-    return {logits, NextTokenLoss(logits, batch)};
+        });
   }
 };
 
