@@ -24,10 +24,10 @@ double MaxLogDecayRange(torch::ScalarType dtype) {
   }
 }
 
-// Whether the product form holds: every chunk's end decay e^{b_C} (chunk_decay: any
-// shape) above e^{-MaxLogDecayRange}.
-bool WithinRange(const torch::Tensor& chunk_decay) {
-  return -std::log(chunk_decay.min().item<double>()) < MaxLogDecayRange(chunk_decay.scalar_type());
+// Whether the product form holds: the lowest of the chunks' total log decays b_C above
+// -MaxLogDecayRange(dtype), so that every factor e^{-b_s} stays a normal number.
+bool WithinRange(double lowest_log_decay, torch::ScalarType dtype) {
+  return -lowest_log_decay < MaxLogDecayRange(dtype);
 }
 
 // The product form: every pair (t, s) of a chunk is one entry of decayed_q·unscaled_kᵀ,
@@ -96,11 +96,10 @@ torch::Tensor ChunkwiseRecurrence(const torch::Tensor& q, const torch::Tensor& k
   const auto decayed_q = qc * decay;                     // q_t e^{b_t}, never above |q_t|
 
   // Within a chunk: o_t += sum_{s<=t} (q_t . (b_t/b_s) k_s) v_s. The product form takes
-  // each key's share of the end state as k_s e^{-b_s} e^{b_C} from the two factors it forms
-  // anyway, instead of a third exp of b_C - b_s (one exp and a subtraction fewer, each way):
-  // within its range bound both factors are normal numbers. Not k_s / e^{b_s}: the
-  // division's gradient squares e^{b_s}, which underflows long before e^{-b_s} overflows.
-  if (-log_b_end.min().item<double>() < MaxLogDecayRange(q.scalar_type())) {
+  // the keys as k_s e^{-b_s} (an exp, not a division by e^{b_s}: the division's gradient
+  // squares e^{b_s}, which underflows long before e^{-b_s} overflows), for the scores and,
+  // scaled by e^{b_C} after the sum, for the chunk's end state (chunk_kernels.h).
+  if (WithinRange(log_b_end.min().item<double>(), q.scalar_type())) {
     const ChunkOperands operands{decayed_q, kc * (-log_b).exp(), vc, decay_end.squeeze(3)};
     return ToPositions(ProductForm(operands, state), length, heads);
   }
@@ -125,7 +124,8 @@ torch::Tensor ChunkwiseFromProjections(const torch::Tensor& projected, const tor
   if (FusedFrontApplies(projected, b_g, state)) {
     const auto operands = ChunkOperandsOf(projected, b_g, lengths, num_heads, chunk,
                                           1.0 / std::sqrt(static_cast<double>(width)));
-    if (WithinRange(operands.chunk_decay)) {
+    if (WithinRange(std::log(operands.chunk_decay.min().item<double>()),
+                    operands.chunk_decay.scalar_type())) {
       return ProductForm(operands, state).narrow(1, 0, length);
     }
   }
