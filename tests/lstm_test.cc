@@ -253,6 +253,7 @@ TEST_CASE("lstm_wavefront gives identical results for 1, 2 and L threads, and T 
           auto* a = dynamic_cast<lstm::LstmVariant*>(parallel.get());
           auto* b = dynamic_cast<lstm::LstmVariant*>(reference.get());  // same step taken
           const auto x = a->RunBatch(batch), y = b->RunBatch(batch);
+          CHECK(torch::equal(x.outputs, y.outputs));
           CHECK(torch::equal(x.h_n, y.h_n));
           CHECK(torch::equal(x.c_n, y.c_n));
         }
@@ -261,24 +262,30 @@ TEST_CASE("lstm_wavefront gives identical results for 1, 2 and L threads, and T 
   }
 }
 
-TEST_CASE("lstm_wavefront equals torch::nn::LSTM for every block size", "[lstm][wavefront]") {
+// Both of the variant's forms: with grad mode off on the CPU the hand-written blocks, with
+// it on the graph autograd goes back through.
+TEST_CASE("lstm_wavefront equals torch::nn::LSTM for every block size, with and without grad",
+          "[lstm][wavefront]") {
   const Shape shape{3, 16, 3, 21, 5};
   const ModelConfig config = LstmConfig(shape);
   const ParameterSet weights = lstm::InitWeights(config, 8);
   const Batch batch = MakeBatch({shape.batch, shape.steps, shape.min_len}, config.vocab_size, 4);
   const ModuleResult expected = RunModule(config, weights, batch);
   for (const int64_t block : {1, 2, 5, 21, 100}) {
-    DYNAMIC_SECTION("block=" << block) {
-      auto variant = CreateVariant("lstm_wavefront");
-      variant->Setup(config, weights, torch::kCPU, torch::kFloat64,
-                     {{"threads", 2}, {"block", block}});
-      torch::NoGradGuard no_grad;
-      const auto actual = dynamic_cast<lstm::LstmVariant*>(variant.get())->RunBatch(batch);
-      const Tolerance tolerance{1e-9, 1e-11};
-      CHECK(
-          Compare(actual.outputs, expected.outputs.outputs, tolerance, batch.PaddingMask()).within);
-      CHECK(Compare(actual.h_n, expected.outputs.h_n, tolerance).within);
-      CHECK(Compare(actual.c_n, expected.outputs.c_n, tolerance).within);
+    for (const bool grad : {false, true}) {
+      DYNAMIC_SECTION("block=" << block << " grad=" << grad) {
+        auto variant = CreateVariant("lstm_wavefront");
+        variant->Setup(config, weights, torch::kCPU, torch::kFloat64,
+                       {{"threads", 2}, {"block", block}});
+        torch::AutoGradMode grad_mode(grad);
+        const auto actual = dynamic_cast<lstm::LstmVariant*>(variant.get())->RunBatch(batch);
+        CHECK(actual.outputs.requires_grad() == grad);
+        const Tolerance tolerance{1e-9, 1e-11};
+        CHECK(Compare(actual.outputs, expected.outputs.outputs, tolerance, batch.PaddingMask())
+                  .within);
+        CHECK(Compare(actual.h_n, expected.outputs.h_n, tolerance).within);
+        CHECK(Compare(actual.c_n, expected.outputs.c_n, tolerance).within);
+      }
     }
   }
 }

@@ -20,19 +20,26 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // One layer call's buffers, time-major: row (t, b) of a [T,B,W] buffer starts at
-// (t·B + b)·W. `runs[b]` is sequence b's length: its steps from runs[b] on are padding,
-// where the state is carried unchanged.
+// (t·B + b)·W; the step buffers (gates, tanh_c) may hold one block of steps only, whose
+// row 0 is step `origin`. `runs[b]` is sequence b's length: its steps from runs[b] on are
+// padding, where the state is carried unchanged.
 template <typename scalar_t>
 struct Rows {
   int64_t batch = 0, hidden = 0;
+  int64_t origin = 0;
   const int64_t* runs = nullptr;
-  scalar_t* gates = nullptr;   // [T,B,4H]: σ(i), σ(f), tanh(g), σ(o) once activated
+  scalar_t* gates = nullptr;   // [T or S,B,4H]: σ(i), σ(f), tanh(g), σ(o) once activated
   scalar_t* h = nullptr;       // [T,B,H]
   scalar_t* c = nullptr;       // [T,B,H]
-  scalar_t* tanh_c = nullptr;  // [T,B,H]
+  scalar_t* tanh_c = nullptr;  // [T or S,B,H]
 
   bool padded(int64_t t, int64_t b) const { return t >= runs[b]; }
-  scalar_t* gate(int64_t t, int64_t b) const { return gates + (t * batch + b) * 4 * hidden; }
+  scalar_t* gate(int64_t t, int64_t b) const {
+    return gates + ((t - origin) * batch + b) * 4 * hidden;
+  }
+  scalar_t* tanh_at(int64_t t, int64_t b) const {
+    return tanh_c + ((t - origin) * batch + b) * hidden;
+  }
   scalar_t* at(scalar_t* base, int64_t t, int64_t b) const {
     return base + (t * batch + b) * hidden;
   }
@@ -40,8 +47,9 @@ struct Rows {
 
 template <typename scalar_t>
 Rows<scalar_t> RowsOf(const torch::Tensor& gates, const torch::Tensor& h, const torch::Tensor& c,
-                      const torch::Tensor& tanh_c, const torch::Tensor& runs) {
+                      const torch::Tensor& tanh_c, const torch::Tensor& runs, int64_t origin = 0) {
   Rows<scalar_t> rows;
+  rows.origin = origin;
   rows.batch = h.size(1);
   rows.hidden = h.size(2);
   rows.runs = runs.data_ptr<int64_t>();
@@ -82,29 +90,24 @@ void UpdateHidden(const Rows<scalar_t>& rows, int64_t t) {
       std::copy(h_prev, h_prev + hidden, h);
       continue;
     }
-    const scalar_t *o = rows.gate(t, b) + 3 * hidden, *tanh_c = rows.at(rows.tanh_c, t, b);
+    const scalar_t *o = rows.gate(t, b) + 3 * hidden, *tanh_c = rows.tanh_at(t, b);
     for (int64_t j = 0; j < hidden; ++j) h[j] = o[j] * tanh_c[j];
   }
 }
 
-// The time-major tensors of one call; `gates` holds the input projection on entry.
-struct Buffers {
-  torch::Tensor gates, h, c, tanh_c, runs;
-};
-
 // One step forward: the recurrent product onto the step's input projection, the
 // nonlinearities in place, the cell and the hidden state. w_hh: [4H,H].
 template <typename scalar_t>
-void ForwardStep(const Buffers& buffers, const Rows<scalar_t>& rows, const torch::Tensor& w_hh,
+void ForwardStep(const LayerBuffers& buffers, const Rows<scalar_t>& rows, const torch::Tensor& w_hh,
                  int64_t t) {
   const int64_t hidden = rows.hidden;
-  torch::Tensor gates = buffers.gates[t];  // [B,4H]
+  torch::Tensor gates = buffers.gates[t - rows.origin];  // [B,4H]
   if (t > 0) gates.addmm_(buffers.h[t - 1], w_hh.t());
   gates.narrow(1, 0, 2 * hidden).sigmoid_();
   gates.narrow(1, 2 * hidden, hidden).tanh_();
   gates.narrow(1, 3 * hidden, hidden).sigmoid_();
   UpdateCell(rows, t);
-  torch::Tensor tanh_c = buffers.tanh_c[t];
+  torch::Tensor tanh_c = buffers.tanh_c[t - rows.origin];
   torch::tanh_out(tanh_c, buffers.c[t]);
   UpdateHidden(rows, t);
 }
@@ -138,7 +141,7 @@ void GateGradients(const Rows<scalar_t>& rows, const Carried& running, const sca
       continue;
     }
     const scalar_t *i = rows.gate(t, b), *f = i + hidden, *g = i + 2 * hidden, *o = i + 3 * hidden;
-    const scalar_t* tanh_c = rows.at(rows.tanh_c, t, b);
+    const scalar_t* tanh_c = rows.tanh_at(t, b);
     const scalar_t* c_prev = t > 0 ? rows.at(rows.c, t - 1, b) : nullptr;
     for (int64_t j = 0; j < hidden; ++j) {
       const scalar_t d_hidden = d_h[j] + d_o_row[j];
@@ -153,19 +156,6 @@ void GateGradients(const Rows<scalar_t>& rows, const Carried& running, const sca
   }
 }
 
-// runs: sequence b's length, from the mask's rows (a right-padded prefix each).
-torch::Tensor RunsOf(const torch::Tensor& mask, int64_t batch, int64_t steps) {
-  if (!mask.defined()) return torch::full({batch}, steps, torch::kInt64);
-  const torch::Tensor runs = mask.sum(1).to(torch::kCPU, torch::kInt64).contiguous();
-  TORCH_CHECK(runs.size(0) == batch && runs.min().item<int64_t>() >= 1,
-              "lstm_fused: the mask must be [B,T] with at least one real position a row");
-  // The loops take a row's real positions to be its first runs[b]: a prefix each.
-  const auto prefix = torch::arange(steps, runs.options()).unsqueeze(0) < runs.unsqueeze(1);
-  TORCH_CHECK(torch::equal(prefix, mask.to(torch::kCPU, torch::kBool)),
-              "lstm_fused: the mask must mark a prefix of each row (right padding)");
-  return runs;
-}
-
 class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
  public:
   // x: [T,B,I] time-major, contiguous; w_ih: [4H,I]; w_hh: [4H,H]; b_ih, b_hh: [4H];
@@ -174,18 +164,9 @@ class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
                                const torch::Tensor& w_ih, const torch::Tensor& w_hh,
                                const torch::Tensor& b_ih, const torch::Tensor& b_hh,
                                const torch::Tensor& runs) {
-    const int64_t steps = x.size(0), batch = x.size(1), hidden = w_hh.size(1);
-    Buffers buffers;
-    buffers.gates = torch::addmm(b_ih + b_hh, x.reshape({steps * batch, x.size(2)}), w_ih.t())
-                        .view({steps, batch, 4 * hidden});
-    buffers.h = torch::empty({steps, batch, hidden}, x.options());
-    buffers.c = torch::empty_like(buffers.h);
-    buffers.tanh_c = torch::empty_like(buffers.h);
-    buffers.runs = runs;
-    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "lstm_layer_forward", [&] {
-      const auto rows = RowsOf<scalar_t>(buffers.gates, buffers.h, buffers.c, buffers.tanh_c, runs);
-      for (int64_t t = 0; t < steps; ++t) ForwardStep(buffers, rows, w_hh, t);
-    });
+    const int64_t steps = x.size(0);
+    const LayerBuffers buffers = LayerBuffersFor(steps, w_hh.size(1), runs, x.options(), steps);
+    ForwardBlock(buffers, x, w_ih, w_hh, b_ih + b_hh, 0);
     ctx->save_for_backward({x, w_ih, w_hh, buffers.gates, buffers.h, buffers.c, buffers.tanh_c});
     ctx->saved_data["runs"] = runs;
     return {buffers.h, buffers.c[steps - 1].clone()};
@@ -198,8 +179,8 @@ class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
                 "lstm_fused's CPU layer has a first-order backward only (no create_graph)");
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w_ih = saved[1], &w_hh = saved[2];
-    const Buffers buffers{saved[3], saved[4], saved[5], saved[6],
-                          ctx->saved_data["runs"].toTensor()};
+    const LayerBuffers buffers{saved[3], saved[4], saved[5], saved[6],
+                               ctx->saved_data["runs"].toTensor()};
     const int64_t steps = x.size(0), batch = x.size(1), hidden = w_hh.size(1);
     const torch::Tensor d_out =
         grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(buffers.h);
@@ -241,6 +222,50 @@ class LstmLayerFunction : public torch::autograd::Function<LstmLayerFunction> {
 };
 
 }  // namespace
+
+torch::Tensor RunsOf(const torch::Tensor& mask, int64_t batch, int64_t steps) {
+  if (!mask.defined()) return torch::full({batch}, steps, torch::kInt64);
+  const torch::Tensor runs = mask.sum(1).to(torch::kCPU, torch::kInt64).contiguous();
+  TORCH_CHECK(
+      runs.size(0) == batch && runs.min().item<int64_t>() >= 1,
+      "the hand-written LSTM layer: the mask must be [B,T] with at least one real position a row");
+  // The loops take a row's real positions to be its first runs[b]: a prefix each.
+  const auto prefix = torch::arange(steps, runs.options()).unsqueeze(0) < runs.unsqueeze(1);
+  TORCH_CHECK(
+      torch::equal(prefix, mask.to(torch::kCPU, torch::kBool)),
+      "the hand-written LSTM layer: the mask must mark a prefix of each row (right padding)");
+  return runs;
+}
+
+LayerBuffers LayerBuffersFor(int64_t steps, int64_t hidden, const torch::Tensor& runs,
+                             const torch::TensorOptions& options, int64_t block_steps) {
+  const int64_t batch = runs.size(0);
+  LayerBuffers buffers;
+  buffers.gates = torch::empty({block_steps, batch, 4 * hidden}, options);
+  buffers.h = torch::empty({steps, batch, hidden}, options);
+  buffers.c = torch::empty_like(buffers.h);
+  buffers.tanh_c = torch::empty({block_steps, batch, hidden}, options);
+  buffers.runs = runs;
+  return buffers;
+}
+
+void ForwardBlock(const LayerBuffers& buffers, const torch::Tensor& x, const torch::Tensor& w_ih,
+                  const torch::Tensor& w_hh, const torch::Tensor& bias, int64_t start) {
+  const int64_t size = x.size(0), batch = x.size(1), steps = buffers.h.size(0);
+  // Step buffers as long as the layer are indexed by step, a block's by step - start.
+  const int64_t origin = buffers.gates.size(0) == steps ? 0 : start;
+  TORCH_CHECK(x.is_contiguous() && batch == buffers.h.size(1) && start + size <= steps &&
+                  start - origin + size <= buffers.gates.size(0),
+              "ForwardBlock: x must be a contiguous [S,B,I] block inside the buffers' steps");
+  torch::Tensor block_gates =
+      buffers.gates.narrow(0, start - origin, size).view({size * batch, -1});
+  torch::addmm_out(block_gates, bias, x.view({size * batch, x.size(2)}), w_ih.t());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "lstm_layer_forward", [&] {
+    const auto rows =
+        RowsOf<scalar_t>(buffers.gates, buffers.h, buffers.c, buffers.tanh_c, buffers.runs, origin);
+    for (int64_t t = start; t < start + size; ++t) ForwardStep(buffers, rows, w_hh, t);
+  });
+}
 
 LayerOutputs HandWrittenLayer(const torch::Tensor& x, const LayerWeights& layer,
                               const torch::Tensor& mask) {
