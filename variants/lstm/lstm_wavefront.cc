@@ -333,6 +333,11 @@ class Wavefront {
       RunStage(0);
     } else {
       RunStagesOnTeam();
+      // The team's closing barrier orders the stages' writes before what follows, but it is
+      // libgomp's, which ThreadSanitizer does not see (the tsan preset): these acquire loads
+      // pair with every stage's last release, so that it sees the order too.
+      failed_.load(std::memory_order_acquire);
+      for (const auto& counter : done_) counter.load(std::memory_order_acquire);
     }
     for (const auto& error : errors_) {
       if (error) std::rethrow_exception(error);  // a stage's own error, before any of Join's
