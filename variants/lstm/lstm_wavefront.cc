@@ -37,13 +37,16 @@
 // backward goes through the autograd engine as usual (the wavefront covers forward only;
 // the engine orders each backward op on its forward op's stream).
 #include <dlfcn.h>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <atomic>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "variants/core/registry.h"
 #include "variants/lstm/fused_layer.h"
@@ -355,8 +358,10 @@ class Wavefront {
   // smaller than asked (OMP_DYNAMIC, a thread limit) runs stages k, k + team, ... in turn
   // on thread k; a stage waits only on the one below, which has finished or runs on
   // another thread, so no order deadlocks. RunStage catches every error: none may leave
-  // the region.
+  // the region. A build without OpenMP (SEQBENCH_OPENMP, on by default only with an
+  // OpenMP LibTorch such as 1.13) has no team to borrow: a std::thread per stage.
   void RunStagesOnTeam() {
+#ifdef _OPENMP
     const int team_size = static_cast<int>(stages_);
 #pragma omp parallel num_threads(team_size)
     {
@@ -365,6 +370,14 @@ class Wavefront {
         RunStage(stage);
       }
     }
+#else
+    std::vector<std::thread> threads;
+    for (int64_t stage = 1; stage < stages_; ++stage) {
+      threads.emplace_back([this, stage] { RunStage(stage); });
+    }
+    RunStage(0);
+    for (auto& thread : threads) thread.join();
+#endif
   }
 
   // Stage `stage`: its contiguous layers, block after block; an error stops every stage.
