@@ -126,6 +126,7 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   text("device", "device");
   number("bucket-mb", "bucket_mb");
   text("compression", "compression");
+  number("zero", "zero");
   if (values.count("loss-scaling")) put("loss-scaling", "loss_scaling = true\n");
   if (values.count("restarts")) put("restarts", "restarts = true\n");
   return {toml.str(), flags};
@@ -327,6 +328,7 @@ bool ParseTrainFlags(const std::vector<std::string>& args, TrainFlags& f) {
       "nproc", po::value(&f.nproc), "start this many data-parallel ranks on this machine")(
       "bucket-mb", po::value<std::string>(), "gradient bucket cap in MiB (c10d Reducer; 25)")(
       "compression", po::value<std::string>(), "none | fp16: gradient buckets sent as")(
+      "zero", po::value<std::string>(), "0 | 1: ZeRO-1 shards the optimizer state over ranks")(
       "dist-timeout", po::value(&f.timeout_s),
       "seconds a rank waits for its peers before failing (default 60)");
   po::options_description hidden;
@@ -353,7 +355,7 @@ TrainingSuite LoadTrainSuite(const TrainFlags& f) {
       "workers",     "accumulation",  "amp",          "loss-scaling",
       "optimizer",   "learning-rate", "warmup-steps", "restarts",
       "clip-norm",   "eval-every",    "seed",         "bucket-mb",
-      "compression", "offload"};
+      "compression", "offload",       "zero"};
   TrainingSuite suite;
   try {
     if (!f.suite_path.empty()) {
@@ -459,6 +461,11 @@ void FitPipelinesToWorld(const TrainFlags& f, int64_t world_size,
                        "': compression applies to gradients sent between ranks; it trains on "
                        "one rank (start more with --nproc, or set ranks > 1)");
     }
+    if (data_parallel.zero_stage > 0 && data_parallel.ranks == 1) {
+      throw UsageError("train: pipeline '" + escape::TerminalText(spec.name) +
+                       "': zero = 1 shards the optimizer state over ranks; it trains on one "
+                       "rank (start more with --nproc, or set ranks > 1)");
+    }
     const int64_t needed = data_parallel.Members().back() + 1;  // world ranks 0..needed-1
     if (needed > world_size) {
       throw UsageError(
@@ -481,6 +488,13 @@ void CheckCheckpointFlags(const TrainFlags& f, const std::vector<PipelineSpec>& 
         "train: --checkpoint and --resume need exactly one pipeline; pick it with "
         "--pipeline NAME (the suite has " +
         std::to_string(pipelines.size()) + ")");
+  }
+  if ((!f.checkpoint.empty() || !f.resume.empty()) &&
+      pipelines.front().config.data_parallel.zero_stage > 0) {
+    throw UsageError("train: --checkpoint and --resume: pipeline '" +
+                     escape::TerminalText(pipelines.front().name) +
+                     "' has zero = 1, where each rank holds only its share of the optimizer "
+                     "state; train it without zero to checkpoint");
   }
   if (f.save_every < 0 || f.save_every > training::kMaxCount)
     throw UsageError("train: --save-every must be between 0 and " +

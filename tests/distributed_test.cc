@@ -122,6 +122,7 @@ struct RankTrace {
   std::vector<int64_t> tokens;
   CommunicationStats last_communication;
   std::map<std::string, torch::Tensor> weights;
+  int64_t optimizer_state_bytes = 0;
 };
 
 // Trains `steps` steps on the world ranks `members` of a world of `world_size` ranks, one
@@ -157,6 +158,7 @@ std::vector<RankTrace> TrainOnMembers(const TrainingConfig& base,
           if (after_step) after_step(rank, step);
         }
         trace.validation.push_back(trainer.Evaluate());
+        trace.optimizer_state_bytes = trainer.optimizer_state_bytes();
         for (const auto& item : trainer.variant().parameters()) {
           trace.weights[item.key()] = item.value().detach().clone();
         }
@@ -236,6 +238,59 @@ TEST_CASE("two ranks with half the batch each follow one rank with the whole bat
       CHECK(parallel[0].losses[step] == Approx(single.losses[step]).epsilon(1e-3));
     }
   }
+}
+
+TEST_CASE("ZeRO-1's partition: whole tensors, largest first to the least loaded rank",
+          "[distributed]") {
+  // 40 -> rank 0, 30 -> 1, 20 -> 1 (30 < 40), 10 -> 0 (40 < 50): 50 elements each.
+  CHECK(ShardOwners({10, 40, 30, 20}, 2) == std::vector<int64_t>{0, 0, 1, 1});
+  CHECK(ShardOwners({5, 5, 5}, 2) == std::vector<int64_t>{0, 1, 0});  // ties: the lower rank
+  CHECK(ShardOwners({7, 3}, 1) == std::vector<int64_t>{0, 0});
+  CHECK(ShardOwners({7, 3}, 4) == std::vector<int64_t>{0, 1});  // ranks 2 and 3 own nothing
+  CHECK(ShardOwners({}, 2).empty());
+  CHECK_THROWS_AS(ShardOwners({1}, 0), std::invalid_argument);
+}
+
+TEST_CASE("ZeRO-1 follows data parallelism, each rank holding its share of the state",
+          "[distributed]") {
+  if (SkippedWithoutDistributed()) return;
+  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  for (const OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
+    for (const int64_t ranks : {2, 3}) {
+      INFO(OptimizerKindName(kind) << " on " << ranks << " ranks");
+      TrainingConfig config = testing::SmallTrainingConfig();
+      config.optimizer = kind;
+      config.accumulation = 2;
+      const auto plain = TrainOnRanks(config, ranks, 8, train, validation);
+      config.data_parallel.zero_stage = 1;
+      const auto sharded = TrainOnRanks(config, ranks, 8, train, validation);
+      int64_t state_bytes = 0, parameter_bytes = 0;
+      for (const auto& [name, weight] : plain[0].weights) parameter_bytes += weight.numel() * 4;
+      for (int64_t rank = 0; rank < ranks; ++rank) {
+        CheckSameTrajectory(plain[0], sharded[rank], 1e-5);
+        // Every rank ends with the same weights: the owners' broadcasts reached it.
+        for (const auto& [name, weight] : sharded[0].weights) {
+          INFO(name << " on rank " << rank);
+          CHECK(torch::equal(sharded[rank].weights.at(name), weight));
+        }
+        CHECK(sharded[rank].optimizer_state_bytes < plain[rank].optimizer_state_bytes);
+        CHECK(sharded[rank].last_communication.broadcast_bytes == parameter_bytes);
+        state_bytes += sharded[rank].optimizer_state_bytes;
+      }
+      // The shares make up the whole state, each tensor's state held once.
+      CHECK(state_bytes == plain[0].optimizer_state_bytes);
+      CHECK(plain[0].last_communication.broadcast_bytes == 0);
+    }
+  }
+}
+
+TEST_CASE("ZeRO-1 refuses one rank, and the stages not built", "[distributed]") {
+  const Samples train = RandomSamples(10, 11), validation = RandomSamples(4, 12);
+  TrainingConfig config = testing::SmallTrainingConfig();
+  config.data_parallel.zero_stage = 1;
+  CHECK_THROWS_WITH(Trainer(config, train, validation), Catch::Contains("ranks > 1"));
+  config.data_parallel.zero_stage = 2;
+  CHECK_THROWS_WITH(Trainer(config, train, validation), Catch::Contains("0 or 1"));
 }
 
 TEST_CASE("a group of world ranks 0 and 2 trains as ranks 0 and 1 would, rank 1 idle",

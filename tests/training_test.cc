@@ -563,6 +563,19 @@ at_least = 1.0
              Catch::StartsWith("19: ") && Catch::Contains("ascend"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2]\nranks = 3"),
              Catch::Contains("give one of them"));
+  // zero: ZeRO-1 on the pipeline's ranks; stages 2 and 3 are not built; one rank refused.
+  {
+    const TrainingSuite sharded =
+        ParseTrainingSuite(edited("warmup_steps = 4", "ranks = 2\nzero = 1"), "t.toml");
+    CHECK(sharded.pipelines[1].config.data_parallel.zero_stage == 1);
+    CHECK(sharded.pipelines[0].config.data_parallel.zero_stage == 0);
+    CHECK_THAT(sharded.pipelines[1].Describe(),
+               Catch::Contains("ranks=2") && Catch::Contains("zero=1"));
+    CHECK(sharded.pipelines[0].Describe().find("zero") == std::string::npos);
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "ranks = 2\nzero = 2"), Catch::StartsWith("20: "));
+  CHECK_THAT(error_of("warmup_steps = 4", "ranks = 1\nzero = 1"),
+             Catch::StartsWith("15: ") && Catch::Contains("zero = 1 shards"));
   // evaluate_with: forward variants of the pipeline's family, each once.
   {
     const TrainingSuite evaluated = ParseTrainingSuite(

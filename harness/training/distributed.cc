@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 
@@ -164,7 +165,24 @@ CommunicationStats& CommunicationStats::operator+=(const CommunicationStats& oth
   allreduce_seconds += other.allreduce_seconds;
   count_allreduces += other.count_allreduces;
   count_allreduce_seconds += other.count_allreduce_seconds;
+  broadcast_bytes += other.broadcast_bytes;
+  broadcast_seconds += other.broadcast_seconds;
   return *this;
+}
+
+std::vector<int64_t> ShardOwners(const std::vector<int64_t>& sizes, int64_t ranks) {
+  if (ranks < 1) throw std::invalid_argument("ZeRO needs at least 1 rank");
+  std::vector<size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<int64_t> load(static_cast<size_t>(ranks), 0), owners(sizes.size(), 0);
+  for (const size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end());  // the first of equals
+    owners[i] = least - load.begin();
+    *least += sizes[i];
+  }
+  return owners;
 }
 
 #ifdef SEQBENCH_DISTRIBUTED
@@ -285,6 +303,23 @@ class GlooGroup : public DataParallelGroup {
     std::vector<at::Tensor> data;
     for (const auto& tensor : tensors) data.push_back(tensor.detach());
     c10d::broadcast_coalesced(group_, data, /*buffer_size=*/256 << 20, /*rank=*/0);
+  }
+
+  int64_t BroadcastFromOwners(const std::vector<torch::Tensor>& tensors,
+                              const std::vector<int64_t>& owners) override {
+    TORCH_CHECK(tensors.size() == owners.size(), "one owner a tensor");
+    torch::NoGradGuard no_grad;
+    int64_t bytes = 0;
+    for (int64_t owner = 0; owner < size(); ++owner) {
+      std::vector<at::Tensor> data;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (owners[i] != owner) continue;
+        data.push_back(tensors[i].detach());
+        bytes += tensors[i].numel() * tensors[i].element_size();
+      }
+      if (!data.empty()) c10d::broadcast_coalesced(group_, data, /*buffer_size=*/256 << 20, owner);
+    }
+    return bytes;
   }
 
   std::vector<double> Sum(const std::vector<double>& values) override {

@@ -8,6 +8,11 @@
 // each bucket goes through the process group's all-reduce (no collective is written here),
 // from a communication hook that times it and optionally casts it to fp16. Each step also
 // sums the ranks' target, token and loss counts with the process group's all-reduce.
+// Under ZeRO-1 (zero_stage = 1) each rank's optimizer holds the state of its own share of
+// the parameters, and after the step each share is broadcast from its owner (c10d's
+// broadcast_coalesced, as ZeroRedundancyOptimizer does): the gradients still travel by the
+// Reducer's all-reduce, since Gloo in LibTorch 1.13 has no reduce-scatter, so a step moves
+// the all-reduce's bytes plus one copy of the parameters.
 //
 // Debian 12's libtorch-dev ships the c10d headers but not the distributed-autograd header
 // reducer.hpp includes; harness/training/c10d_compat/ declares the two names it needs (see
@@ -76,10 +81,21 @@ struct DataParallelOptions {
   double bucket_mb = 25;             // c10d::Reducer bucket cap, MiB (DDP's default)
   std::string compression;           // "" (float32 buckets) or "fp16" (c10d's FP16 compress hook)
   std::chrono::seconds timeout{60};  // a collective waiting longer than this fails
+  // ZeRO stage 1 (Rajbhandari et al. 2020): 1 = each rank keeps the optimizer state of its
+  // share of the parameters only (ShardOwners), steps that share, and broadcasts it to the
+  // other ranks after the step; 0 = every rank steps every parameter.
+  int64_t zero_stage = 0;
 
   // `members`, or [0, ranks) when it is empty.
   std::vector<int64_t> Members() const;
 };
+
+// ZeRO-1's partition of parameters of `sizes` elements over `ranks` ranks: the owning rank
+// of each, whole tensors, the largest first to the rank with the fewest elements so far
+// (ties to the lower rank), as torch.distributed.optim.ZeroRedundancyOptimizer partitions.
+// Whole tensors keep every per-parameter optimizer (AdamW, LAMB's and LARS's trust ratios)
+// exactly as unsharded. Throws std::invalid_argument for ranks < 1.
+std::vector<int64_t> ShardOwners(const std::vector<int64_t>& sizes, int64_t ranks);
 
 class DataParallelGroup;
 
@@ -126,6 +142,10 @@ struct CommunicationStats {
   // that nothing overlaps.
   int64_t count_allreduces = 0;
   double count_allreduce_seconds = 0;
+  // ZeRO-1's broadcasts of the stepped parameters from their owners: the bytes every rank
+  // takes part in (sent from its own share, received for the others'), and their time.
+  int64_t broadcast_bytes = 0;
+  double broadcast_seconds = 0;
 
   CommunicationStats& operator+=(const CommunicationStats& other);
 };
@@ -151,6 +171,11 @@ class DataParallelGroup {
   virtual int64_t size() const = 0;
   // Overwrites every rank's `tensors` with rank 0's, in place (DDP's start-up sync).
   virtual void BroadcastFromFirst(const std::vector<torch::Tensor>& tensors) = 0;
+  // Overwrites every rank's tensors[i] with rank owners[i]'s, in place: one coalesced
+  // broadcast per owning rank (ZeRO-1's, after the optimizer step). Returns the bytes
+  // broadcast. Every member calls it with the same arguments.
+  virtual int64_t BroadcastFromOwners(const std::vector<torch::Tensor>& tensors,
+                                      const std::vector<int64_t>& owners) = 0;
   // The element-wise sum of `values` over the group's ranks.
   virtual std::vector<double> Sum(const std::vector<double>& values) = 0;
   // A reducer for `parameters` (each with requires_grad, all on one device).

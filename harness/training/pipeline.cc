@@ -156,6 +156,12 @@ void AddCommunicationMetrics(const std::vector<CommunicationStats>& steps, const
                                           static_cast<double>(sum.count_allreduces) * per_step));
   record.metrics.push_back(
       TrainingMetric("count_allreduce_s_per_step", sum.count_allreduce_seconds * per_step));
+  if (spec.config.data_parallel.zero_stage > 0) {
+    record.metrics.push_back(TrainingMetric("zero_broadcast_bytes_per_step",
+                                            static_cast<double>(sum.broadcast_bytes) * per_step));
+    record.metrics.push_back(
+        TrainingMetric("zero_broadcast_s_per_step", sum.broadcast_seconds * per_step));
+  }
 }
 
 namespace {

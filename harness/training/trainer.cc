@@ -56,6 +56,46 @@ torch::serialize::InputArchive OpenCheckpoint(const std::string& path) {
   return archive;
 }
 
+std::vector<int64_t> ElementCounts(const std::vector<torch::Tensor>& tensors) {
+  std::vector<int64_t> counts;
+  for (const auto& tensor : tensors) counts.push_back(tensor.numel());
+  return counts;
+}
+
+// The configured optimizer over two groups: the matrices, with weight decay, and the rest.
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainingConfig& config,
+                                                       std::vector<torch::Tensor> decayed,
+                                                       std::vector<torch::Tensor> not_decayed) {
+  torch::optim::AdamWOptions defaults(config.schedule.peak);
+  defaults.betas({config.beta1, config.beta2}).eps(config.epsilon).weight_decay(0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  auto decayed_options = std::make_unique<torch::optim::AdamWOptions>(defaults);
+  decayed_options->weight_decay(config.weight_decay);
+  groups.emplace_back(std::move(decayed), std::move(decayed_options));
+  groups.emplace_back(std::move(not_decayed),
+                      std::make_unique<torch::optim::AdamWOptions>(defaults));
+  if (config.offload_optimizer) {
+    if (config.optimizer != OptimizerKind::kAdamW) {
+      throw std::invalid_argument(
+          "offload = cpu moves AdamW's float32 state to the host; it does "
+          "not combine with optimizer = " +
+          std::string(OptimizerKindName(config.optimizer)));
+    }
+    return std::make_unique<OffloadedAdamW>(std::move(groups), defaults);
+  }
+  switch (config.optimizer) {
+    case OptimizerKind::kAdamW8bit:
+      return std::make_unique<AdamW8bit>(std::move(groups), defaults);
+    case OptimizerKind::kLamb:
+      return std::make_unique<Lamb>(std::move(groups), defaults);
+    case OptimizerKind::kLars:
+      return std::make_unique<Lars>(std::move(groups), defaults, config.lars);
+    case OptimizerKind::kAdamW:
+      break;
+  }
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
+}
+
 }  // namespace
 
 std::string TrainingConfig::Fingerprint() const {
@@ -113,6 +153,13 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
   if (!config_.data_parallel.compression.empty() && !group_) {
     throw std::invalid_argument("compression applies to data parallelism (ranks > 1) only");
   }
+  if (config_.data_parallel.zero_stage < 0 || config_.data_parallel.zero_stage > 1) {
+    throw std::invalid_argument("zero_stage must be 0 or 1 (ZeRO-2 and 3 are not built)");
+  }
+  if (config_.data_parallel.zero_stage == 1 && !group_) {
+    throw std::invalid_argument(
+        "zero = 1 shards the optimizer state over ranks; it needs ranks > 1");
+  }
   if (config_.accumulation < 1) throw std::invalid_argument("accumulation must be at least 1");
   if (config_.clip_norm < 0) throw std::invalid_argument("clip_norm must be at least 0");
   if (config_.eval_batch_size < 1) throw std::invalid_argument("eval_batch_size must be >= 1");
@@ -128,35 +175,18 @@ Trainer::Trainer(TrainingConfig config, const Samples& train, const Samples& val
                   torch::kFloat32, config_.variant_options);
 
   // Weight decay on matrices only: decaying RMSNorm gains towards 0 fights the norm.
-  std::vector<torch::Tensor> decayed, not_decayed;
-  for (const auto& parameter : variant_->parameters().values()) {
-    parameters_.push_back(parameter);
-    (parameter.dim() >= 2 ? decayed : not_decayed).push_back(parameter);
+  // Under ZeRO-1 the optimizer sees this rank's share only; the pruner sees every matrix.
+  std::vector<torch::Tensor> decayed, decayed_share, not_decayed_share;
+  for (const auto& parameter : variant_->parameters().values()) parameters_.push_back(parameter);
+  if (config_.data_parallel.zero_stage == 1)
+    owners_ = ShardOwners(ElementCounts(parameters_), group_->size());
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const torch::Tensor& parameter = parameters_[i];
+    if (parameter.dim() >= 2) decayed.push_back(parameter);
+    if (!owners_.empty() && owners_[i] != group_->rank()) continue;
+    (parameter.dim() >= 2 ? decayed_share : not_decayed_share).push_back(parameter);
   }
-  torch::optim::AdamWOptions defaults(config_.schedule.peak);
-  defaults.betas({config_.beta1, config_.beta2}).eps(config_.epsilon).weight_decay(0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  auto decayed_options = std::make_unique<torch::optim::AdamWOptions>(defaults);
-  decayed_options->weight_decay(config_.weight_decay);
-  groups.emplace_back(decayed, std::move(decayed_options));
-  groups.emplace_back(not_decayed, std::make_unique<torch::optim::AdamWOptions>(defaults));
-  if (config_.offload_optimizer) {
-    if (config_.optimizer != OptimizerKind::kAdamW) {
-      throw std::invalid_argument(
-          "offload = cpu moves AdamW's float32 state to the host; it does "
-          "not combine with optimizer = " +
-          std::string(OptimizerKindName(config_.optimizer)));
-    }
-    optimizer_ = std::make_unique<OffloadedAdamW>(std::move(groups), defaults);
-  } else if (config_.optimizer == OptimizerKind::kAdamW8bit) {
-    optimizer_ = std::make_unique<AdamW8bit>(std::move(groups), defaults);
-  } else if (config_.optimizer == OptimizerKind::kLamb) {
-    optimizer_ = std::make_unique<Lamb>(std::move(groups), defaults);
-  } else if (config_.optimizer == OptimizerKind::kLars) {
-    optimizer_ = std::make_unique<Lars>(std::move(groups), defaults, config_.lars);
-  } else {
-    optimizer_ = std::make_unique<torch::optim::AdamW>(std::move(groups), defaults);
-  }
+  optimizer_ = MakeOptimizer(config_, decayed_share, not_decayed_share);
 
   if (group_) {
     // DDP's start: every rank begins from rank 0's weights (seeded alike, but a rank
@@ -253,20 +283,28 @@ StepResult Trainer::Step() {
   const bool finite = !scaler_ || scaler_->UnscaleGradients(parameters_);
   result.learning_rate = LearningRateAt(config_.schedule, step_);
   result.grad_norm = std::numeric_limits<double>::quiet_NaN();
-  if (finite) {
-    // With clipping off, an infinite bound still returns the norm for the log.
-    const double bound =
-        config_.clip_norm > 0 ? config_.clip_norm : std::numeric_limits<double>::infinity();
-    result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, bound);
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(result.learning_rate);
-    optimizer_->step();
-  }
+  if (finite) Update(result);
   result.skipped = !finite;
   if (scaler_) scaler_->Update(finite);
   result.step = ++step_;
   if (pruner_) pruner_->AfterStep(step_);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+void Trainer::Update(StepResult& result) {
+  // With clipping off, an infinite bound still returns the norm for the log.
+  const double bound =
+      config_.clip_norm > 0 ? config_.clip_norm : std::numeric_limits<double>::infinity();
+  result.grad_norm = torch::nn::utils::clip_grad_norm_(parameters_, bound);
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(result.learning_rate);
+  optimizer_->step();
+  if (owners_.empty()) return;
+  // ZeRO-1: every rank's share from the rank that stepped it.
+  const auto begin = std::chrono::steady_clock::now();
+  result.communication.broadcast_bytes += group_->BroadcastFromOwners(parameters_, owners_);
+  result.communication.broadcast_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
 void Trainer::ForEachValidationBatch(const ValidationVisitor& visit) {
@@ -303,6 +341,7 @@ double Trainer::Evaluate() {
 }
 
 void Trainer::Save(const std::string& path) const {
+  RefuseShardedCheckpoint();
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(std::string(kCheckpointFormat)));
   archive.write("fingerprint", c10::IValue(config_.Fingerprint()));
@@ -332,7 +371,15 @@ void Trainer::Save(const std::string& path) const {
   WriteFileAtomically(path, bytes.str());
 }
 
+void Trainer::RefuseShardedCheckpoint() const {
+  if (owners_.empty()) return;
+  throw std::invalid_argument(
+      "zero = 1: each rank holds only its share of the optimizer state, and checkpoints hold "
+      "one rank's state; train without zero to checkpoint");
+}
+
 void Trainer::Load(const std::string& path) {
+  RefuseShardedCheckpoint();
   auto archive = OpenCheckpoint(path);
   const std::string fingerprint = ReadString(archive, "fingerprint");
   if (MatchForResume(fingerprint, config_.Fingerprint()).kind == ResumeMatch::kDifferent) {

@@ -103,7 +103,8 @@ class Trainer {
   // Writes parameters, optimizer moments, schedule position, loss scale and the loader's
   // position atomically (WriteFileAtomically: whole or not at all), so that Load()
   // continues with the same next batch and the same next loss. Throws OutputRefused for a
-  // symlink or non-file at `path`, std::runtime_error when the write fails.
+  // symlink or non-file at `path`, std::runtime_error when the write fails. Both Save() and
+  // Load() throw std::invalid_argument under ZeRO-1 (no rank holds the whole state).
   void Save(const std::string& path) const;
   // Throws std::runtime_error naming the file when it is not a seqbench checkpoint or was
   // written under another fingerprint.
@@ -117,7 +118,8 @@ class Trainer {
   Variant& variant() { return *variant_; }
   const DataLoader& loader() const { return *loader_; }
   // The optimizer's per-parameter state (moments and their scales), in bytes: 0 before the
-  // first step, since both optimizers allocate their moments lazily.
+  // first step, since both optimizers allocate their moments lazily. Under ZeRO-1, this
+  // rank's share.
   int64_t optimizer_state_bytes() const;
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
   // The fraction of the model's matrices at zero, when the pipeline prunes.
@@ -125,6 +127,11 @@ class Trainer {
 
  private:
   void MakeLoader(LoaderPosition start);
+  // After backward, on gradients that are finite: clips them, steps the optimizer at
+  // result.learning_rate and (ZeRO-1) broadcasts the stepped shares; sets grad_norm.
+  void Update(StepResult& result);
+  // Throws std::invalid_argument under ZeRO-1, whose optimizer state no one rank holds.
+  void RefuseShardedCheckpoint() const;
 
   TrainingConfig config_;
   torch::Device device_;
@@ -138,6 +145,7 @@ class Trainer {
   std::optional<MagnitudePruner> pruner_;
   std::shared_ptr<DataParallelGroup> group_;
   std::unique_ptr<GradientReducer> reducer_;
+  std::vector<int64_t> owners_;  // ZeRO-1: the rank that steps each of parameters_; else empty
   int64_t step_ = 0;
   std::string run_uuid_;
 };

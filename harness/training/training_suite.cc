@@ -52,7 +52,8 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "ranks",
                                              "bucket_mb",
                                              "compression",
-                                             "members"};
+                                             "members",
+                                             "zero"};
 
 bool Boolean(const TomlReader& reader, const toml::node& node, const std::string& key) {
   if (!node.is_boolean()) reader.Fail(node.source(), "'" + key + "' must be true or false");
@@ -271,6 +272,8 @@ bool ApplyDataParallelKey(const TomlReader& reader, const std::string& key, cons
   } else if (key == "compression") {
     const std::string choice = reader.Choice(value, key, {"none", "fp16"});
     c.data_parallel.compression = choice == "none" ? "" : choice;
+  } else if (key == "zero") {  // ZeRO's stage; 2 and 3 (gradients, parameters) are not built
+    c.data_parallel.zero_stage = reader.Integer(value, key, 0, 1);
   } else {
     return false;
   }
@@ -432,6 +435,11 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     "': momentum and trust_coefficient are LARS's; add "
                                     "optimizer = \"lars\" or drop them");
   }
+  if (c.data_parallel.zero_stage > 0 && !spec.ranks_from_world && c.data_parallel.ranks == 1) {
+    reader.Fail(table.source(), "pipeline '" + spec.name +
+                                    "': zero = 1 shards the optimizer state over the ranks; give "
+                                    "ranks = 2 or more, or drop zero");
+  }
   CheckPruning(reader, table, spec, given);
   if (spec.timing_warmup >= spec.steps) {
     reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
@@ -490,6 +498,7 @@ std::string PipelineSpec::Describe() const {
     }
     if (!c.data_parallel.compression.empty())
       text << " compression=" << c.data_parallel.compression;
+    if (c.data_parallel.zero_stage > 0) text << " zero=" << c.data_parallel.zero_stage;
   }
   return text.str();
 }

@@ -30,6 +30,9 @@ grep -q "RANK=5" "$work/err" || fail "message: $(cat "$work/err")"
 expect_2 "bad compression" "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --compression zip --db "$work/bad.db"
 expect_2 "compression on one rank" "$seqbench" train "${small[@]}" --steps 8 --compression fp16 --db "$work/bad.db"
 grep -q "compression applies" "$work/err" || fail "message: $(cat "$work/err")"
+expect_2 "ZeRO on one rank" "$seqbench" train "${small[@]}" --steps 8 --zero 1 --db "$work/bad.db"
+grep -q "zero = 1 shards" "$work/err" || fail "message: $(cat "$work/err")"
+expect_2 "ZeRO stage 2" "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --zero 2 --db "$work/bad.db"
 [[ ! -e "$work/bad.db" ]] || fail "bad input created the database"
 
 # A build without c10d data parallelism (LibTorch other than 1.13) refuses --nproc: skip.
@@ -54,6 +57,25 @@ awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' || fail "losses differ by $worst
 [[ $(sqlite3 "$work/dp.db" "SELECT value FROM environment WHERE run_id = 2 AND key = 'world_size'") == 2 ]] ||
   fail "run 2 does not record world_size 2"
 [[ $(sqlite3 "$work/dp.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "rank 1 wrote to the database"
+
+# ZeRO-1: the same losses again, with rank 0's share of the optimizer state and the
+# parameters broadcast each step; refused with a checkpoint, which no rank could fill.
+"$seqbench" train "${small[@]}" --steps 8 --nproc 2 --zero 1 --db "$work/dp.db" >"$work/out" 2>&1 ||
+  fail "--zero 1 failed: $(cat "$work/out")"
+worst=$(sqlite3 "$work/dp.db" "SELECT max(abs(a.loss - b.loss)) FROM training_steps a
+         JOIN training_steps b ON a.step = b.step WHERE a.run_id = 1 AND b.run_id = 3")
+awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' || fail "losses differ by $worst between DP and ZeRO-1"
+state() {
+  sqlite3 "$work/dp.db" "SELECT m.value FROM metrics m JOIN cases c ON m.case_id = c.case_id
+           WHERE c.run_id = $1 AND m.name = '$2'"
+}
+awk -v z="$(state 3 optimizer_state_bytes)" -v d="$(state 2 optimizer_state_bytes)" \
+  'BEGIN { exit !(z > 0 && z < d) }' || fail "ZeRO-1's state on rank 0 is not below DP's"
+[[ -n "$(state 3 zero_broadcast_bytes_per_step)" ]] || fail "no broadcast bytes stored"
+expect_2 "ZeRO with a checkpoint" "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --zero 1 \
+  --checkpoint "$work/z.pt" --db "$work/bad.db"
+grep -q "zero = 1" "$work/err" || fail "message: $(cat "$work/err")"
+[[ ! -e "$work/bad.db" && ! -e "$work/z.pt" ]] || fail "a refused ZeRO run wrote a file"
 
 # 3. SIGKILL one rank mid-run: the launcher returns 1 soon, the case is an error, and the
 # run resumes from the last checkpoint with the same number of ranks.
