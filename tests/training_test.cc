@@ -563,6 +563,27 @@ at_least = 1.0
              Catch::StartsWith("19: ") && Catch::Contains("ascend"));
   CHECK_THAT(error_of("warmup_steps = 4", "members = [0, 2]\nranks = 3"),
              Catch::Contains("give one of them"));
+  // distill_from: an earlier pipeline teaches, and keeps its model for it.
+  {
+    const TrainingSuite distilled =
+        ParseTrainingSuite(edited("warmup_steps = 4", "distill_from = \"plain\""), "t.toml");
+    CHECK(distilled.pipelines[1].config.distillation.teacher == "plain");
+    CHECK(distilled.pipelines[0].keep_model);
+    CHECK_FALSE(distilled.pipelines[1].keep_model);
+    CHECK_THAT(distilled.pipelines[1].Describe(), Catch::Contains("distill=plain T=2 alpha=0.5"));
+    CHECK_THAT(distilled.pipelines[1].config.Fingerprint(), Catch::Contains("distill=plain/2/0.5"));
+    CHECK_FALSE(suite.pipelines[0].keep_model);
+  }
+  CHECK_THAT(error_of("warmup_steps = 4", "distill_from = \"budget\""),
+             Catch::StartsWith("15: ") && Catch::Contains("not a pipeline before this one"));
+  CHECK_THAT(error_of("warmup_steps = 4", "distill_from = \"nobody\""),
+             Catch::StartsWith("15: ") && Catch::Contains("'nobody'"));
+  CHECK_THAT(error_of("warmup_steps = 4", "distill_weight = 0.3"),
+             Catch::StartsWith("15: ") && Catch::Contains("add distill_from"));
+  CHECK_THAT(error_of("warmup_steps = 4", "distill_from = \"plain\"\ndistill_weight = 1.5"),
+             Catch::StartsWith("20: "));
+  CHECK_THAT(error_of("warmup_steps = 4", "distill_from = \"plain\"\ndistill_temperature = 0"),
+             Catch::StartsWith("20: ") && Catch::Contains("above 0"));
   // zero: ZeRO-1 on the pipeline's ranks; stages 2 and 3 are not built; one rank refused.
   {
     const TrainingSuite sharded =

@@ -220,6 +220,7 @@ class PipelineRun {
     const std::shared_ptr<DataParallelGroup> group = JoinGroup();
     Trainer trainer(spec_.config, data_.train, data_.validation, group);
     trainer.set_run_uuid(files_.run_uuid);
+    if (spec_.config.distillation.enabled()) trainer.SetTeacher(Teacher());
     const double run_elapsed_s = Resume(trainer);
     std::vector<CommunicationStats> communication;  // each step's in this process
     TrainSteps(trainer, run_elapsed_s, communication);
@@ -231,6 +232,29 @@ class PipelineRun {
     }
     memory_ = probe_->End();
     AddModelMetrics(trainer, communication);
+    if (spec_.keep_model && record_.status == kStatusOk) outcome_.model = TrainedModel(trainer);
+  }
+
+  // The teacher the run kept for this pipeline's distill_from.
+  const CheckpointModel& Teacher() const {
+    if (files_.teacher == nullptr) {
+      throw std::runtime_error("distill_from '" + spec_.config.distillation.teacher +
+                               "': that pipeline did not finish in this process (train it in "
+                               "the same command, before this one)");
+    }
+    return *files_.teacher;
+  }
+
+  // The trained variant's model and a copy of its weights, on the CPU.
+  CheckpointModel TrainedModel(Trainer& trainer) const {
+    CheckpointModel model;
+    model.variant = trainer.config().variant;
+    model.model = trainer.config().model;
+    model.step = trainer.step();
+    for (const auto& item : trainer.variant().parameters()) {
+      model.weights.insert(item.key(), item.value().detach().cpu().clone());
+    }
+    return model;
   }
 
   // The pipeline's error: its message, and the steps that ran before it still logged.

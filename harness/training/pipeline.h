@@ -17,6 +17,7 @@
 
 #include "harness/memory.h"
 #include "harness/training/distributed.h"
+#include "harness/training/trainer.h"
 #include "harness/training/training_suite.h"
 #include "results/store.h"
 
@@ -43,11 +44,17 @@ struct PipelineFiles {
   // The run the steps go into, saved in each checkpoint: a resume into a database that
   // holds this run continues it (`seqbench train --resume`).
   std::string run_uuid;
+  // Distillation: the trained model of the pipeline named by distill_from (the training
+  // run's, from its PipelineOutcome); null when that pipeline did not train here.
+  const CheckpointModel* teacher = nullptr;
 };
 
 struct PipelineOutcome {
   CaseRecord record;
   bool interrupted = false;
+  // The trained model, for a pipeline with keep_model that finished ok (a later one
+  // distils from it).
+  std::optional<CheckpointModel> model;
 };
 
 // The pipeline's identity as a case: its name, its variant, and the workload it trains

@@ -132,6 +132,10 @@ std::string TrainingConfig::Fingerprint() const {
     out << " prune=" << pruning.sparsity << "/" << pruning.start << "/" << pruning.end << "/"
         << pruning.every;
   }
+  if (distillation.enabled()) {
+    out << " distill=" << distillation.teacher << "/" << distillation.temperature << "/"
+        << distillation.weight;
+  }
   return out.str();
 }
 
@@ -261,13 +265,15 @@ StepResult Trainer::Step() {
         total_targets == 0 ? 0.0 : static_cast<double>(targets[i]) / total_targets;
     const bool last = i + 1 == micro_batches.size();
     if (reducer_) reducer_->BeforeForward(/*synchronized=*/last);
-    torch::Tensor loss;
+    torch::Tensor loss, objective;
     {
       AutocastScope autocast(device_, config_.precision);
-      loss = variant_->Forward(micro_batches[i]).loss.to(torch::kFloat32);
+      const ForwardOutput output = variant_->Forward(micro_batches[i]);
+      loss = output.loss.to(torch::kFloat32);
+      objective = Objective(output, micro_batches[i]);
     }
     result.loss += loss.item<double>() * weight;
-    torch::Tensor scaled = loss * (weight * loss_weight_scale * result.loss_scale);
+    torch::Tensor scaled = objective * (weight * loss_weight_scale * result.loss_scale);
     if (reducer_ && last) reducer_->BeforeSynchronizedBackward(scaled);
     scaled.backward();
   }
@@ -290,6 +296,33 @@ StepResult Trainer::Step() {
   if (pruner_) pruner_->AfterStep(step_);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+void Trainer::SetTeacher(const CheckpointModel& teacher) {
+  TORCH_CHECK(config_.distillation.enabled(), "a teacher for a pipeline that does not distil");
+  TORCH_CHECK(teacher.model.vocab_size == config_.model.vocab_size, "the teacher's vocabulary (",
+              teacher.model.vocab_size, ") is not the student's (", config_.model.vocab_size, ")");
+  teacher_ = CreateVariant(teacher.variant);
+  teacher_->Setup(teacher.model, teacher.weights, device_, torch::kFloat32);
+  for (const auto& parameter : teacher_->parameters().values()) parameter.requires_grad_(false);
+}
+
+torch::Tensor Trainer::Objective(const ForwardOutput& output, const Batch& batch) {
+  const DistillationOptions& distillation = config_.distillation;
+  if (!distillation.enabled()) return output.loss.to(torch::kFloat32);
+  TORCH_CHECK(teacher_ != nullptr, "distill_from '", distillation.teacher,
+              "': no teacher was set before the first step");
+  TORCH_CHECK(output.logits.requires_grad(), "variant '", config_.variant,
+              "' returns its logits without their gradient (its loss is fused); distil into a "
+              "variant that returns them, such as batched");
+  torch::Tensor teacher_logits;
+  {
+    torch::NoGradGuard no_grad;
+    teacher_logits = teacher_->Forward(batch).logits.to(torch::kFloat32);
+  }
+  const torch::Tensor soft = DistillationLoss(output.logits.to(torch::kFloat32), teacher_logits,
+                                              batch, distillation.temperature);
+  return (1 - distillation.weight) * output.loss.to(torch::kFloat32) + distillation.weight * soft;
 }
 
 void Trainer::Update(StepResult& result) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "harness/training/data_loader.h"
+#include "harness/training/distillation.h"
 #include "harness/training/distributed.h"
 #include "harness/training/layerwise_adaptive.h"
 #include "harness/training/optimization.h"
@@ -46,6 +47,9 @@ struct TrainingConfig {
   double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
   double clip_norm = 1.0;  // 0 = no clipping
   PruningOptions pruning;  // gradual magnitude pruning of the matrices (off by default)
+  // Knowledge distillation from a trained teacher (Trainer::SetTeacher), off by default.
+  // The step's logged loss and the validation loss stay the next-token loss.
+  DistillationOptions distillation;
   int64_t eval_batch_size = 32;
   uint64_t seed = 1;
   std::string device = "cpu";
@@ -72,6 +76,8 @@ struct StepResult {
   double seconds = 0;                // wall time, loader wait included
   CommunicationStats communication;  // this rank's gradient all-reduces (data parallelism)
 };
+
+struct CheckpointModel;  // below: a trained model and its weights
 
 class Trainer {
  public:
@@ -122,6 +128,9 @@ class Trainer {
   // rank's share.
   int64_t optimizer_state_bytes() const;
   const torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  // The trained model that teaches this one when config.distillation is enabled: called
+  // once, before the first Step(). Throws c10::Error when its vocabulary differs.
+  void SetTeacher(const CheckpointModel& teacher);
   // The fraction of the model's matrices at zero, when the pipeline prunes.
   std::optional<double> weight_sparsity() const;
 
@@ -130,6 +139,9 @@ class Trainer {
   // After backward, on gradients that are finite: clips them, steps the optimizer at
   // result.learning_rate and (ZeRO-1) broadcasts the stepped shares; sets grad_norm.
   void Update(StepResult& result);
+  // The objective backward runs on for one micro-batch: the next-token loss, mixed with
+  // the teacher's soft targets under distillation. output: the student's, on `batch`.
+  torch::Tensor Objective(const ForwardOutput& output, const Batch& batch);
   // Throws std::invalid_argument under ZeRO-1, whose optimizer state no one rank holds.
   void RefuseShardedCheckpoint() const;
 
@@ -138,6 +150,7 @@ class Trainer {
   const Samples& train_;
   const Samples& validation_;
   std::unique_ptr<Variant> variant_;
+  std::unique_ptr<Variant> teacher_;  // distillation: the teacher, its weights frozen
   std::vector<torch::Tensor> parameters_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<DataLoader> loader_;

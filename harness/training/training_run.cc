@@ -1,6 +1,8 @@
 #include "harness/training/training_run.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "harness/cuda_probe.h"
 #include "harness/run_header.h"
@@ -101,6 +103,7 @@ TrainingOutcome TrainPipelines(const TrainingRunRequest& request, const Training
                                Store& store, const TrainingRun& run, World* world,
                                const TrainingRunHooks& hooks) {
   TrainingOutcome result;
+  std::map<std::string, CheckpointModel> teachers;  // the kept models, by pipeline name
   for (size_t position = 0; position < pipelines.size(); ++position) {
     const PipelineSpec& spec = pipelines[position];
     if (world) {  // trained by its members only
@@ -109,6 +112,10 @@ TrainingOutcome TrainPipelines(const TrainingRunRequest& request, const Training
     }
     PipelineFiles files = request.files;
     files.run_uuid = run.uuid;
+    if (const auto teacher = teachers.find(spec.config.distillation.teacher);
+        spec.config.distillation.enabled() && teacher != teachers.end()) {
+      files.teacher = &teacher->second;
+    }
     PipelineOutcome outcome =
         RunPipeline(suite, spec, data, store, run.id, static_cast<int64_t>(position), files,
                     hooks.start_pipeline(position, spec), world);
@@ -121,6 +128,7 @@ TrainingOutcome TrainPipelines(const TrainingRunRequest& request, const Training
     } else {
       store.AddCase(run.id, outcome.record);
     }
+    if (outcome.model) teachers.emplace(spec.name, std::move(*outcome.model));
     const std::string status = outcome.record.status;
     result.failed = result.failed || (status != kStatusOk && status != kStatusSkipped);
     result.records.push_back(std::move(outcome.record));

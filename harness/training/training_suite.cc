@@ -53,7 +53,10 @@ const std::vector<std::string> kTrainKeys = {"variant",
                                              "bucket_mb",
                                              "compression",
                                              "members",
-                                             "zero"};
+                                             "zero",
+                                             "distill_from",
+                                             "distill_temperature",
+                                             "distill_weight"};
 
 bool Boolean(const TomlReader& reader, const toml::node& node, const std::string& key) {
   if (!node.is_boolean()) reader.Fail(node.source(), "'" + key + "' must be true or false");
@@ -301,6 +304,28 @@ bool ApplyPruningKey(const TomlReader& reader, const std::string& key, const tom
   return true;
 }
 
+// A key of knowledge distillation (distillation.h); false if none. The teacher is
+// resolved against the suite's pipelines later (ResolveTeachers).
+bool ApplyDistillationKey(const TomlReader& reader, const std::string& key, const toml::node& value,
+                          DistillationOptions& distillation) {
+  if (key == "distill_from") {
+    distillation.teacher = reader.String(value, key);
+    if (distillation.teacher.empty()) {
+      reader.Fail(value.source(), "'distill_from' names the teacher pipeline; it is empty");
+    }
+  } else if (key == "distill_temperature") {
+    distillation.temperature = reader.Number(value, key, 0, 1000);
+    if (distillation.temperature <= 0) {
+      reader.Fail(value.source(), "'distill_temperature' must be above 0");
+    }
+  } else if (key == "distill_weight") {
+    distillation.weight = reader.Number(value, key, 0, 1);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Applies the keys of `table` ([train] or one [[pipelines]] entry) over `spec`, and adds
 // each to `given`: a rule about a key (LARS's keys need LARS; a cycle given is not derived
 // from steps) asks whether it was written, not whether its value differs from a default.
@@ -314,6 +339,7 @@ void ApplyTrainKeys(const TomlReader& reader, const toml::table& table, Pipeline
     if (ApplyStepKey(reader, key, value, spec)) continue;
     if (ApplyOptimizerKey(reader, key, value, spec)) continue;
     if (ApplyPruningKey(reader, key, value, spec.config.pruning)) continue;
+    if (ApplyDistillationKey(reader, key, value, spec.config.distillation)) continue;
     ApplyDataParallelKey(reader, key, value, spec);
   }
 }
@@ -440,6 +466,12 @@ void CheckPipeline(const TomlReader& reader, const toml::table& table, const Pip
                                     "': zero = 1 shards the optimizer state over the ranks; give "
                                     "ranks = 2 or more, or drop zero");
   }
+  if (!c.distillation.enabled() &&
+      (given.count("distill_temperature") > 0 || given.count("distill_weight") > 0)) {
+    reader.Fail(table.source(), "pipeline '" + spec.name +
+                                    "': distill_temperature and distill_weight shape "
+                                    "distillation; add distill_from = \"TEACHER\" or drop them");
+  }
   CheckPruning(reader, table, spec, given);
   if (spec.timing_warmup >= spec.steps) {
     reader.Fail(table.source(), "pipeline '" + spec.name + "': timing_warmup (" +
@@ -499,6 +531,10 @@ std::string PipelineSpec::Describe() const {
     if (!c.data_parallel.compression.empty())
       text << " compression=" << c.data_parallel.compression;
     if (c.data_parallel.zero_stage > 0) text << " zero=" << c.data_parallel.zero_stage;
+  }
+  if (c.distillation.enabled()) {
+    text << " distill=" << c.distillation.teacher << " T=" << c.distillation.temperature
+         << " alpha=" << c.distillation.weight;
   }
   return text.str();
 }
@@ -624,6 +660,26 @@ void ResolveReferences(const TomlReader& reader, const toml::table& root,
   }
 }
 
+// Each distilling pipeline's teacher: an earlier pipeline of the suite, which then keeps
+// its trained model for it (keep_model).
+void ResolveTeachers(const TomlReader& reader, const toml::array& pipeline_tables,
+                     TrainingSuite& suite) {
+  for (size_t i = 0; i < suite.pipelines.size(); ++i) {
+    const PipelineSpec& spec = suite.pipelines[i];
+    if (!spec.config.distillation.enabled()) continue;
+    const std::string& teacher = spec.config.distillation.teacher;
+    const auto found =
+        std::find_if(suite.pipelines.begin(), suite.pipelines.begin() + i,
+                     [&](const PipelineSpec& earlier) { return earlier.name == teacher; });
+    if (found == suite.pipelines.begin() + i) {
+      reader.Fail(pipeline_tables[i].source(),
+                  "pipeline '" + spec.name + "': distill_from '" + teacher +
+                      "' is not a pipeline before this one; the teacher trains first");
+    }
+    found->keep_model = true;
+  }
+}
+
 }  // namespace
 
 TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& path) {
@@ -669,6 +725,7 @@ TrainingSuite ParseTrainingSuite(const std::string& text, const std::string& pat
         ReadPipeline(reader, *element.as_table(), defaults, default_given, suite.data, names));
   }
   ResolveReferences(reader, root, *pipelines.as_array(), names, suite);
+  ResolveTeachers(reader, *pipelines.as_array(), suite);
   suite.expectations = ReadExpectations(reader, root,
                                         {"throughput", "memory_ratio", "optimizer_state_ratio",
                                          "loss_match", "validation_loss_ratio", "all_correct"},

@@ -44,6 +44,8 @@ struct PipelineSpec {
   // after the last step (`evaluate_with`), each compared with the trained variant on the
   // held-out samples (harness/training/inference_comparison.h).
   std::vector<std::string> evaluate_with;
+  // A later pipeline distils from this one (distill_from): its trained model is kept.
+  bool keep_model = false;
   int64_t DefaultCycleSteps() const {
     return std::max<int64_t>(1, steps - config.schedule.warmup_steps);
   }
