@@ -449,6 +449,32 @@ WorldPlan PlanWorld(const TrainFlags& f) {
   return plan;
 }
 
+// Each distilling pipeline's teacher trains in this command, before it, on every rank the
+// student trains on: a rank keeps only the teacher it trained itself, and a rank without
+// one would leave its peers waiting in the student's first collective.
+void CheckTeachers(const std::vector<PipelineSpec>& pipelines) {
+  for (auto student = pipelines.begin(); student != pipelines.end(); ++student) {
+    const std::string& name = student->config.distillation.teacher;
+    if (name.empty()) continue;
+    const auto teacher = std::find_if(pipelines.begin(), student,
+                                      [&](const PipelineSpec& p) { return p.name == name; });
+    const std::string quoted_student = "'" + escape::TerminalText(student->name) + "'";
+    const std::string quoted_teacher = "'" + escape::TerminalText(name) + "'";
+    if (teacher == student) {
+      throw UsageError("train: pipeline " + quoted_student + " distils from " + quoted_teacher +
+                       ", which this command does not train; select both (--pipeline " +
+                       escape::TerminalText(name) + " --pipeline " +
+                       escape::TerminalText(student->name) + ")");
+    }
+    const std::vector<int64_t> taught = student->config.data_parallel.Members(),
+                               trained = teacher->config.data_parallel.Members();
+    if (!std::includes(trained.begin(), trained.end(), taught.begin(), taught.end())) {
+      throw UsageError("train: pipeline " + quoted_student + " trains on ranks its teacher " +
+                       quoted_teacher + " does not; give the teacher the student's ranks");
+    }
+  }
+}
+
 // Each pipeline's ranks within the world, and its collectives' timeout.
 void FitPipelinesToWorld(const TrainFlags& f, int64_t world_size,
                          std::vector<PipelineSpec>& pipelines) {
@@ -634,6 +660,7 @@ int RunTrain(const std::vector<std::string>& args) {
   std::vector<PipelineSpec> pipelines = SelectPipelines(f, suite);
   const WorldPlan plan = PlanWorld(f);
   FitPipelinesToWorld(f, plan.size, pipelines);
+  CheckTeachers(pipelines);
   CheckCheckpointFlags(f, pipelines);
   // A bad --resume is the user's flag: refused before the corpus is read or ranks start.
   const ResumeCheck resume = CheckResume(f, pipelines);

@@ -2,9 +2,10 @@
 // gradient, and the trainer's objective (the logged loss stays the next-token loss).
 #include "harness/training/distillation.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
+#include <vector>
 
 #include "harness/text_data.h"
 #include "harness/training/trainer.h"
@@ -81,17 +82,6 @@ TEST_CASE("the distillation loss's gradient is T(q − p) per target position, o
   CHECK(torch::allclose(student.grad(), expected, 1e-10, 1e-12));
 }
 
-Samples SomeSamples(int64_t count, uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::uniform_int_distribution<int64_t> length(2, 40), byte(0, 255);
-  Samples samples(count);
-  for (auto& sample : samples) {
-    sample.resize(length(generator));
-    for (auto& token : sample) token = byte(generator);
-  }
-  return samples;
-}
-
 std::vector<double> Losses(Trainer& trainer, int steps) {
   std::vector<double> losses;
   for (int i = 0; i < steps; ++i) losses.push_back(trainer.Step().loss);
@@ -100,7 +90,8 @@ std::vector<double> Losses(Trainer& trainer, int steps) {
 
 TEST_CASE("a distilled student logs its next-token loss and follows the mixed objective",
           "[distillation]") {
-  const Samples train = SomeSamples(64, 5), validation = SomeSamples(16, 6);
+  const Samples train = testing::RandomSamples(64, 5, 2, 40),
+                validation = testing::RandomSamples(16, 6, 2, 40);
   TrainingConfig teacher_config = testing::SmallTrainingConfig();
   teacher_config.variant = "batched";
   Trainer teacher_trainer(teacher_config, train, validation);

@@ -7,7 +7,6 @@
 #include <functional>
 #include <future>
 #include <map>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -18,19 +17,8 @@
 namespace seqbench::training {
 namespace {
 
-Samples RandomSamples(int64_t count, uint64_t seed, int64_t longest = 64) {
-  std::mt19937_64 generator(seed);
-  std::uniform_int_distribution<int64_t> length(2, longest), byte(0, 255);
-  Samples samples(count);
-  for (auto& sample : samples) {
-    sample.resize(length(generator));
-    for (auto& token : sample) token = byte(generator);
-  }
-  return samples;
-}
-
 TEST_CASE("the ranks' shares of every batch make up exactly that batch", "[distributed]") {
-  const Samples samples = RandomSamples(193, 1);  // 193 = 12·16 + 1: a last batch of one
+  const Samples samples = testing::RandomSamples(193, 1);  // 193 = 12·16 + 1: a last batch of one
   const auto lengths = Lengths(samples);
   for (const auto policy : {BatchingPolicy::kFixed, BatchingPolicy::kTokenBudget}) {
     BatchingOptions options;
@@ -197,7 +185,7 @@ void CheckSameTrajectory(const RankTrace& single, const RankTrace& parallel, dou
 TEST_CASE("two ranks with half the batch each follow one rank with the whole batch",
           "[distributed]") {
   if (SkippedWithoutDistributed()) return;
-  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  const Samples train = testing::RandomSamples(70, 11), validation = testing::RandomSamples(20, 12);
   SECTION("fixed batches, gradients accumulated over two micro-batches") {
     TrainingConfig config = testing::SmallTrainingConfig();
     config.accumulation = 2;
@@ -254,7 +242,7 @@ TEST_CASE("ZeRO-1's partition: whole tensors, largest first to the least loaded 
 TEST_CASE("ZeRO-1 follows data parallelism, each rank holding its share of the state",
           "[distributed]") {
   if (SkippedWithoutDistributed()) return;
-  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  const Samples train = testing::RandomSamples(70, 11), validation = testing::RandomSamples(20, 12);
   for (const OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
     for (const int64_t ranks : {2, 3}) {
       INFO(OptimizerKindName(kind) << " on " << ranks << " ranks");
@@ -285,7 +273,7 @@ TEST_CASE("ZeRO-1 follows data parallelism, each rank holding its share of the s
 }
 
 TEST_CASE("ZeRO-1 refuses one rank, and the stages not built", "[distributed]") {
-  const Samples train = RandomSamples(10, 11), validation = RandomSamples(4, 12);
+  const Samples train = testing::RandomSamples(10, 11), validation = testing::RandomSamples(4, 12);
   TrainingConfig config = testing::SmallTrainingConfig();
   config.data_parallel.zero_stage = 1;
   CHECK_THROWS_WITH(Trainer(config, train, validation), Catch::Contains("ranks > 1"));
@@ -296,7 +284,7 @@ TEST_CASE("ZeRO-1 refuses one rank, and the stages not built", "[distributed]") 
 TEST_CASE("a group of world ranks 0 and 2 trains as ranks 0 and 1 would, rank 1 idle",
           "[distributed]") {
   if (SkippedWithoutDistributed()) return;
-  const Samples train = RandomSamples(70, 11), validation = RandomSamples(20, 12);
+  const Samples train = testing::RandomSamples(70, 11), validation = testing::RandomSamples(20, 12);
   const TrainingConfig config = testing::SmallTrainingConfig();
   const RankTrace single = TrainOnRanks(config, 1, 4, train, validation).front();
   const auto traces = TrainOnMembers(config, {0, 2}, 3, 4, train, validation);
@@ -320,7 +308,7 @@ TEST_CASE("members must start at rank 0, ascend and lie in the world", "[distrib
 
 TEST_CASE("a rank that dies makes its peers fail with c10d's error, not hang", "[distributed]") {
   if (SkippedWithoutDistributed()) return;
-  const Samples train = RandomSamples(70, 13), validation = RandomSamples(20, 14);
+  const Samples train = testing::RandomSamples(70, 13), validation = testing::RandomSamples(20, 14);
   TrainingConfig config = testing::SmallTrainingConfig();
   const auto started = std::chrono::steady_clock::now();
   // Rank 1 leaves after its second step, closing its Gloo connections as a killed process

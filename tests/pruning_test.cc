@@ -8,7 +8,6 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -127,20 +126,10 @@ TEST_CASE("pruning options are refused outside their ranges", "[pruning]") {
   CHECK_NOTHROW(MagnitudePruner(Options(0.0, 0, 0, 1), {a}));  // off: no schedule needed
 }
 
-Samples RandomSamples(int64_t count, uint64_t seed) {
-  std::mt19937_64 generator(seed);
-  std::uniform_int_distribution<int64_t> length(4, 40), byte(0, 255);
-  Samples samples(count);
-  for (auto& sample : samples) {
-    sample.resize(length(generator));
-    for (auto& token : sample) token = byte(generator);
-  }
-  return samples;
-}
-
 TEST_CASE("a pruning trainer reaches its sparsity and resumes with the same losses",
           "[pruning][training]") {
-  const Samples train = RandomSamples(80, 7), validation = RandomSamples(16, 8);
+  const Samples train = testing::RandomSamples(80, 7, 4, 40),
+                validation = testing::RandomSamples(16, 8, 4, 40);
   TrainingConfig config = testing::SmallTrainingConfig();
   config.pruning = Options(0.6, 2, 10, 3);
   {

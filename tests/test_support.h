@@ -3,7 +3,9 @@
 // Thread-safety: for the single-threaded Catch2 runner only.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,19 @@
 #include "variants/simple_rnn/model.h"
 
 namespace seqbench::testing {
+
+// `count` samples of uniform random bytes, each of a length uniform in [shortest, longest].
+inline training::Samples RandomSamples(int64_t count, uint64_t seed, int64_t shortest = 2,
+                                       int64_t longest = 64) {
+  std::mt19937_64 generator(seed);
+  std::uniform_int_distribution<int64_t> length(shortest, longest), byte(0, 255);
+  training::Samples samples(count);
+  for (auto& sample : samples) {
+    sample.resize(length(generator));
+    for (auto& token : sample) token = byte(generator);
+  }
+  return samples;
+}
 
 inline ModelConfig SmallSimpleRnn(int64_t layers = 2, int64_t heads = 3) {
   ModelConfig config;

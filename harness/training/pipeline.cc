@@ -251,6 +251,7 @@ class PipelineRun {
     model.variant = trainer.config().variant;
     model.model = trainer.config().model;
     model.step = trainer.step();
+    model.variant_options = trainer.config().variant_options;
     for (const auto& item : trainer.variant().parameters()) {
       model.weights.insert(item.key(), item.value().detach().cpu().clone());
     }

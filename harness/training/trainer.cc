@@ -266,11 +266,12 @@ StepResult Trainer::Step() {
     const bool last = i + 1 == micro_batches.size();
     if (reducer_) reducer_->BeforeForward(/*synchronized=*/last);
     torch::Tensor loss, objective;
+    const torch::Tensor teacher_logits = TeacherLogits(micro_batches[i]);
     {
       AutocastScope autocast(device_, config_.precision);
       const ForwardOutput output = variant_->Forward(micro_batches[i]);
       loss = output.loss.to(torch::kFloat32);
-      objective = Objective(output, micro_batches[i]);
+      objective = Objective(output, teacher_logits, micro_batches[i]);
     }
     result.loss += loss.item<double>() * weight;
     torch::Tensor scaled = objective * (weight * loss_weight_scale * result.loss_scale);
@@ -303,26 +304,31 @@ void Trainer::SetTeacher(const CheckpointModel& teacher) {
   TORCH_CHECK(teacher.model.vocab_size == config_.model.vocab_size, "the teacher's vocabulary (",
               teacher.model.vocab_size, ") is not the student's (", config_.model.vocab_size, ")");
   teacher_ = CreateVariant(teacher.variant);
-  teacher_->Setup(teacher.model, teacher.weights, device_, torch::kFloat32);
+  teacher_->Setup(teacher.model, teacher.weights, device_, torch::kFloat32,
+                  teacher.variant_options);
   for (const auto& parameter : teacher_->parameters().values()) parameter.requires_grad_(false);
 }
 
-torch::Tensor Trainer::Objective(const ForwardOutput& output, const Batch& batch) {
+torch::Tensor Trainer::TeacherLogits(const Batch& batch) {
   const DistillationOptions& distillation = config_.distillation;
-  if (!distillation.enabled()) return output.loss.to(torch::kFloat32);
+  if (!distillation.enabled() || distillation.weight == 0) return {};
   TORCH_CHECK(teacher_ != nullptr, "distill_from '", distillation.teacher,
               "': no teacher was set before the first step");
+  torch::NoGradGuard no_grad;
+  return teacher_->Forward(batch).logits.to(torch::kFloat32);
+}
+
+torch::Tensor Trainer::Objective(const ForwardOutput& output, const torch::Tensor& teacher_logits,
+                                 const Batch& batch) {
+  const torch::Tensor loss = output.loss.to(torch::kFloat32);
+  if (!teacher_logits.defined()) return loss;
   TORCH_CHECK(output.logits.requires_grad(), "variant '", config_.variant,
               "' returns its logits without their gradient (its loss is fused); distil into a "
               "variant that returns them, such as batched");
-  torch::Tensor teacher_logits;
-  {
-    torch::NoGradGuard no_grad;
-    teacher_logits = teacher_->Forward(batch).logits.to(torch::kFloat32);
-  }
+  const DistillationOptions& distillation = config_.distillation;
   const torch::Tensor soft = DistillationLoss(output.logits.to(torch::kFloat32), teacher_logits,
                                               batch, distillation.temperature);
-  return (1 - distillation.weight) * output.loss.to(torch::kFloat32) + distillation.weight * soft;
+  return (1 - distillation.weight) * loss + distillation.weight * soft;
 }
 
 void Trainer::Update(StepResult& result) {

@@ -139,9 +139,14 @@ class Trainer {
   // After backward, on gradients that are finite: clips them, steps the optimizer at
   // result.learning_rate and (ZeRO-1) broadcasts the stepped shares; sets grad_norm.
   void Update(StepResult& result);
+  // The teacher's logits of `batch`: [B,T,V] float32, computed outside the student's
+  // autocast (an fp16 teacher could overflow into the objective); undefined when not
+  // distilling or at distill_weight 0.
+  torch::Tensor TeacherLogits(const Batch& batch);
   // The objective backward runs on for one micro-batch: the next-token loss, mixed with
-  // the teacher's soft targets under distillation. output: the student's, on `batch`.
-  torch::Tensor Objective(const ForwardOutput& output, const Batch& batch);
+  // the teacher's soft targets when `teacher_logits` is defined. output: the student's.
+  torch::Tensor Objective(const ForwardOutput& output, const torch::Tensor& teacher_logits,
+                          const Batch& batch);
   // Throws std::invalid_argument under ZeRO-1, whose optimizer state no one rank holds.
   void RefuseShardedCheckpoint() const;
 
@@ -194,6 +199,7 @@ struct CheckpointModel {
   ModelConfig model;
   ParameterSet weights;
   int64_t step = 0;
+  VariantOptions variant_options;  // a trained pipeline's (checkpoints do not store them)
 };
 CheckpointModel ReadCheckpointModel(const std::string& path);
 

@@ -1,6 +1,7 @@
 #include "harness/training/training_run.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -98,6 +99,23 @@ TrainingRun OpenTrainingRun(const TrainingRunRequest& request, Store& store, con
   return opened;
 }
 
+namespace {
+
+// Drops the kept models that no pipeline after `position` distils from, so that their
+// weights do not sit in the memory of the pipelines that follow.
+void ForgetTaughtTeachers(const std::vector<PipelineSpec>& pipelines, size_t position,
+                          std::map<std::string, CheckpointModel>& teachers) {
+  for (auto teacher = teachers.begin(); teacher != teachers.end();) {
+    const bool needed = std::any_of(pipelines.begin() + position + 1, pipelines.end(),
+                                    [&](const PipelineSpec& later) {
+                                      return later.config.distillation.teacher == teacher->first;
+                                    });
+    teacher = needed ? std::next(teacher) : teachers.erase(teacher);
+  }
+}
+
+}  // namespace
+
 TrainingOutcome TrainPipelines(const TrainingRunRequest& request, const TrainingSuite& suite,
                                const std::vector<PipelineSpec>& pipelines, const TrainingData& data,
                                Store& store, const TrainingRun& run, World* world,
@@ -129,6 +147,7 @@ TrainingOutcome TrainPipelines(const TrainingRunRequest& request, const Training
       store.AddCase(run.id, outcome.record);
     }
     if (outcome.model) teachers.emplace(spec.name, std::move(*outcome.model));
+    ForgetTaughtTeachers(pipelines, position, teachers);
     const std::string status = outcome.record.status;
     result.failed = result.failed || (status != kStatusOk && status != kStatusSkipped);
     result.records.push_back(std::move(outcome.record));

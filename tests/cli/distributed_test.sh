@@ -44,6 +44,37 @@ if grep -q "without c10d" "$work/probe"; then
   exit 77
 fi
 
+# A student on ranks its teacher did not train on: refused before any rank starts (each
+# rank keeps only the teacher it trained; one without would hang its peers).
+cat >"$work/distil.toml" <<'TOML'
+name = "distil_ranks"
+description = "test"
+[data]
+corpus = "synthetic"
+max_samples = 100
+validation_samples = 16
+max_length = 32
+[model]
+width = 16
+layers = 1
+heads = 2
+[train]
+steps = 4
+timing_warmup = 1
+batch_size = 8
+[[pipelines]]
+name = "teacher"
+ranks = 1
+[[pipelines]]
+name = "student"
+ranks = 2
+model = { width = 8 }
+distill_from = "teacher"
+TOML
+expect_2 "a student on ranks its teacher lacks" "$seqbench" train "$work/distil.toml" --nproc 2 --db "$work/bad.db"
+grep -q "trains on ranks its teacher 'teacher' does not" "$work/err" || fail "message: $(cat "$work/err")"
+[[ ! -e "$work/bad.db" ]] || fail "a refused distillation created the database"
+
 # 2. One rank with batch 8, then two ranks with 4 each: the same losses, step by step.
 "$seqbench" train "${small[@]}" --steps 8 --db "$work/dp.db" >/dev/null 2>&1
 "$seqbench" train "${small[@]}" --steps 8 --nproc 2 --db "$work/dp.db" >"$work/out" 2>&1 ||
