@@ -50,6 +50,23 @@ struct CommandLineSuiteText {
   std::map<int64_t, std::string> flags;  // 1-based line -> "--flag"
 };
 
+// `text` as a TOML basic string: quotes and backslashes escaped, control characters as
+// \uXXXX (a newline would end the string, and TOML wants them escaped).
+std::string TomlQuoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
+      out += escaped;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
 CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
   std::ostringstream toml;
   std::map<int64_t, std::string> flags;
@@ -63,20 +80,7 @@ CommandLineSuiteText CommandLineSuite(const po::variables_map& values) {
     flags[line] = "--" + flag;
     section(text);
   };
-  const auto quoted = [](const std::string& text) {
-    std::string out = "\"";
-    for (const char c : text) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        char escaped[8];
-        std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
-        out += escaped;  // a newline would end the TOML string; TOML wants them escaped
-        continue;
-      }
-      out += c;
-    }
-    return out + "\"";
-  };
+  const auto quoted = TomlQuoted;
   const auto number = [&](const char* flag, const char* key) {
     if (!values.count(flag)) return;
     // Only a number reaches the suite text: "1\nseed = 3" would be TOML of its own.
