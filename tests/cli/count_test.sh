@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Counted instructions end to end (run --count instructions, compare --gate counts):
 # two runs of one binary in separate processes, one of them from a copy in another folder
-# with another environment, agree within 0.1% on every case; a planted
+# with another environment, agree within 1e-4 on every case; a planted
 # extra-work mutation inside the head every variant shares is flagged by the counts gate
 # (exit 1) while the unchanged pair passes (exit 0); a run whose counting child saw other
 # code (a fingerprint difference) is refused with exit 2, naming it; a counted ratio bound
@@ -66,8 +66,14 @@ worst=$(sqlite3 "$db" "SELECT max(abs(b.value - a.value) / a.value)
   JOIN cases cb ON cb.case_key = ca.case_key AND cb.run_id = 2
   JOIN metrics b ON b.case_id = cb.case_id AND b.name = a.name
   WHERE ca.run_id = 1 AND a.name = 'instructions_per_step'")
-# To the instruction (the issue asks 0.1%; the pinned, relocated child gives 0).
-awk -v w="$worst" 'BEGIN { exit !(w == 0) }' || fail "runs 1 and 2 disagree by $worst"
+# Within 1e-4: ten times under the smallest layout effect the relocated child removed (a
+# 3 kB variable moved a case by 0.1%, the binary 40 characters deeper by 1.5%), a tenth of
+# the issue's 0.1%. Not to the instruction: on this VM the two runs agree exactly, but on
+# the project's CI machine one case of run 2 differed by 1.6e-6 (about 40 instructions of
+# 25 million), something outside the child's files, path and environment, which the
+# counts gate's 1% threshold and its 0.1% nondeterminism cut both absorb.
+awk -v w="$worst" 'BEGIN { exit !(w <= 1e-4) }' || fail "runs 1 and 2 disagree by $worst"
+[[ $worst == 0 || $worst == 0.0 ]] || echo "note: runs 1 and 2 differ by $worst (within 1e-4)"
 sqlite3 "$db" "SELECT value FROM environment WHERE run_id = 1 AND key = 'count_blas_core'" |
   grep -q . || fail "run 1 records no count_blas_core"
 
