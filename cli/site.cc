@@ -7,7 +7,12 @@
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "base/files.h"
 #include "cli/command.h"
@@ -34,6 +39,26 @@ void PrepareOutputFolder(const std::string& folder) {
     throw UsageError("site: cannot create " + folder + ": " + std::strerror(errno));
 }
 
+// Removes the pages an earlier site wrote into `folder` that `pages` no longer has (a run
+// removed by `seqbench rm`, a suite renamed), after the new pages are all written: only
+// regular files whose names the site gives (IsSitePageName), never a link, a folder or a
+// file of the user's. Returns how many were removed.
+size_t RemoveStalePages(const std::string& folder, const std::vector<SitePage>& pages) {
+  std::set<std::string> written;
+  for (const SitePage& page : pages) written.insert(page.name);
+  size_t removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || entry.is_symlink() || written.count(name) != 0 ||
+        !IsSitePageName(name))
+      continue;
+    if (!RemoveTree(entry.path().string()))
+      throw std::runtime_error("site: cannot remove the stale page " + entry.path().string());
+    ++removed;
+  }
+  return removed;
+}
+
 }  // namespace
 
 int RunSite(const std::vector<std::string>& args) {
@@ -47,8 +72,11 @@ int RunSite(const std::vector<std::string>& args) {
       "points; seqbench history; the runs in git's commit order where git here knows\n"
       "them), regressions.html with every change point newest first, and a page per run\n"
       "(its report, warnings, check, environment and the suite's runs before and after).\n"
-      "Pages are named from numbers only; nothing is written outside OUT_DIR, which is\n"
-      "created if missing. Progress shows on stderr when it is a terminal.\n\nOptions");
+      "Pages are named from run numbers and suite names (made safe), so links into the\n"
+      "site stay as runs are added; nothing is written outside OUT_DIR, which is created\n"
+      "if missing, and the pages an earlier site wrote there that this one no longer has\n"
+      "(a removed run, a renamed suite) are removed; no other file is touched. Progress\n"
+      "shows on stderr when it is a terminal.\n\nOptions");
   options.add_options()("help,h", "show this help");
   DeclareDatabases(options, db_paths);
   po::options_description hidden;
@@ -79,8 +107,11 @@ int RunSite(const std::vector<std::string>& args) {
     }
     bytes += page.html.size();
   }
+  const size_t removed = RemoveStalePages(folder, pages);
   std::cout << "site: " << pages.size() << " pages, " << bytes / 1024 << " KiB in "
-            << escape::TerminalText(folder, false) << "/index.html\n";
+            << escape::TerminalText(folder, false) << "/index.html";
+  if (removed > 0) std::cout << "; " << removed << " stale page(s) of an earlier site removed";
+  std::cout << "\n";
   return 0;
 }
 

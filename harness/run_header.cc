@@ -6,6 +6,7 @@
 #include <ctime>
 #include <random>
 
+#include "base/text.h"
 #include "harness/environment.h"
 #include "harness/suite.h"
 

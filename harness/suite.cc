@@ -1,7 +1,6 @@
 #include "harness/suite.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -99,17 +98,6 @@ std::vector<CaseSpec> Shard(const std::vector<CaseSpec>& cases, int64_t index, i
       shard.push_back(cases[position]);
   }
   return shard;
-}
-
-std::string ContentHash(const std::string& text) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const unsigned char byte : text) {
-    hash ^= byte;
-    hash *= 0x100000001b3ULL;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016" PRIx64, hash);
-  return hex;
 }
 
 namespace {

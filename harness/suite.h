@@ -145,9 +145,6 @@ std::string ReadSuiteText(const std::string& path);
 // index - 1. Deterministic; shards are disjoint and together cover every case.
 std::vector<CaseSpec> Shard(const std::vector<CaseSpec>& cases, int64_t index, int64_t count);
 
-// A 64-bit FNV-1a hash as 16 hex digits: identifies a suite text across runs.
-std::string ContentHash(const std::string& text);
-
 // A fraction as users write it, on the command line and in suites: "5%" or "0.05" (0.05
 // either way). nullopt for anything else; callers judge the range.
 std::optional<double> ParseFraction(const std::string& text);

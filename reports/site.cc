@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <set>
 #include <utility>
 
+#include "base/text.h"
 #include "reports/check.h"
 #include "reports/compare.h"
 #include "reports/escape/html.h"
@@ -20,6 +22,12 @@
 #include "results/run_group.h"
 
 namespace seqbench {
+
+bool IsSitePageName(const std::string& file) {
+  static const std::regex page(
+      "(index|regressions|suite-[A-Za-z0-9_-]{1,48}|(run|ab|group)-[0-9]+-[0-9]+)\\.html");
+  return std::regex_match(file, page);
+}
 
 std::string MarkdownToHtml(const std::string& markdown) {
   cmark_gfm_core_extensions_ensure_registered();
@@ -169,7 +177,12 @@ std::string TrendChart(const HistorySeries& series, const std::map<std::string, 
          "</svg>\n";
 }
 
-std::string ChartAnchor(size_t index) { return "chart-" + std::to_string(index + 1); }
+// A suite's page and a chart's anchor are named for what they show, not by position, so
+// that a link into the site keeps working after other suites, cases or machines appear.
+std::string SuitePageName(const std::string& suite) { return "suite-" + NameStem(suite) + ".html"; }
+std::string ChartAnchor(const HistorySeries& s) {
+  return "chart-" + ContentHash(s.case_key + '\n' + s.machine).substr(0, 10);
+}
 
 std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>& series,
                       const std::map<std::string, size_t>& stores, const HistoryMetric& metric) {
@@ -182,7 +195,7 @@ std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>
       "points</a>). A new machine starts a new chart. Each dot links to its run.</p>\n";
   for (size_t j = 0; j < series.size(); ++j) {
     const HistorySeries& s = series[j];
-    body += "<h2 id=\"" + ChartAnchor(j) + "\">" + HtmlText(s.case_key) + "</h2>\n<p>" +
+    body += "<h2 id=\"" + ChartAnchor(s) + "\">" + HtmlText(s.case_key) + "</h2>\n<p>" +
             HtmlText(s.machine) + "</p>\n" + TrendChart(s, stores, metric);
   }
   return Page("suite " + suite, body);
@@ -190,7 +203,7 @@ std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>
 
 // One change point of one series, for the regressions page.
 struct ChangeEntry {
-  std::string suite, chart;  // chart: "suite-2.html#chart-3"
+  std::string suite, chart;  // chart: "suite-ci.html#chart-0123456789"
   std::string case_key, machine;
   HistoryPoint before, after;  // the runs on either side of the change
   stats::ChangePoint change;
@@ -330,7 +343,7 @@ std::string GroupPage(const Store& store, const std::string& group, size_t store
 // index.html's lists, filled as the pages are made; the progress made so far.
 struct SiteIndex {
   std::string runs, pairs, groups;
-  std::vector<std::string> suites;  // every suite's name, sorted: suite-(i+1).html's i
+  std::vector<std::string> suites;  // every suite's name, sorted
   size_t done = 0, total = 0;
   const SiteOptions* options = nullptr;
 
@@ -403,14 +416,14 @@ std::string AddSuitePages(const std::vector<const Store*>& stores,
     const std::vector<HistorySeries> series = BuildHistory(stores, request);
     index.Advance();
     if (series.empty()) continue;  // training suites, or no complete run
-    const std::string name = "suite-" + std::to_string(i + 1) + ".html";
+    const std::string name = SuitePageName(index.suites[i]);
     pages.push_back({name, SuitePage(index.suites[i], series, store_numbers, metric)});
     html += "<li><a href=\"" + name + "\">" + HtmlText(index.suites[i]) + "</a> (" +
             std::to_string(series.size()) + " charts)</li>\n";
     for (size_t j = 0; j < series.size(); ++j) {
       const HistorySeries& s = series[j];
       for (const stats::ChangePoint& c : s.changes) {
-        changes.push_back({index.suites[i], name + "#" + ChartAnchor(j), s.case_key, s.machine,
+        changes.push_back({index.suites[i], name + "#" + ChartAnchor(s), s.case_key, s.machine,
                            s.points[c.index - 1], s.points[c.index], c});
       }
     }

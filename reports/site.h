@@ -11,7 +11,9 @@
 // case that moved; a run group's page lists its shards and renders the group read whole (results/
 // run_group.h). Every user-written string is HTML-escaped
 // (escape::HtmlText) or Markdown-escaped before cmark-gfm renders it; file names are made
-// here from numbers only, so no user text reaches a path.
+// here from numbers and, for a suite's page, NameStem (base/text.h) of its name, so no user
+// text reaches a path unmade: a suite's page and its charts' anchors are named for what they
+// show, and a link into the site keeps working as other suites, cases and machines appear.
 //
 // Thread-safety: pure functions over the stores they are given.
 #pragma once
@@ -26,8 +28,8 @@
 namespace seqbench {
 
 struct SitePage {
-  std::string name;  // "index.html", "regressions.html", "suite-2.html", "run-1-42.html",
-                     // "ab-1-42.html", "group-1-3.html": made from numbers
+  std::string name;  // "index.html", "regressions.html", "suite-ci.html", "run-1-42.html",
+                     // "ab-1-42.html", "group-1-3.html": made from numbers and NameStem
   std::string html;
 };
 
@@ -44,6 +46,10 @@ struct SiteOptions {
 // Every page of the site over `stores` (store k is "run-k-ID.html"'s k, from 1).
 std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores,
                                 const SiteOptions& options = {});
+
+// Whether `file` is a name BuildSite gives a page ("suite-ci.html", "run-1-42.html", ...):
+// the files a later site over other runs may remove from its folder as stale.
+bool IsSitePageName(const std::string& file);
 
 // Markdown (GitHub's dialect with tables) as HTML through cmark-gfm, raw HTML left out.
 std::string MarkdownToHtml(const std::string& markdown);

@@ -1,7 +1,8 @@
 // The static site (reports/site.h) as a person browses it: each chart's axes name the runs'
 // commits and dates and the metric's unit, the runs go in git's order when it is given,
 // regressions.html lists every change point newest first with links to its chart and the
-// runs on either side, and each run page links to its suite's runs before and after it.
+// runs on either side, each run page links to its suite's runs before and after it, and a
+// suite's page and its charts are named for what they show, not by position.
 #include "reports/site.h"
 
 #include <catch2/catch.hpp>
@@ -10,6 +11,8 @@
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "base/text.h"
 
 namespace seqbench {
 namespace {
@@ -69,7 +72,7 @@ TEST_CASE("site: the charts' axes name commits, dates and the unit", "[site]") {
   Store store("");
   AddFixtureRuns(store);
   auto pages = PagesByName(BuildSite({&store}));
-  const std::string& demo = pages.at("suite-1.html");
+  const std::string& demo = pages.at("suite-demo.html");
   CHECK_THAT(demo, Catch::Contains("runtime (s)"));
   CHECK(std::regex_search(demo, std::regex(">[0-9.]+ s</text>")));  // a y value with its unit
   CHECK_THAT(demo, Catch::Contains(">2026-11-28</text>"));
@@ -82,16 +85,17 @@ TEST_CASE("site: the charts' axes name commits, dates and the unit", "[site]") {
   // 8 runs or fewer: every one named.
   Store few("");
   for (int i = 0; i < 6; ++i) AddRun(few, "few", 1, i, 1.0);
-  CHECK(AxisShas(PagesByName(BuildSite({&few})).at("suite-1.html"), 'f').size() == 6);
+  CHECK(AxisShas(PagesByName(BuildSite({&few})).at("suite-few.html"), 'f').size() == 6);
 
   // In git's order where git knows every commit: here the reverse of the start order.
   SiteOptions options;
   for (int i = 11; i >= 0; --i) options.commit_order.push_back(ShaOf('d', i));
   pages = PagesByName(BuildSite({&store}, options));
-  const std::string& by_commit = pages.at("suite-1.html");
+  const std::string& by_commit = pages.at("suite-demo.html");
   CHECK_THAT(by_commit, Catch::Contains("commit (git's order)"));
   CHECK(AxisShas(by_commit, 'd').front() == ShaOf('d', 11).substr(0, 7));
-  CHECK_THAT(pages.at("suite-2.html"), Catch::Contains("run, in start order"));  // not all known
+  CHECK_THAT(pages.at("suite-older.html"),
+             Catch::Contains("run, in start order"));  // not all known
 }
 
 TEST_CASE("site: regressions.html lists every change point, newest first, with links", "[site]") {
@@ -99,8 +103,13 @@ TEST_CASE("site: regressions.html lists every change point, newest first, with l
   AddFixtureRuns(store);
   const auto pages = PagesByName(BuildSite({&store}));
   const std::string& page = pages.at("regressions.html");
-  const size_t demo = page.find("href=\"suite-1.html#chart-1\"");
-  const size_t older = page.find("href=\"suite-2.html#chart-1\"");
+  std::smatch demo_link, older_link;
+  REQUIRE(std::regex_search(page, demo_link,
+                            std::regex("href=\"suite-demo\\.html#(chart-[0-9a-f]{10})\"")));
+  REQUIRE(std::regex_search(page, older_link,
+                            std::regex("href=\"suite-older\\.html#(chart-[0-9a-f]{10})\"")));
+  const size_t demo = demo_link.position(0);
+  const size_t older = older_link.position(0);
   REQUIRE(demo != std::string::npos);
   REQUIRE(older != std::string::npos);
   CHECK(demo < older);  // Nov 28 before Nov 20
@@ -114,7 +123,8 @@ TEST_CASE("site: regressions.html lists every change point, newest first, with l
   CHECK_THAT(older_row, Catch::Contains("href=\"run-1-18.html\"") &&
                             Catch::Contains("href=\"run-1-19.html\"") && Catch::Contains("faster"));
   // The anchors exist on the suite pages, and the index links the page.
-  CHECK_THAT(pages.at("suite-1.html"), Catch::Contains("id=\"chart-1\""));
+  CHECK_THAT(pages.at("suite-demo.html"), Catch::Contains("id=\"" + demo_link.str(1) + "\""));
+  CHECK_THAT(pages.at("suite-older.html"), Catch::Contains("id=\"" + older_link.str(1) + "\""));
   CHECK_THAT(pages.at("index.html"), Catch::Contains("href=\"regressions.html\""));
 
   // A store without a change: the page says so.
@@ -148,6 +158,58 @@ TEST_CASE("site: a run page links its suite's runs before and after it", "[site]
                                             !Catch::Contains("rel=\"next\""));
   CHECK_THAT(pages.at("run-1-13.html"), !Catch::Contains("rel=\"prev\"") &&
                                             Catch::Contains("href=\"run-1-14.html\" rel=\"next\""));
+}
+
+TEST_CASE("site: a suite's page and its charts keep their names as other suites appear", "[site]") {
+  Store store("");
+  AddFixtureRuns(store);
+  const auto before = PagesByName(BuildSite({&store}));
+  // "aaa" sorts before both suites (by position it would take suite-1.html), and a second
+  // machine gives "demo" a second chart before or after its first.
+  for (int i = 0; i < 6; ++i) AddRun(store, "aaa", 27, i, 2.0);
+  RunRecord other;
+  other.uuid = "demo on cpu B";
+  other.suite_name = "demo";
+  other.status = "complete";
+  other.started_at = "2026-11-29T10:00:00Z";
+  other.environment = {{"cpu_model", "cpu 0"}, {"git_sha", ShaOf('d', 50)}};
+  CaseRecord c;
+  c.identity.variant_name = c.identity.variant_key = "step";
+  c.status = kStatusOk;
+  c.iterations = 1;
+  c.samples_s = {1.0, 1.0, 1.1};
+  store.AddCase(store.CreateRun(other), c);
+  const auto after = PagesByName(BuildSite({&store}));
+  REQUIRE(after.count("suite-aaa.html") == 1);
+  std::smatch anchor;
+  const std::string& older = before.at("suite-older.html");
+  REQUIRE(std::regex_search(older, anchor, std::regex("id=\"(chart-[0-9a-f]{10})\"")));
+  CHECK_THAT(after.at("suite-older.html"), Catch::Contains(anchor.str(0)));
+  const std::string& demo = before.at("suite-demo.html");
+  REQUIRE(std::regex_search(demo, anchor, std::regex("id=\"(chart-[0-9a-f]{10})\"")));
+  CHECK_THAT(after.at("suite-demo.html"), Catch::Contains(anchor.str(0)));
+  CHECK_THAT(after.at("regressions.html"),
+             Catch::Contains("href=\"suite-demo.html#" + anchor.str(1) + "\""));
+}
+
+TEST_CASE("site: a suite name that is not a plain word gets a safe, distinct page name", "[site]") {
+  CHECK(NameStem("ci") == "ci");
+  CHECK(NameStem("peers_lstm-2") == "peers_lstm-2");
+  const std::regex safe("[A-Za-z0-9_-]{1,48}");
+  for (const std::string& odd : std::vector<std::string>{"", "a/b", "a.b", "a b", "<b>x</b>",
+                                                         "../../etc", std::string(49, 'x')}) {
+    INFO(odd);
+    CHECK(std::regex_match(NameStem(odd), safe));
+    CHECK(NameStem(odd) != odd);
+  }
+  // Two names that read alike once made safe stay apart.
+  CHECK(NameStem("a/b") != NameStem("a.b"));
+  CHECK(NameStem("a b") != NameStem("a_b"));
+  CHECK(NameStem(std::string(48, 'x')) == std::string(48, 'x'));  // the longest kept whole
+  Store store("");
+  for (int i = 0; i < 6; ++i) AddRun(store, "<b>x</b>", 1, i, 1.0);
+  const auto pages = PagesByName(BuildSite({&store}));
+  CHECK(pages.count("suite-" + NameStem("<b>x</b>") + ".html") == 1);
 }
 
 }  // namespace

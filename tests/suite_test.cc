@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/text.h"
 #include "harness/training/training_suite.h"
 #include "tests/test_support.h"
 

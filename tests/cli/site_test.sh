@@ -3,7 +3,8 @@
 # one (two runs, an A/B pair, a run group) parses as HTML, every link resolves to a page of
 # the site, a suite page has one chart per case and machine (history's series), the pair and
 # the group have a page each, a suite name holding markup shows as text, and
-# nothing is written outside OUT_DIR (a symlinked or file OUT_DIR is refused, exit 2).
+# nothing is written outside OUT_DIR (a symlinked or file OUT_DIR is refused, exit 2); a
+# later site into the folder keeps a suite's page name and removes only its stale pages.
 # With Debian's chromium, every page also loads headless without a console error.
 # Usage: site_test.sh SEQBENCH_BINARY SOURCE_DIR
 set -euo pipefail
@@ -79,7 +80,7 @@ class Page(html.parser.HTMLParser):
         self.in_title = False
 pages = {}
 for name in os.listdir(site):
-    assert re.fullmatch(r"(index|regressions|suite-\d+|(run|ab|group)-\d+-\d+)\.html", name), name
+    assert re.fullmatch(r"(index|regressions|suite-[A-Za-z0-9_-]+|(run|ab|group)-\d+-\d+)\.html", name), name
     page = Page()
     page.feed(open(os.path.join(site, name), encoding="utf-8").read())
     pages[name] = page
@@ -124,6 +125,24 @@ grep -q "x&lt;script&gt;alert(1)&lt;/script&gt;" "$work/site/index.html" ||
   fail "the suite's name is not escaped text in the index"
 grep -q "label &lt;i&gt;pair&lt;/i&gt;" "$work/site/ab-2-3.html" && ! grep -q "<i>pair" "$work/site/ab-2-3.html" ||
   fail "the pair's label is not escaped text on its page"
+
+# A second site into the same folder over fewer runs: the tiny suite's page keeps its name
+# (named for the suite, not its position), the pages it no longer has go, and a file of the
+# user's and a symbolic link shaped like a page stay.
+cp -r "$work/site" "$work/site2"
+tiny_page=$(grep -lF "<title>suite x&lt;script&gt;" "$work/site2"/suite-*.html | xargs -n1 basename)
+echo notes >"$work/site2/notes.txt"
+ln -s "$work/site2/notes.txt" "$work/site2/run-9-9.html"
+"$seqbench" site "$work/site2" --db "$work/tiny.db" >"$work/again" || fail "second site: $(cat "$work/again")"
+[[ -f $work/site2/$tiny_page ]] || fail "the tiny suite's page $tiny_page moved"
+[[ -f $work/site/suite-ci.html && ! -e $work/site2/suite-ci.html ]] ||
+  fail "the gate store's suite page was left behind"
+[[ -f $work/site2/notes.txt && -L $work/site2/run-9-9.html ]] || fail "a file of the user's was removed"
+grep -qE "; [0-9]+ stale page\(s\) of an earlier site removed" "$work/again" ||
+  fail "the removal is not reported: $(cat "$work/again")"
+pages_now=$(ls "$work/site2" | grep -c '\.html$')
+written=$(sed -nE 's/^site: ([0-9]+) pages.*/\1/p' "$work/again")
+[[ $pages_now -eq $((written + 1)) ]] || fail "$pages_now .html files, $written written (+ the link)"
 
 # OUT_DIR as a symlink, or as a file: refused, nothing written through it.
 mkdir "$work/elsewhere"
