@@ -96,12 +96,19 @@ TEST_CASE("a distilled student logs its next-token loss and follows the mixed ob
   teacher_config.variant = "batched";
   Trainer teacher_trainer(teacher_config, train, validation);
   Losses(teacher_trainer, 6);
-  CheckpointModel teacher;
-  teacher.variant = "batched";
-  teacher.model = teacher_config.model;
-  teacher.step = teacher_trainer.step();
-  for (const auto& item : teacher_trainer.variant().parameters())
-    teacher.weights.insert(item.key(), item.value().detach().clone());
+  const CheckpointModel teacher = teacher_trainer.Model();
+  // The trained model in memory: the trainer's step and weights, copied (another step of
+  // the trainer leaves them as they were).
+  CHECK(teacher.variant == "batched");
+  CHECK(teacher.step == 6);
+  const auto trained = teacher_trainer.variant().parameters();
+  REQUIRE(teacher.weights.size() == trained.size());
+  for (const auto& item : trained) {
+    CHECK(torch::equal(teacher.weights[item.key()], item.value()));
+    CHECK(teacher.weights[item.key()].data_ptr() != item.value().data_ptr());
+  }
+  Losses(teacher_trainer, 1);
+  CHECK_FALSE(torch::equal(teacher.weights[trained.begin()->key()], trained.begin()->value()));
 
   TrainingConfig student = teacher_config;
   student.model.width = 8;

@@ -232,7 +232,7 @@ class PipelineRun {
     }
     memory_ = probe_->End();
     AddModelMetrics(trainer, communication);
-    if (spec_.keep_model && record_.status == kStatusOk) outcome_.model = TrainedModel(trainer);
+    if (spec_.keep_model && record_.status == kStatusOk) outcome_.model = trainer.Model();
   }
 
   // The teacher the run kept for this pipeline's distill_from.
@@ -243,19 +243,6 @@ class PipelineRun {
                                "the same command, before this one)");
     }
     return *files_.teacher;
-  }
-
-  // The trained variant's model and a copy of its weights, on the CPU.
-  CheckpointModel TrainedModel(Trainer& trainer) const {
-    CheckpointModel model;
-    model.variant = trainer.config().variant;
-    model.model = trainer.config().model;
-    model.step = trainer.step();
-    model.variant_options = trainer.config().variant_options;
-    for (const auto& item : trainer.variant().parameters()) {
-      model.weights.insert(item.key(), item.value().detach().cpu().clone());
-    }
-    return model;
   }
 
   // The pipeline's error: its message, and the steps that ran before it still logged.

@@ -379,6 +379,17 @@ double Trainer::Evaluate() {
   return total_targets == 0 ? 0.0 : loss_sum / total_targets;
 }
 
+CheckpointModel Trainer::Model() const {
+  CheckpointModel model;
+  model.variant = config_.variant;
+  model.model = config_.model;
+  model.step = step_;
+  model.variant_options = config_.variant_options;
+  for (const auto& item : variant_->parameters())
+    model.weights.insert(item.key(), item.value().detach().cpu().clone());
+  return model;
+}
+
 void Trainer::Save(const std::string& path) const {
   RefuseShardedCheckpoint();
   torch::serialize::OutputArchive archive;

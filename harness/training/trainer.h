@@ -115,6 +115,10 @@ class Trainer {
   // Throws std::runtime_error naming the file when it is not a seqbench checkpoint or was
   // written under another fingerprint.
   void Load(const std::string& path);
+  // The model as trained so far, in memory: its variant, configuration, options, step and a
+  // copy of its weights on the CPU (what ReadCheckpointModel reads from a file), for a later
+  // pipeline that distils from this one. Under ZeRO-1 too: every rank holds every weight.
+  CheckpointModel Model() const;
 
   int64_t step() const { return step_; }
   // The stored run this training logs into, saved with each checkpoint so that a resume
