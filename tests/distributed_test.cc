@@ -108,6 +108,7 @@ bool SkippedWithoutDistributed() {
 struct RankTrace {
   std::vector<double> losses, validation;
   std::vector<int64_t> tokens;
+  int64_t skipped = 0;  // steps the loss scaler skipped
   CommunicationStats last_communication;
   std::map<std::string, torch::Tensor> weights;
   int64_t optimizer_state_bytes = 0;
@@ -142,6 +143,7 @@ std::vector<RankTrace> TrainOnMembers(const TrainingConfig& base,
           const StepResult result = trainer.Step();
           trace.losses.push_back(result.loss);
           trace.tokens.push_back(result.tokens);
+          trace.skipped += result.skipped ? 1 : 0;
           trace.last_communication = result.communication;
           if (after_step) after_step(rank, step);
         }
@@ -269,6 +271,49 @@ TEST_CASE("ZeRO-1 follows data parallelism, each rank holding its share of the s
       CHECK(state_bytes == plain[0].optimizer_state_bytes);
       CHECK(plain[0].last_communication.broadcast_bytes == 0);
     }
+  }
+}
+
+TEST_CASE("ZeRO-1 with a skipped step, pruning, 8-bit AdamW or offload follows DP",
+          "[distributed]") {
+  if (SkippedWithoutDistributed()) return;
+  const Samples train = testing::RandomSamples(70, 11), validation = testing::RandomSamples(20, 12);
+  TrainingConfig config = testing::SmallTrainingConfig();
+  const std::string combination =
+      GENERATE(as<std::string>{}, "loss scaling", "pruning", "adamw8bit", "offload");
+  INFO(combination);
+  if (combination == "loss scaling") {
+    // A scale past float32's range (inf in the backward): the first step is skipped on
+    // every rank alike, or a rank would step its share while the others did not; then 1e5.
+    config.loss_scaling = true;
+    config.scaler.initial_scale = 1e300;
+    config.scaler.backoff = 1e-295;
+  } else if (combination == "pruning") {
+    config.pruning = {0.5, 2, 6, 2};  // masks set from every rank's broadcast weights
+  } else if (combination == "adamw8bit") {
+    config.optimizer = OptimizerKind::kAdamW8bit;
+  } else {
+    config.offload_optimizer = true;
+  }
+  const auto plain = TrainOnRanks(config, 2, 8, train, validation);
+  config.data_parallel.zero_stage = 1;
+  const auto sharded = TrainOnRanks(config, 2, 8, train, validation);
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    CheckSameTrajectory(plain[0], sharded[rank], 1e-5);
+    CHECK(sharded[rank].skipped == plain[0].skipped);
+    for (const auto& [name, weight] : plain[0].weights) {
+      INFO(name);
+      CHECK(torch::equal(sharded[rank].weights.at(name), sharded[0].weights.at(name)));
+      CHECK(torch::equal(sharded[rank].weights.at(name) == 0, weight == 0));  // one mask
+    }
+  }
+  if (combination == "loss scaling") CHECK(plain[0].skipped == 1);
+  if (combination == "pruning") {
+    int64_t zeros = 0;
+    for (const auto& [name, weight] : sharded[0].weights)
+      zeros += (weight == 0).sum().item<int64_t>();
+    CHECK(zeros > 0);
   }
 }
 
