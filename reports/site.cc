@@ -193,8 +193,7 @@ std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>
       "change point with its ratio of medians (reports/README.md, \"history and change "
       "points\"; every change of every suite: <a href=\"regressions.html\">change "
       "points</a>). A new machine starts a new chart. Each dot links to its run.</p>\n";
-  for (size_t j = 0; j < series.size(); ++j) {
-    const HistorySeries& s = series[j];
+  for (const HistorySeries& s : series) {
     body += "<h2 id=\"" + ChartAnchor(s) + "\">" + HtmlText(s.case_key) + "</h2>\n<p>" +
             HtmlText(s.machine) + "</p>\n" + TrendChart(s, stores, metric);
   }
@@ -420,8 +419,7 @@ std::string AddSuitePages(const std::vector<const Store*>& stores,
     pages.push_back({name, SuitePage(index.suites[i], series, store_numbers, metric)});
     html += "<li><a href=\"" + name + "\">" + HtmlText(index.suites[i]) + "</a> (" +
             std::to_string(series.size()) + " charts)</li>\n";
-    for (size_t j = 0; j < series.size(); ++j) {
-      const HistorySeries& s = series[j];
+    for (const HistorySeries& s : series) {
       for (const stats::ChangePoint& c : s.changes) {
         changes.push_back({index.suites[i], name + "#" + ChartAnchor(s), s.case_key, s.machine,
                            s.points[c.index - 1], s.points[c.index], c});
