@@ -115,11 +115,11 @@ bool ParseAbFlags(const std::vector<std::string>& args, AbFlags& f) {
     throw UsageError("ab: --label must be one line");
   if (values->count("threads")) {
     CheckThreadsFlag("ab", f.threads);
-    request.run_flags.insert(request.run_flags.end(), {"--threads", std::to_string(f.threads)});
+    request.threads = f.threads;
   }
   if (values->count("filter")) {
     CheckFilterFlag("ab", f.filter);
-    request.run_flags.insert(request.run_flags.end(), {"--filter", f.filter});
+    request.filter = f.filter;
   }
   try {
     request.suite_counts = !LoadSuiteFile(request.suite_path).measurement.count.empty();
@@ -255,11 +255,25 @@ std::function<void(const AbProgress&)> AbProgressLine(TerminalProgress& line) {
   };
 }
 
+// The new side's run, checked as it will check it (the base binary's may know other
+// flags, and says so when it starts): a refusal is this ab's input error, before any
+// database or folder is made.
+void CheckNewSide(const AbRequest& request) {
+  ChildRun side = AbSideRun(request, "new", "ab-scratch", true, request.rounds);
+  if (request.lockstep) side.lockstep = "ab-scratch/new";
+  try {
+    CheckRunCommand(side.Arguments());
+  } catch (const UsageError& error) {
+    throw UsageError(std::string("ab: the new side would refuse its run: ") + error.what());
+  }
+}
+
 }  // namespace
 
 int RunAbCommand(const std::vector<std::string>& args) {
   AbFlags f;
   if (!ParseAbFlags(args, f)) return 0;
+  CheckNewSide(f.request);
   if (!f.scratch.empty() && std::filesystem::exists(f.scratch))
     throw UsageError("ab: --keep '" + f.scratch + "' exists already; name a new folder");
   Store store(f.db_path);  // before the folder: a database it refuses leaves no folder behind

@@ -12,11 +12,13 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "base/process.h"
 #include "cli/command.h"
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
+#include "harness/child_run.h"
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "harness/instruction_count.h"
@@ -139,19 +141,19 @@ namespace {
 // Every flag of `seqbench run` as given; `values` says which were.
 struct RunFlags {
   std::string suite_path, db_path, device, filter, shard_text, check_text;
-  int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0, into_run = 0, position = -1;
+  int64_t repetitions = 0, resume = 0, stop_after = 0, threads = 0;
   double case_timeout_s = 0;
-  std::string run_case, run_uuid, label, min_time_text, max_noise_text, max_time_text;
+  std::string label, min_time_text, max_noise_text, max_time_text;
   std::string group;  // --group: the run group this shard belongs to
-  int64_t warmup = 0, count_steps = 0, test_extra_head_passes = 0;
-  std::string count_kind, count_out;
+  int64_t warmup = 0, count_steps = 0;
+  std::string count_kind;
   std::string lockstep;  // run --lockstep PREFIX: a worker of seqbench ab
-  // Test-only (run --test-slowdown): each timed step of the cases whose key matches
-  // `test_slowdown_filter` does test_slowdown times its work, by running whole extra
-  // steps (never a sleep), so that the gate's power can be measured against a known
-  // factor. 0: off.
-  double test_slowdown = 0;
-  std::string test_slowdown_filter = ".*";
+  // The hidden flags: this process's role when seqbench started it (the --isolate or
+  // --count child), and the test hooks. Test-only (run --test-slowdown): each timed step
+  // of the cases whose key matches `test_slowdown_filter` does test_slowdown times its
+  // work, by running whole extra steps (never a sleep), so that the gate's power can be
+  // measured against a known factor. 0: off.
+  ChildRun role;
   po::variables_map values;
   bool Given(const char* flag) const { return values.count(flag) > 0; }
 };
@@ -164,24 +166,39 @@ struct CheckedFlags {
   CaseSelection selection;
 };
 
-// The flags `run --help` does not list: the suite's path, and those of the children run
-// starts itself (--isolate's, --count's) and of the tests.
+// The flags `run --help` does not list: the suite's path, the tests' --stop-after, and
+// ChildRun's hidden ones (the roles of the children run starts itself, and the test
+// hooks), declared from its table and read back through it (ReadRole).
 void DeclareHiddenRunFlags(po::options_description& hidden, RunFlags& f) {
   hidden.add_options()("suite", po::value(&f.suite_path))(
-      "stop-after", po::value(&f.stop_after), "stop after K cases, as if interrupted (tests)")(
-      // The child of --isolate: run the case with this key, store it into run --into-run
-      // at --position, print nothing, exit 0 (a failing case is a stored status).
-      "run-case", po::value(&f.run_case))("into-run", po::value(&f.into_run))(
-      "run-uuid", po::value(&f.run_uuid))("position", po::value(&f.position))(
-      // Test-only: inflate the matching cases' step times by a known factor with whole
-      // extra steps, to measure what the gate catches (reports/README.md). Recorded with
-      // the run, and a warning wherever it is shown.
-      "test-slowdown", po::value(&f.test_slowdown))("test-slowdown-filter",
-                                                    po::value(&f.test_slowdown_filter))(
-      // Test-only: the head every variant shares computes its logits N extra times.
-      "test-extra-head-passes", po::value(&f.test_extra_head_passes))(
-      // The child of --count, under valgrind: count the cases OUT_DIR/cases lists.
-      "count-out", po::value(&f.count_out));
+      "stop-after", po::value(&f.stop_after), "stop after K cases, as if interrupted (tests)");
+  for (const ChildRunFlag& flag : ChildRunFlags()) {
+    if (!flag.hidden) continue;
+    if (flag.is_switch) {
+      hidden.add_options()(flag.name.c_str(), "");
+    } else {
+      hidden.add_options()(flag.name.c_str(), po::value<std::string>());
+    }
+  }
+}
+
+// The hidden flags' values into f.role, typed by ChildRun; and a check that `run` knows
+// every flag ChildRun writes (a flag renamed on one side only fails every run, not only
+// the child that meets it).
+void ReadRole(const po::options_description& options, RunFlags& f) {
+  for (const ChildRunFlag& flag : ChildRunFlags()) {
+    if (!flag.hidden) {
+      if (options.find_nothrow(flag.name, false) == nullptr)
+        throw std::logic_error("run: ChildRun writes --" + flag.name + ", which run lacks");
+      continue;
+    }
+    if (!f.Given(flag.name.c_str())) continue;
+    try {
+      f.role.Set(flag.name, flag.is_switch ? "" : f.values[flag.name].as<std::string>());
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(std::string("run: ") + error.what());
+    }
+  }
 }
 
 // Parses `args` into `f`; false when --help was answered.
@@ -259,6 +276,7 @@ bool ParseRunFlags(const std::vector<std::string>& args, RunFlags& f) {
   auto values = ParseArguments(args, options, hidden, positional, "run");
   if (!values) return false;
   f.values = std::move(*values);
+  ReadRole(options, f);
   if (f.suite_path.empty()) throw UsageError("run: no suite file given (see seqbench run --help)");
   return true;
 }
@@ -360,13 +378,13 @@ void CheckTestFlags(const RunFlags& f) {
   if (f.Given("test-slowdown-filter") && !f.Given("test-slowdown"))
     throw UsageError("run: --test-slowdown-filter goes with --test-slowdown");
   if (f.Given("test-extra-head-passes") &&
-      !(f.test_extra_head_passes >= 1 && f.test_extra_head_passes <= 100))
+      !(f.role.test_extra_head_passes >= 1 && f.role.test_extra_head_passes <= 100))
     throw UsageError("run: --test-extra-head-passes must be between 1 and 100");
-  if (f.Given("test-slowdown") && !(f.test_slowdown >= 1 && f.test_slowdown <= 10))
+  if (f.Given("test-slowdown") && !(f.role.test_slowdown >= 1 && f.role.test_slowdown <= 10))
     throw UsageError("run: --test-slowdown must be a factor between 1 and 10, e.g. 1.3");
   if (f.Given("test-slowdown-filter")) {
     try {
-      KeyPattern{f.test_slowdown_filter};
+      KeyPattern{f.role.test_slowdown_filter};
     } catch (const std::invalid_argument& error) {
       throw UsageError("run: --test-slowdown-filter " + std::string(error.what()));
     }
@@ -453,8 +471,8 @@ Suite SuiteFor(const RunFlags& f, const CheckedFlags& checked) {
         "[measure] max_noise) too");
   }
   if (f.Given("test-slowdown")) {
-    measure.test_slowdown = f.test_slowdown;
-    measure.test_slowdown_filter = f.test_slowdown_filter;
+    measure.test_slowdown = f.role.test_slowdown;
+    measure.test_slowdown_filter = f.role.test_slowdown_filter;
   }
   if (f.Given("count")) measure.count = checked.count_kinds;
   if (f.Given("count-steps")) {
@@ -507,12 +525,12 @@ std::vector<std::pair<std::string, std::string>> RunEnvironmentEntries(
                            ? "interleaved (seed " + std::to_string(suite.seed) + ")"
                            : "case after case");
   if (f.Given("test-slowdown")) {
-    entries.emplace_back("test_slowdown", FormatSignificant(f.test_slowdown, 4) +
-                                              "x on cases matching " + f.test_slowdown_filter);
+    entries.emplace_back("test_slowdown", FormatSignificant(f.role.test_slowdown, 4) +
+                                              "x on cases matching " + f.role.test_slowdown_filter);
   }
-  if (f.test_extra_head_passes > 0) {
+  if (f.role.test_extra_head_passes > 0) {
     entries.emplace_back("test_extra_work",
-                         std::to_string(f.test_extra_head_passes) + " extra head passes");
+                         std::to_string(f.role.test_extra_head_passes) + " extra head passes");
   }
   for (auto& entry : CountingEnvironment(suite.measurement)) entries.push_back(entry);
   entries.emplace_back(
@@ -558,16 +576,16 @@ RunRecord DescribeRun(const RunFlags& f, const Suite& suite, const std::vector<C
   description.extra_environment = RunEnvironmentEntries(f, suite, cases, isolate, case_timeout_s);
   RunRecord requested = NewRunRecord(description);
   requested.group = f.group;
-  if (f.test_extra_head_passes > 0) {
+  if (f.role.test_extra_head_passes > 0) {
     requested.warnings.push_back(
         "test-only --test-extra-head-passes: every variant's head computes its logits " +
-        std::to_string(f.test_extra_head_passes) +
+        std::to_string(f.role.test_extra_head_passes) +
         " extra times on purpose; not a measurement of the code");
   }
-  if (f.test_slowdown > 1) {
+  if (f.role.test_slowdown > 1) {
     requested.warnings.push_back("test-only --test-slowdown: the step times of cases matching " +
-                                 f.test_slowdown_filter + " are inflated " +
-                                 FormatSignificant(f.test_slowdown, 4) +
+                                 f.role.test_slowdown_filter + " are inflated " +
+                                 FormatSignificant(f.role.test_slowdown, 4) +
                                  "x on purpose (whole extra steps); not a measurement of the code");
   }
   // From the cases, not from what the process happens to be set to when the record is made
@@ -651,30 +669,23 @@ OpenedRun OpenRun(const RunFlags& f, Store& store, const RunRecord& requested) {
 }
 
 // A child seqbench that selects and measures the cases of `suite_file` as this process does.
-std::vector<std::string> ChildCommand(const RunFlags& f, const std::string& suite_file) {
-  std::vector<std::string> argv = {SelfExecutable()};
-  for (const std::string& plugin : LoadedPluginPaths()) {  // the counting child runs elsewhere
-    argv.insert(argv.end(), {"--plugin", std::filesystem::absolute(plugin).string()});
-  }
-  argv.insert(argv.end(), {"run", suite_file});
-  if (f.Given("device")) argv.insert(argv.end(), {"--device", f.device});
-  if (f.Given("threads")) argv.insert(argv.end(), {"--threads", std::to_string(f.threads)});
-  if (f.Given("test-slowdown")) {
-    argv.insert(argv.end(), {"--test-slowdown", FormatSignificant(f.test_slowdown, 17),
-                             "--test-slowdown-filter", f.test_slowdown_filter});
-  }
-  if (f.test_extra_head_passes > 0) {
-    argv.insert(argv.end(), {"--test-extra-head-passes", std::to_string(f.test_extra_head_passes)});
-  }
-  const std::pair<const char*, std::string> measure_flags[] = {
-      {"repetitions", std::to_string(f.repetitions)},
-      {"warmup", std::to_string(f.warmup)},
-      {"min-time", f.min_time_text},
-      {"max-noise", f.max_noise_text},
-      {"max-time", f.max_time_text}};
-  for (const auto& [flag, text] : measure_flags)
-    if (f.Given(flag)) argv.insert(argv.end(), {std::string("--") + flag, text});
-  return argv;
+ChildRun ChildOf(const RunFlags& f, const std::string& suite_file) {
+  ChildRun child;
+  child.binary = SelfExecutable();
+  for (const std::string& plugin : LoadedPluginPaths())  // the counting child runs elsewhere
+    child.plugins.push_back(std::filesystem::absolute(plugin).string());
+  child.suite_path = suite_file;
+  if (f.Given("device")) child.device = f.device;
+  if (f.Given("threads")) child.threads = f.threads;
+  if (f.Given("repetitions")) child.repetitions = f.repetitions;
+  if (f.Given("warmup")) child.warmup = f.warmup;
+  if (f.Given("min-time")) child.min_time = f.min_time_text;
+  if (f.Given("max-noise")) child.max_noise = f.max_noise_text;
+  if (f.Given("max-time")) child.max_time = f.max_time_text;
+  child.test_slowdown = f.role.test_slowdown;
+  child.test_slowdown_filter = f.role.test_slowdown_filter;
+  child.test_extra_head_passes = f.role.test_extra_head_passes;
+  return child;
 }
 
 // --isolate: each case in a child that stores it into this run.
@@ -683,12 +694,15 @@ Isolation IsolationFor(const RunFlags& f, const OpenedRun& run, double case_time
   isolation.case_timeout_s = case_timeout_s;
   isolation.command = [&f, id = run.id, uuid = run.uuid](const CaseSpec& spec,
                                                          int64_t case_position) {
-    std::vector<std::string> argv = ChildCommand(f, f.suite_path);
-    argv.insert(argv.end(), {"--db", f.db_path, "--check", f.check_text, "--run-case", spec.Key(),
-                             "--into-run", std::to_string(id), "--run-uuid", uuid, "--position",
-                             std::to_string(case_position)});
-    if (TracingEnabled()) argv.push_back("--nvtx");
-    return argv;
+    ChildRun child = ChildOf(f, f.suite_path);
+    child.db_path = f.db_path;
+    child.check = f.check_text;
+    child.run_case = spec.Key();
+    child.into_run = id;
+    child.run_uuid = uuid;
+    child.position = case_position;
+    child.nvtx = TracingEnabled();
+    return child.ToArgv();
   };
   return isolation;
 }
@@ -703,10 +717,11 @@ Counting CountingFor(const RunFlags& f, const Measurement& measure) {
     // A copy in the child's folder: the suite's own path would move its counts.
     const std::string suite_copy = out_dir + "/suite.toml";
     std::filesystem::copy_file(f.suite_path, suite_copy);
-    std::vector<std::string> argv = ChildCommand(f, suite_copy);
-    argv.insert(argv.end(),
-                {"--count-out", out_dir, "--count", kinds, "--count-steps", std::to_string(steps)});
-    return argv;
+    ChildRun child = ChildOf(f, suite_copy);
+    child.count_out = out_dir;
+    child.count = kinds;
+    child.count_steps = steps;
+    return child.ToArgv();
   };
   return counting;
 }
@@ -833,15 +848,15 @@ int RunRun(const std::vector<std::string>& args) {
   CheckSelectionFlags(f, checked);
   // Everything the user gave is checked before the database is touched.
   const Suite suite = SuiteFor(f, checked);
-  if (f.test_extra_head_passes > 0) SetTestExtraHeadPasses(f.test_extra_head_passes);
+  if (f.role.test_extra_head_passes > 0) SetTestExtraHeadPasses(f.role.test_extra_head_passes);
   const std::vector<CaseSpec> cases = SelectCases(suite, checked.selection);  // filter checked
   if (cases.empty())
     throw UsageError("run: no case of " + f.suite_path + " matches --filter/--shard");
   if (f.Given("count-out"))
-    return RunCountingChild(suite, cases, suite.measurement.count_steps, f.count_out);
+    return RunCountingChild(suite, cases, suite.measurement.count_steps, f.role.count_out);
   if (f.Given("run-case"))
-    return RunIsolatedCase(suite, cases, f.run_case, f.into_run, f.run_uuid, f.position,
-                           checked.check, f.db_path);
+    return RunIsolatedCase(suite, cases, f.role.run_case, f.role.into_run, f.role.run_uuid,
+                           f.role.position, checked.check, f.db_path);
 
   const bool isolate = IsolatesCases(f, checked);
   const double case_timeout_s =

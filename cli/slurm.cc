@@ -3,6 +3,7 @@
 // through a shell; its refusal is the user's to fix (exit 2).
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <chrono>
@@ -20,6 +21,7 @@
 #include "base/files.h"
 #include "base/process.h"
 #include "cli/command.h"
+#include "harness/child_run.h"
 #include "harness/slurm_job.h"
 #include "harness/suite.h"
 #include "reports/escape/terminal.h"
@@ -32,6 +34,7 @@ namespace {
 
 struct SlurmFlags {
   std::string suite_path, group, db_dir;
+  std::vector<std::string> run_flags;  // after `--`: every task's own run flags
   int64_t shards = 0;
   bool dry_run = false;
   SlurmJobRequest request;
@@ -64,8 +67,8 @@ std::string DefaultGroupId(const std::string& suite_name) {
   return (id.empty() ? "suite" : id) + "-" + stamp;
 }
 
-// Refuses the run flags each task sets itself, and any abbreviation of them (the option
-// parser would take `--gro` for `--group`).
+// Refuses the run flags each task sets itself and those of the children seqbench starts,
+// and any abbreviation of them (the option parser would take `--gro` for `--group`).
 void CheckRunFlags(const std::vector<std::string>& run_flags) {
   for (const std::string& flag : run_flags) {
     if (flag.rfind("--", 0) != 0 || flag.size() == 2) continue;
@@ -75,6 +78,19 @@ void CheckRunFlags(const std::vector<std::string>& run_flags) {
         throw UsageError("slurm: --" + own + " (here " + escape::TerminalText(flag) +
                          ") is set for each task by seqbench slurm; drop it after --");
     }
+    // Flags of the children's roles (a test's hooks aside), which no task may be given.
+    const auto childs = [](const ChildRunFlag& known) {
+      return (known.hidden && known.name.rfind("test-", 0) != 0) || known.name == "lockstep";
+    };
+    const std::vector<ChildRunFlag> flags = ChildRunFlags();
+    const bool another_flag = std::any_of(flags.begin(), flags.end(), [&](const auto& known) {
+      return !childs(known) && known.name == name;  // --count is not short for --count-out
+    });
+    for (const ChildRunFlag& child : flags) {
+      if (childs(child) && !another_flag && child.name.rfind(name, 0) == 0)
+        throw UsageError("slurm: --" + child.name + " (here " + escape::TerminalText(flag) +
+                         ") is seqbench's own, for the children it starts; drop it after --");
+    }
   }
 }
 
@@ -82,7 +98,7 @@ void CheckRunFlags(const std::vector<std::string>& run_flags) {
 bool ParseSlurmFlags(const std::vector<std::string>& args, SlurmFlags& f) {
   const auto dashes = std::find(args.begin(), args.end(), "--");
   const std::vector<std::string> own(args.begin(), dashes);
-  if (dashes != args.end()) f.request.run_flags.assign(dashes + 1, args.end());
+  if (dashes != args.end()) f.run_flags.assign(dashes + 1, args.end());
   po::options_description options(kSlurmUsage);
   options.add_options()("help,h", "show this help")(
       "shards", po::value(&f.shards), "how many shards (array tasks): 1 to the suite's cases")(
@@ -106,7 +122,7 @@ bool ParseSlurmFlags(const std::vector<std::string>& args, SlurmFlags& f) {
   if (!f.group.empty() && !IsGroupId(f.group))
     throw UsageError("slurm: --group '" + f.group +
                      "' must be 1 to 64 of A-Z a-z 0-9 . _ - (not starting with . or -)");
-  CheckRunFlags(f.request.run_flags);
+  CheckRunFlags(f.run_flags);
   return true;
 }
 
@@ -128,12 +144,16 @@ void CompleteRequest(SlurmFlags& f) {
         "slurm: --db-dir must not hold a backslash (Slurm's --output patterns "
         "read one as turning their %-fields off)");
   request.workdir = std::filesystem::current_path().string();
-  request.seqbench = std::filesystem::read_symlink(SelfExecutable()).string();
-  request.suite_path = f.suite_path;
+  ChildRun& task = request.task;
+  task.binary = std::filesystem::read_symlink(SelfExecutable()).string();
+  for (const std::string& plugin : LoadedPluginPaths())
+    task.plugins.push_back(std::filesystem::absolute(plugin).string());
+  task.suite_path = f.suite_path;
+  // As given, not read into fields: a value that is a field's default ("--repetitions 0")
+  // would read as not given and vanish, where the task must refuse it (CheckTaskCommands).
+  task.user_flags = f.run_flags;
   request.shards = f.shards;
   request.check = !suite.expectations.empty();
-  for (const std::string& plugin : LoadedPluginPaths())
-    request.plugins.push_back(std::filesystem::absolute(plugin).string());
 }
 
 // Each task's `seqbench run` command, checked here as the task would check it: a flag it
@@ -142,16 +162,8 @@ void CompleteRequest(SlurmFlags& f) {
 void CheckTaskCommands(const SlurmFlags& f) {
   const SlurmJobRequest& request = f.request;
   for (int64_t i = 1; i <= request.shards; ++i) {
-    std::vector<std::string> args = {request.suite_path,
-                                     "--shard",
-                                     std::to_string(i) + "/" + std::to_string(request.shards),
-                                     "--group",
-                                     request.group,
-                                     "--db",
-                                     request.db_dir + "/shard-" + std::to_string(i) + ".db"};
-    args.insert(args.end(), request.run_flags.begin(), request.run_flags.end());
     try {
-      CheckRunCommand(args);
+      CheckRunCommand(ShardRun(request, i).Arguments());
     } catch (const UsageError& error) {
       throw UsageError("slurm: task " + std::to_string(i) + " of " +
                        std::to_string(request.shards) +

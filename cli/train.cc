@@ -20,6 +20,7 @@
 #include "base/files.h"
 #include "base/process.h"
 #include "cli/command.h"
+#include "harness/child_run.h"
 #include "harness/text_data.h"
 #include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
@@ -185,14 +186,19 @@ class ProgressPrinter {
 // Ctrl-C kills every rank (the run stays unfinished, for --resume). Returns 0 when every
 // rank exited 0, else the first failing rank's exit code (1 for a signal).
 int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grace_s) {
-  std::vector<std::string> argv{SelfExecutable(), "train"};
+  ChildRun rank_run;
+  rank_run.binary = SelfExecutable();
+  for (const std::string& plugin : LoadedPluginPaths())  // a pipeline may train a plugin's variant
+    rank_run.plugins.push_back(std::filesystem::absolute(plugin).string());
+  rank_run.command = "train";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--nproc") {
       ++i;  // and its value
     } else if (args[i].rfind("--nproc=", 0) != 0) {
-      argv.push_back(args[i]);
+      rank_run.user_flags.push_back(args[i]);
     }
   }
+  const std::vector<std::string> argv = rank_run.ToArgv();
   const int64_t port = training::FreeLocalPort();
   std::printf("train: starting %lld ranks on this machine (c10d store at 127.0.0.1:%lld)\n",
               (long long)ranks, (long long)port);

@@ -17,6 +17,7 @@
 #include "base/process.h"
 #include "harness/benchmark_run.h"
 #include "harness/case_record.h"
+#include "harness/child_run.h"
 #include "harness/lockstep.h"
 #include "harness/roofline.h"
 #include "harness/run_header.h"
@@ -36,29 +37,6 @@ std::string LastLine(const std::string& path) {
   return last;
 }
 
-// One side's `run` into its scratch database: `repetitions` samples a case, checked or not.
-std::vector<std::string> SideCommand(const AbRequest& request, const std::string& side,
-                                     const std::string& scratch_dir, bool check,
-                                     int64_t repetitions) {
-  const std::string binary = side == "base" ? request.base_binary : request.new_binary;
-  std::vector<std::string> argv = {binary,
-                                   "run",
-                                   request.suite_path,
-                                   "--db",
-                                   scratch_dir + "/" + side + ".db",
-                                   "--repetitions",
-                                   std::to_string(repetitions),
-                                   "--in-process",
-                                   "--check",
-                                   check ? "full" : "none"};
-  // Time only: counts are the other gate, and compare would judge a pair by them.
-  if (request.suite_counts) argv.insert(argv.end(), {"--count", "none"});
-  argv.insert(argv.end(), request.run_flags.begin(), request.run_flags.end());
-  if (side == "new" && request.test_slowdown > 0)
-    argv.insert(argv.end(), {"--test-slowdown", std::to_string(request.test_slowdown)});
-  return argv;
-}
-
 // Throws unless a side's process ran to its end: exit 0, or 1 (a case that mismatched or
 // failed: stored, and judged by compare).
 void RequireRan(const ChildOutcome& outcome, const std::string& what, const std::string& output) {
@@ -75,7 +53,7 @@ void RunSide(const AbRequest& request, const std::string& side, int64_t round,
              const std::string& scratch_dir, const std::function<bool()>& should_stop) {
   const std::string output = scratch_dir + "/" + side + "." + std::to_string(round) + ".log";
   ChildSpec spec;
-  spec.argv = SideCommand(request, side, scratch_dir, round == 1, 1);
+  spec.argv = AbSideRun(request, side, scratch_dir, round == 1, 1).ToArgv();
   spec.timeout_s = request.process_timeout_s;
   spec.should_stop = should_stop;
   spec.output = ChildSpec::Output::kFile;
@@ -93,12 +71,12 @@ class LockstepWorker {
       : side_(side), prefix_(scratch_dir + "/" + side), output_(prefix_ + ".log") {
     MakeLockstepPipes(prefix_);
     channel_.emplace(LineChannel::Controller(prefix_));
-    std::vector<std::string> argv = SideCommand(request, side, scratch_dir, true, request.rounds);
-    argv.insert(argv.end(), {"--lockstep", prefix_});
+    ChildRun worker = AbSideRun(request, side, scratch_dir, true, request.rounds);
+    worker.lockstep = prefix_;
     const auto stop = [this, should_stop] { return abandon_ || (should_stop && should_stop()); };
     // No limit on the whole process, which lives as long as the pair: each answer has one.
     ChildSpec spec;
-    spec.argv = std::move(argv);
+    spec.argv = worker.ToArgv();
     spec.should_stop = stop;
     spec.output = ChildSpec::Output::kFile;
     spec.output_path = output_;
@@ -341,6 +319,23 @@ SideRuns RunLockstepPairs(const AbRequest& request, const std::string& scratch_d
 }
 
 }  // namespace
+
+ChildRun AbSideRun(const AbRequest& request, const std::string& side,
+                   const std::string& scratch_dir, bool check, int64_t repetitions) {
+  ChildRun run;
+  run.binary = side == "base" ? request.base_binary : request.new_binary;
+  run.suite_path = request.suite_path;
+  run.db_path = scratch_dir + "/" + side + ".db";
+  run.repetitions = repetitions;
+  run.in_process = true;
+  run.check = check ? "full" : "none";
+  // Time only: counts are the other gate, and compare would judge a pair by them.
+  if (request.suite_counts) run.count = "none";
+  run.filter = request.filter;
+  run.threads = request.threads;
+  if (side == "new") run.test_slowdown = request.test_slowdown;
+  return run;
+}
 
 AbResult RunAb(const AbRequest& request, Store& store, const std::string& scratch_dir,
                const std::function<void(const AbProgress&)>& on_progress,

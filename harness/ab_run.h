@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/child_run.h"
 #include "results/store.h"
 
 namespace seqbench {
@@ -43,7 +44,9 @@ struct AbRequest {
   std::string base_binary, new_binary;  // paths to the two seqbench executables
   int64_t rounds = 10;                  // samples per case and side (>= 6 for an interval)
   uint64_t seed = 1;
-  std::vector<std::string> run_flags;  // passed to both sides' `run` (--filter, --threads)
+  // Both sides' `run` selects these cases, at these threads ("" and 0: the suite's).
+  std::string filter;
+  int64_t threads = 0;
   // The suite counts instructions ([measure] count): both sides get --count none (which
   // a base binary older than that flag does not know).
   bool suite_counts = false;
@@ -58,6 +61,12 @@ struct AbRequest {
   // taken back to back; false: process rounds, for a base binary without run --lockstep.
   bool lockstep = true;
 };
+
+// Side `side`'s ("base" or "new") `run` into its database in `scratch_dir`: `repetitions`
+// samples a case, checked or not. RunAb starts it (a lockstep worker with --lockstep);
+// ab checks the new side's before anything runs.
+ChildRun AbSideRun(const AbRequest& request, const std::string& side,
+                   const std::string& scratch_dir, bool check, int64_t repetitions);
 
 struct AbProgress {
   int64_t round = 0, rounds = 0;      // process rounds: the 1-based round being run

@@ -24,9 +24,14 @@ std::string Words(const std::vector<std::string>& words) {
 
 // `seqbench [--plugin P]...`: how both scripts start the binary.
 std::vector<std::string> Seqbench(const SlurmJobRequest& request) {
-  std::vector<std::string> argv = {request.seqbench};
-  for (const std::string& plugin : request.plugins) argv.insert(argv.end(), {"--plugin", plugin});
+  std::vector<std::string> argv = {request.task.binary};
+  for (const std::string& plugin : request.task.plugins)
+    argv.insert(argv.end(), {"--plugin", plugin});
   return argv;
+}
+
+std::string ShardDatabase(const SlurmJobRequest& request, const std::string& index) {
+  return request.db_dir + "/shard-" + index + ".db";
 }
 
 std::vector<std::string> CommonOptions(const SlurmJobRequest& request, const std::string& name) {
@@ -42,18 +47,18 @@ constexpr char kPrologue[] =
     "# Written by seqbench slurm; submitted with sbatch.\n"
     "set -euo pipefail\n";
 
+// ShardRun's command, its shard and database from the task's environment.
 std::string ArrayScript(const SlurmJobRequest& request) {
-  const std::string shard = "\"${SLURM_ARRAY_TASK_ID}/" + std::to_string(request.shards) + "\"";
-  const std::string database =
-      ShellQuote(request.db_dir + "/shard-") + "\"${SLURM_ARRAY_TASK_ID}\"" + ShellQuote(".db");
-  std::vector<std::string> run = Seqbench(request);
-  run.insert(run.end(), {"run", request.suite_path});
+  const std::string task = "\"${SLURM_ARRAY_TASK_ID}\"";
+  const std::string shard = task + ShellQuote("/" + std::to_string(request.shards));
+  const std::string database = ShellQuote(request.db_dir + "/shard-") + task + ShellQuote(".db");
+  ChildRun run = request.task;
+  run.group = request.group;
   return std::string(kPrologue) +
          "# Task i of the array measures shard i; requeued, it resumes its shard's run.\n"
          "cd " +
-         ShellQuote(request.workdir) + "\n" + "exec " + Words(run) + " --shard " + shard +
-         " --group " + ShellQuote(request.group) + " --db " + database +
-         (request.run_flags.empty() ? "" : " " + Words(request.run_flags)) + "\n";
+         ShellQuote(request.workdir) + "\n" + "exec " + Words(run.ToArgv()) + " " +
+         ChildRun::Flag("shard") + " " + shard + " " + ChildRun::Flag("db") + " " + database + "\n";
 }
 
 std::string GatherScript(const SlurmJobRequest& request, const SlurmJob& job) {
@@ -82,7 +87,7 @@ std::string GatherScript(const SlurmJobRequest& request, const SlurmJob& job) {
 SlurmJob PlanSlurmJob(const SlurmJobRequest& request) {
   SlurmJob job;
   for (int64_t i = 1; i <= request.shards; ++i)
-    job.shard_databases.push_back(request.db_dir + "/shard-" + std::to_string(i) + ".db");
+    job.shard_databases.push_back(ShardDatabase(request, std::to_string(i)));
   // "group-": never a shard's name, whatever the id.
   job.group_database = request.db_dir + "/group-" + request.group + ".db";
   job.report_path = request.db_dir + "/group-" + request.group + ".md";
@@ -101,6 +106,14 @@ SlurmJob PlanSlurmJob(const SlurmJobRequest& request) {
   job.gather_options.insert(job.gather_options.end(),
                             {"--output", SlurmLiteral(request.db_dir) + "/slurm-%j-gather.out"});
   return job;
+}
+
+ChildRun ShardRun(const SlurmJobRequest& request, int64_t index) {
+  ChildRun run = request.task;
+  run.shard = std::to_string(index) + "/" + std::to_string(request.shards);
+  run.group = request.group;
+  run.db_path = ShardDatabase(request, std::to_string(index));
+  return run;
 }
 
 std::vector<std::string> SlurmDependency(const std::string& array_job_id) {

@@ -21,18 +21,20 @@
 #include <string>
 #include <vector>
 
+#include "harness/child_run.h"
+
 namespace seqbench {
 
 struct SlurmJobRequest {
-  std::string seqbench;    // the binary the tasks run, an absolute path
-  std::string workdir;     // where the tasks start (the suite's relative paths hold there)
-  std::string suite_path;  // as `run` takes it
+  // Every task's `seqbench run`: the binary (an absolute path), its --plugin libraries
+  // (absolute), the suite as `run` takes it, and the user's run flags; no shard, group or
+  // database, which are each task's (ShardRun).
+  ChildRun task;
+  std::string workdir;  // where the tasks start (the suite's relative paths hold there)
   int64_t shards = 1;
   std::string group;   // IsGroupId
   std::string db_dir;  // absolute, no backslash: shard-<i>.db, group-<id>.db and .md, logs
-  std::vector<std::string> plugins;    // --plugin libraries, absolute
-  std::vector<std::string> run_flags;  // more `seqbench run` flags, for every shard
-  bool check = true;                   // the suite has [[expect]] entries: gather checks them
+  bool check = true;   // the suite has [[expect]] entries: gather checks them
   // sbatch options for both jobs; "" leaves Slurm's default.
   std::string partition, gres, time_limit;
 };
@@ -48,6 +50,10 @@ struct SlurmJob {
 };
 
 SlurmJob PlanSlurmJob(const SlurmJobRequest& request);
+
+// Array task `index`'s run (1-based): `request.task` with its shard, group and database,
+// as the array script runs it.
+ChildRun ShardRun(const SlurmJobRequest& request, int64_t index);
 
 // The sbatch options that start a job once every task of job `array_job_id` has ended.
 std::vector<std::string> SlurmDependency(const std::string& array_job_id);

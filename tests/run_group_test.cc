@@ -201,20 +201,24 @@ TEST_CASE("a Slurm job's scripts pass paths and flags as written, quoted", "[slu
   std::ofstream(fake) << "#!/bin/bash\nprintf '%s\\n' \"$@\" > '" << dir << "/argv'\n";
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   SlurmJobRequest request;
-  request.seqbench = fake;
+  request.task.binary = fake;
   request.workdir = odd;
-  request.suite_path = "suites/it's.toml";
+  request.task.suite_path = "suites/it's.toml";
   request.shards = 4;
   request.group = "g-1";
   request.db_dir = odd + "/100%";
-  request.run_flags = {"--label", "a 'b' $(c)", "--repetitions", "3"};
+  request.task.user_flags = {"--label", "a 'b' $(c)"};
+  request.task.repetitions = 3;  // a field, beside the user's words
   request.gres = "gpu:1";
   request.time_limit = "1:00:00";
   const SlurmJob job = PlanSlurmJob(request);
-  const std::vector<std::string> expected = {
-      "run",  "suites/it's.toml",       "--shard", "3/4",        "--group",       "g-1",
-      "--db", odd + "/100%/shard-3.db", "--label", "a 'b' $(c)", "--repetitions", "3"};
-  CHECK(ArgvOfScript(job.array_script, dir) == expected);
+  // Task 3 runs ShardRun(request, 3), every word as written.
+  std::vector<std::string> argv = ArgvOfScript(job.array_script, dir);
+  argv.insert(argv.begin(), fake);
+  const ChildRun third = ChildRun::FromArgv(argv);
+  CHECK(third == ShardRun(request, 3));
+  CHECK(third.db_path == odd + "/100%/shard-3.db");
+  CHECK(third.user_flags == request.task.user_flags);
   const std::string gather = job.gather_script;
   CHECK(gather.find("merge") != std::string::npos);
   CHECK(gather.find("check --group 'g-1'") != std::string::npos);

@@ -3,7 +3,7 @@
 # store and Gloo on the loopback interface) log the same per-step losses as one rank with
 # the same global batch; bad world settings exit 2; a rank killed with SIGKILL makes the
 # run stop with an error case within seconds, and --resume finishes that run.
-# Usage: distributed_test.sh SEQBENCH_BINARY
+# Usage: distributed_test.sh SEQBENCH_BINARY [EXAMPLE_PLUGIN]
 set -euo pipefail
 seqbench=$1
 work=$(mktemp -d)
@@ -88,6 +88,17 @@ awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' || fail "losses differ by $worst
 [[ $(sqlite3 "$work/dp.db" "SELECT value FROM environment WHERE run_id = 2 AND key = 'world_size'") == 2 ]] ||
   fail "run 2 does not record world_size 2"
 [[ $(sqlite3 "$work/dp.db" "SELECT count(*) FROM runs") -eq 2 ]] || fail "rank 1 wrote to the database"
+
+# A plugin's variant on two ranks: each rank loads the launcher's --plugin libraries
+# (before ChildRun, the ranks were started without them and refused the variant).
+if [[ -n "${2:-}" ]]; then
+  with_plugin=()
+  for word in "${small[@]}"; do with_plugin+=("${word/#fused/example_einsum}"); done
+  "$seqbench" --plugin "$2" train "${with_plugin[@]}" --steps 8 --nproc 2 --db "$work/plugin.db" \
+    >"$work/out" 2>&1 || fail "a plugin's variant on --nproc 2 failed: $(cat "$work/out")"
+  [[ $(sqlite3 "$work/plugin.db" "SELECT count(*) FROM training_steps") -eq 8 ]] ||
+    fail "the plugin's variant on two ranks did not log 8 steps"
+fi
 
 # ZeRO-1: the same losses again, with rank 0's share of the optimizer state and the
 # parameters broadcast each step; refused with a checkpoint, which no rank could fill.

@@ -30,7 +30,8 @@ refused() {
 "$seqbench" slurm "$suite" --shards 3 --group g1 --db-dir "$work/out" --dry-run -- \
   --repetitions 2 --label "it's" >"$work/dry"
 [[ ! -e "$work/out" ]] || fail "--dry-run wrote $work/out"
-grep -qF -- "--shard \"\${SLURM_ARRAY_TASK_ID}/3\" --group 'g1'" "$work/dry" || fail "array: $(cat "$work/dry")"
+grep -qF -- "--shard \"\${SLURM_ARRAY_TASK_ID}\"'/3'" "$work/dry" && grep -qF -- "'--group' 'g1'" "$work/dry" ||
+  fail "array: $(cat "$work/dry")"
 grep -qF -- "'--label' 'it'\\''s'" "$work/dry" || fail "run flags not quoted: $(cat "$work/dry")"
 grep -qF -- "'--dependency' 'afterany:ARRAY_JOB_ID' '$work/out/gather.sh'" "$work/dry" ||
   fail "gather's sbatch line: $(cat "$work/dry")"
@@ -46,6 +47,9 @@ refused "--shards must be 1 to" "$seqbench" slurm "$suite" --shards 100000 --db-
 refused "--group 'a/b' must be" "$seqbench" slurm "$suite" --shards 2 --group a/b --db-dir "$work/out"
 refused "--shard (here --shard) is set for each task" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --shard 1/2
 refused "--group (here --gro=x) is set" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --gro=x
+# seqbench's own flags for the children it starts (ChildRun's hidden ones), abbreviated too.
+refused "--run-case (here --run-ca=x) is seqbench's own" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --run-ca=x
+refused "--lockstep (here --lockstep) is seqbench's own" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --lockstep p
 # Run flags every task would refuse: checked here, before anything is submitted.
 refused "task 1 of 2 would refuse its command: run: --repetitions" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --repetitions 0
 refused "would refuse its command: run: a counted run cannot be a group's shard" "$seqbench" slurm "$suite" --shards 2 --db-dir "$work/out" -- --count instructions
