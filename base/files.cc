@@ -16,8 +16,8 @@ namespace seqbench {
 namespace fs = std::filesystem;
 namespace {
 
-std::runtime_error WriteError(const std::string& path, const std::string& step, int error) {
-  return std::runtime_error("cannot write " + path + ": " + step + ": " + std::strerror(error));
+FileSystemError WriteError(const std::string& path, const std::string& step, int error) {
+  return FileSystemError("cannot write " + path + ": " + step + ": " + std::strerror(error));
 }
 
 // Removes the temporary unless Keep() was called: every early exit leaves nothing behind.

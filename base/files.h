@@ -22,9 +22,17 @@ class OutputRefused : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A file the file system would not take (a full disk, a read-only mount, a permission):
+// "cannot write PATH: step: reason". Also the user's to fix (free space, another path),
+// so the command line exits 2 for it, as for std::filesystem's own errors.
+class FileSystemError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Writes `content` to `path` atomically (above). Throws OutputRefused when `path` is a
-// symbolic link or exists and is not a regular file, std::runtime_error ("cannot write
-// PATH: reason") when creating, writing, syncing or renaming fails. The new file keeps an
+// symbolic link or exists and is not a regular file, FileSystemError when creating,
+// writing, syncing or renaming fails. The new file keeps an
 // existing file's permission bits, else gets 0644.
 void WriteFileAtomically(const std::string& path, const std::string& content);
 

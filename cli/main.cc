@@ -255,6 +255,10 @@ int main(int argc, char** argv) {
     return Refuse(error, 2);
   } catch (const seqbench::OutputRefused& error) {
     return Refuse(error, 2);
+  } catch (const seqbench::FileSystemError& error) {  // a full disk, a read-only folder
+    return Refuse(error, 2);
+  } catch (const std::filesystem::filesystem_error& error) {
+    return Refuse(error, 2);
   } catch (const seqbench::MemoryLimitExceeded& error) {  // sizes the user asked for
     return Refuse(error, 2);
   } catch (const std::exception& error) {

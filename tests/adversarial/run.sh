@@ -163,6 +163,13 @@ readme_plot_outside() {
   printf '# x\n<!-- seqbench:begin suite=tiny plot=runtime x=batch file=../../victim.txt -->\n<!-- seqbench:end -->\n' >site/OUT.md
   sb 2 readme site/OUT.md --db runs.db && same victim.txt "$victim_sum"
 }
+readme_plot_folder_blocked() {  # a folder the plot needs is a file: exit 2, said, untouched
+  printf '# x\n<!-- seqbench:begin suite=tiny plot=runtime x=batch file=blocked/p.svg -->\n<!-- seqbench:end -->\n' >site/BLOCKED.md
+  echo "a file, not a folder" >site/blocked
+  local before
+  before=$(sum site/BLOCKED.md)
+  sb 2 readme site/BLOCKED.md --db runs.db && says "site/blocked" && same site/BLOCKED.md "$before"
+}
 full_stdout() {  # full_stdout ARGS: standard output on a full device is exit 1, said so
   timeout 60 "$seqbench" "$@" >/dev/full 2>err </dev/null
   local rc=$?
@@ -179,7 +186,7 @@ readme_full_disk() {
   { printf '# x\n<!-- seqbench:begin suite=tiny -->\n<!-- seqbench:end -->\n'; head -c 200000 /dev/zero | tr '\0' 'a'; echo; } >"$mounted/README.md"
   local before
   before=$(sum "$mounted/README.md")
-  sb 1 readme "$mounted/README.md" --db runs.db || return 1
+  sb 2 readme "$mounted/README.md" --db runs.db && says "cannot write" || return 1
   same "$mounted/README.md" "$before" || return 1
   [[ -z $(find "$mounted" -name '*seqbench*') ]] || { why="a temporary was left: $(ls -a "$mounted")"; return 1; }
 }
@@ -193,7 +200,7 @@ report_out_full_disk() {
   sqlite3 runs.db "SELECT 1" >/dev/null
   cp runs.db big.db
   sqlite3 big.db "UPDATE cases SET message = printf('%.50000c', 'x')"
-  sb 1 report 1 --db big.db --out "$mounted/r.md" || return 1
+  sb 2 report 1 --db big.db --out "$mounted/r.md" && says "cannot write" || return 1
   same "$mounted/r.md" "$before" || return 1
   [[ -z $(find "$mounted" -name '*seqbench*') ]] || { why="a temporary was left: $(ls -a "$mounted")"; return 1; }
 }
@@ -458,7 +465,7 @@ sigint_stops_run() { signal_stops_run INT; }
 
 for try in out_is_db out_is_wal out_is_journal plot_out_is_db out_through_link \
   checkpoint_is_db checkpoint_is_link \
-  readme_planted_temporary readme_plot_is_link readme_plot_outside report_json_full show_full \
+  readme_planted_temporary readme_plot_is_link readme_plot_outside readme_plot_folder_blocked report_json_full show_full \
   check_full compare_full readme_full_disk report_out_full_disk \
   foreign_refused_by_writers foreign_refused_by_show foreign_refused_by_report \
   damaged_refused_by_writers truncated_refused text_file_refused newer_schema_refused \
