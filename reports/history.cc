@@ -94,6 +94,7 @@ HistoryPoint PointOf(const Store& store, const RunRecord& run, const CaseRecord&
   HistoryPoint point{run.run_id, store.path(),   run.Environment("git_sha"),
                      run.label,  run.started_at, value,
                      value,      value};
+  point.run_uuid = run.uuid;
   if (metric.band) std::tie(point.low, point.high) = metric.band(c);
   return point;
 }

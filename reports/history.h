@@ -44,6 +44,7 @@ struct HistoryPoint {
   std::string git_sha, label, started_at;
   double value = 0;
   double low = 0, high = 0;  // HistoryMetric::band (runtime: the samples' quartiles); else value
+  std::string run_uuid;      // the run's, which names its site page
 };
 
 struct HistorySeries {

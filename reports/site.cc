@@ -25,7 +25,11 @@ namespace seqbench {
 
 bool IsSitePageName(const std::string& file) {
   static const std::regex page(
-      "(index|regressions|suite-[A-Za-z0-9_-]{1,48}|(run|ab|group)-[0-9]+-[0-9]+)\\.html");
+      "(index|regressions|suite-[A-Za-z0-9_-]{1,48}|(run|ab)-[0-9]+-[0-9a-f]{10}|"
+      "group-[A-Za-z0-9_-]{1,48}-[0-9a-f]{10}|"
+      // The names sites before 2026-12-04 gave, by the database's position: still the
+      // site's, so that a new site removes them from its folder.
+      "(run|ab|group)-[0-9]+-[0-9]+)\\.html");
   return std::regex_match(file, page);
 }
 
@@ -60,8 +64,12 @@ std::string Page(const std::string& title, const std::string& body) {
          HtmlText(title) + "</h1>\n" + body + "</body></html>\n";
 }
 
-std::string RunPageName(size_t store, int64_t run_id) {
-  return "run-" + std::to_string(store) + "-" + std::to_string(run_id) + ".html";
+// A run's page, and an A/B pair's or a run group's, is named for the run itself (its id
+// and a hash of its uuid), never for the position of its database on the command line:
+// a link into the site holds whatever other databases a later site is given, in any order.
+std::string RunTag(const std::string& uuid) { return ContentHash(uuid).substr(0, 10); }
+std::string RunPageName(int64_t run_id, const std::string& uuid) {
+  return "run-" + std::to_string(run_id) + "-" + RunTag(uuid) + ".html";
 }
 
 // A chart's frame, in SVG units: the plot inside margins that hold the axes' labels.
@@ -143,8 +151,7 @@ std::string ChartAxes(const HistorySeries& series, const ChartScale& scale,
 
 // One series: the IQR band, the medians' line, a linked dot per run, a dashed line before
 // each change with its ratio, and the axes.
-std::string TrendChart(const HistorySeries& series, const std::map<std::string, size_t>& stores,
-                       const HistoryMetric& metric) {
+std::string TrendChart(const HistorySeries& series, const HistoryMetric& metric) {
   const ChartScale scale = ScaleOf(series);
   const size_t n = series.points.size();
   std::string band, line, dots;
@@ -155,7 +162,7 @@ std::string TrendChart(const HistorySeries& series, const std::map<std::string, 
   for (size_t i = 0; i < n; ++i) {
     const HistoryPoint& p = series.points[i];
     line += Number(scale.X(i)) + "," + Number(scale.Y(p.value)) + " ";
-    dots += "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\"><circle cx=\"" +
+    dots += "<a href=\"" + RunPageName(p.run_id, p.run_uuid) + "\"><circle cx=\"" +
             Number(scale.X(i)) + "\" cy=\"" + Number(scale.Y(p.value)) + "\" r=\"3\"><title>run " +
             std::to_string(p.run_id) + " " + HtmlText(ShortSha(p.git_sha, 10, "")) + " " +
             HtmlText(DayOf(p.started_at)) + ": " + HtmlText(FormatSignificant(p.value, 3)) + " " +
@@ -185,7 +192,7 @@ std::string ChartAnchor(const HistorySeries& s) {
 }
 
 std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>& series,
-                      const std::map<std::string, size_t>& stores, const HistoryMetric& metric) {
+                      const HistoryMetric& metric) {
   std::string body =
       "<p>The median step (s) of each case over the suite's complete runs, in commit order "
       "where git here knew every run's commit, else in start order (each chart's x axis "
@@ -195,7 +202,7 @@ std::string SuitePage(const std::string& suite, const std::vector<HistorySeries>
       "points</a>). A new machine starts a new chart. Each dot links to its run.</p>\n";
   for (const HistorySeries& s : series) {
     body += "<h2 id=\"" + ChartAnchor(s) + "\">" + HtmlText(s.case_key) + "</h2>\n<p>" +
-            HtmlText(s.machine) + "</p>\n" + TrendChart(s, stores, metric);
+            HtmlText(s.machine) + "</p>\n" + TrendChart(s, metric);
   }
   return Page("suite " + suite, body);
 }
@@ -208,16 +215,14 @@ struct ChangeEntry {
   stats::ChangePoint change;
 };
 
-std::string RunLink(const HistoryPoint& p, const std::map<std::string, size_t>& stores) {
-  return "<a href=\"" + RunPageName(stores.at(p.database), p.run_id) + "\">run " +
-         std::to_string(p.run_id) + "</a> (" + HtmlText(AxisSha(p.git_sha)) + ", " +
-         HtmlText(DayOf(p.started_at)) + ")";
+std::string RunLink(const HistoryPoint& p) {
+  return "<a href=\"" + RunPageName(p.run_id, p.run_uuid) + "\">run " + std::to_string(p.run_id) +
+         "</a> (" + HtmlText(AxisSha(p.git_sha)) + ", " + HtmlText(DayOf(p.started_at)) + ")";
 }
 
 // Every change point, newest first (by the start of the first run after it): asv's
 // regressions page. A runtime ratio above 1 is a slowdown.
-std::string RegressionsPage(std::vector<ChangeEntry> entries,
-                            const std::map<std::string, size_t>& stores) {
+std::string RegressionsPage(std::vector<ChangeEntry> entries) {
   std::stable_sort(entries.begin(), entries.end(), [](const ChangeEntry& a, const ChangeEntry& b) {
     return a.after.started_at > b.after.started_at;
   });
@@ -240,25 +245,26 @@ std::string RegressionsPage(std::vector<ChangeEntry> entries,
                      FormatSignificant(c.ratio.low, 3) + "–" + FormatSignificant(c.ratio.high, 3) +
                      ")") +
             "</td><td>" + HtmlText(FormatSignificant(c.p_value, 2)) + "</td><td>" +
-            (c.ratio.estimate > 1 ? "slower" : "faster") + "</td><td>" + RunLink(e.before, stores) +
-            "</td><td>" + RunLink(e.after, stores) + "</td></tr>\n";
+            (c.ratio.estimate > 1 ? "slower" : "faster") + "</td><td>" + RunLink(e.before) +
+            "</td><td>" + RunLink(e.after) + "</td></tr>\n";
   }
   return Page("change points", body + "</table>\n");
 }
 
 // Links to the runs of the same suite just before and after `run_id` in `runs` (a store's
 // runs of one suite, oldest first).
-std::string NeighbourLinks(const std::vector<int64_t>& runs, int64_t run_id, size_t store) {
-  const auto at = std::find(runs.begin(), runs.end(), run_id);
+std::string NeighbourLinks(const std::vector<RunRecord>& runs, int64_t run_id) {
+  const auto at = std::find_if(runs.begin(), runs.end(),
+                               [&](const RunRecord& run) { return run.run_id == run_id; });
   std::string links;
   if (at != runs.begin()) {
-    links += "<a href=\"" + RunPageName(store, *(at - 1)) + "\" rel=\"prev\">← run " +
-             std::to_string(*(at - 1)) + "</a>";
+    links += "<a href=\"" + RunPageName((at - 1)->run_id, (at - 1)->uuid) +
+             "\" rel=\"prev\">← run " + std::to_string((at - 1)->run_id) + "</a>";
   }
   if (at != runs.end() && at + 1 != runs.end()) {
     links += std::string(links.empty() ? "" : " · ") + "<a href=\"" +
-             RunPageName(store, *(at + 1)) + "\" rel=\"next\">run " + std::to_string(*(at + 1)) +
-             " →</a>";
+             RunPageName((at + 1)->run_id, (at + 1)->uuid) + "\" rel=\"next\">run " +
+             std::to_string((at + 1)->run_id) + " →</a>";
   }
   return links.empty() ? "<p>The suite's only run here.</p>\n"
                        : "<p>The suite's runs before and after: " + links + "</p>\n";
@@ -316,7 +322,7 @@ std::string AbPairPage(const Store& store, const RunRecord& base, const RunRecor
 
 // A run group's page: its shards, and the group read whole (one table set per machine),
 // or what keeps it from being whole.
-std::string GroupPage(const Store& store, const std::string& group, size_t store_number) {
+std::string GroupPage(const Store& store, const std::string& group) {
   std::string body = "<p>" + HtmlText("run group " + group + " of " + store.path()) + "</p>\n";
   std::vector<GatheredRun> parts;
   try {
@@ -327,7 +333,7 @@ std::string GroupPage(const Store& store, const std::string& group, size_t store
   body += "<ul>\n";
   for (const GatheredRun& part : parts) {
     for (const RunRecord& shard : part.shards) {
-      body += "<li><a href=\"" + RunPageName(store_number, shard.run_id) + "\">shard " +
+      body += "<li><a href=\"" + RunPageName(shard.run_id, shard.uuid) + "\">shard " +
               HtmlText(shard.shard) + ": run " + std::to_string(shard.run_id) + "</a></li>\n";
     }
   }
@@ -353,19 +359,19 @@ struct SiteIndex {
 };
 
 // Each suite's runs in `store`, oldest first.
-std::map<std::string, std::vector<int64_t>> RunsBySuite(const std::vector<RunRecord>& runs) {
-  std::map<std::string, std::vector<int64_t>> by_suite;
-  for (const RunRecord& run : runs) by_suite[run.suite_name].push_back(run.run_id);
+std::map<std::string, std::vector<RunRecord>> RunsBySuite(const std::vector<RunRecord>& runs) {
+  std::map<std::string, std::vector<RunRecord>> by_suite;
+  for (const RunRecord& run : runs) by_suite[run.suite_name].push_back(run);
   return by_suite;
 }
 
 // The page of an A/B pair whose base side is `run`, if its partner is in the store.
-void AddPairPage(const Store& store, size_t k, const RunRecord& run, std::vector<SitePage>& pages,
+void AddPairPage(const Store& store, const RunRecord& run, std::vector<SitePage>& pages,
                  SiteIndex& index) {
   if (run.Environment("ab_side") != "base") return;
   const auto partner = store.FindRunByUuid(run.Environment("ab_pair"));
   if (!partner || !IsAbPair(run, *partner)) return;
-  pages.push_back({"ab-" + std::to_string(k) + "-" + std::to_string(run.run_id) + ".html",
+  pages.push_back({"ab-" + std::to_string(run.run_id) + "-" + RunTag(run.uuid) + ".html",
                    AbPairPage(store, run, *partner)});
   index.pairs += "<li><a href=\"" + pages.back().name + "\">" +
                  HtmlText(run.suite_name + ": runs " + std::to_string(run.run_id) + " and " +
@@ -373,38 +379,37 @@ void AddPairPage(const Store& store, size_t k, const RunRecord& run, std::vector
                  "</a></li>\n";
 }
 
-// A page per run of store `k` (from 1), per A/B pair and per run group in it.
-void AddStorePages(const Store& store, size_t k, std::vector<SitePage>& pages, SiteIndex& index) {
-  std::vector<std::string> groups;
+// A page per run of `store`, per A/B pair and per run group in it (a group's page named
+// for the group and its first run there).
+void AddStorePages(const Store& store, std::vector<SitePage>& pages, SiteIndex& index) {
+  std::vector<std::pair<std::string, std::string>> groups;  // the group, its first run's uuid
   const std::vector<RunRecord> listed_runs = store.Runs();
   const auto by_suite = RunsBySuite(listed_runs);
   for (const RunRecord& listed : listed_runs) {
     const RunRecord run = *store.FindRun(listed.run_id);
-    pages.push_back(
-        {RunPageName(k, run.run_id),
-         RunPage(store, run, NeighbourLinks(by_suite.at(run.suite_name), run.run_id, k))});
+    pages.push_back({RunPageName(run.run_id, run.uuid),
+                     RunPage(store, run, NeighbourLinks(by_suite.at(run.suite_name), run.run_id))});
     index.runs += "<tr><td>" + HtmlText(store.path()) + "</td><td><a href=\"" + pages.back().name +
                   "\">" + std::to_string(run.run_id) + "</a></td><td>" + HtmlText(run.suite_name) +
                   "</td><td>" + HtmlText(run.label) + "</td><td>" + HtmlText(run.status) +
                   "</td><td>" + HtmlText(run.started_at) + "</td></tr>\n";
-    if (!run.group.empty() && std::find(groups.begin(), groups.end(), run.group) == groups.end())
-      groups.push_back(run.group);
-    AddPairPage(store, k, run, pages, index);
+    const auto same_group = [&](const auto& known) { return known.first == run.group; };
+    if (!run.group.empty() && std::none_of(groups.begin(), groups.end(), same_group))
+      groups.emplace_back(run.group, run.uuid);
+    AddPairPage(store, run, pages, index);
     index.Advance();
   }
-  for (size_t g = 0; g < groups.size(); ++g) {
-    pages.push_back({"group-" + std::to_string(k) + "-" + std::to_string(g + 1) + ".html",
-                     GroupPage(store, groups[g], k)});
+  for (const auto& [group, first_uuid] : groups) {
+    pages.push_back(
+        {"group-" + NameStem(group) + "-" + RunTag(first_uuid) + ".html", GroupPage(store, group)});
     index.groups += "<li><a href=\"" + pages.back().name + "\">" +
-                    HtmlText(groups[g] + " (" + store.path() + ")") + "</a></li>\n";
+                    HtmlText(group + " (" + store.path() + ")") + "</a></li>\n";
   }
 }
 
 // The suites' pages, and every change point in their charts for the regressions page.
-std::string AddSuitePages(const std::vector<const Store*>& stores,
-                          const std::map<std::string, size_t>& store_numbers,
-                          std::vector<SitePage>& pages, SiteIndex& index,
-                          std::vector<ChangeEntry>& changes) {
+std::string AddSuitePages(const std::vector<const Store*>& stores, std::vector<SitePage>& pages,
+                          SiteIndex& index, std::vector<ChangeEntry>& changes) {
   const HistoryMetric& metric = *FindHistoryMetric("runtime");
   std::string html = "<h2>suites</h2>\n<ul>\n";
   for (size_t i = 0; i < index.suites.size(); ++i) {
@@ -416,7 +421,7 @@ std::string AddSuitePages(const std::vector<const Store*>& stores,
     index.Advance();
     if (series.empty()) continue;  // training suites, or no complete run
     const std::string name = SuitePageName(index.suites[i]);
-    pages.push_back({name, SuitePage(index.suites[i], series, store_numbers, metric)});
+    pages.push_back({name, SuitePage(index.suites[i], series, metric)});
     html += "<li><a href=\"" + name + "\">" + HtmlText(index.suites[i]) + "</a> (" +
             std::to_string(series.size()) + " charts)</li>\n";
     for (const HistorySeries& s : series) {
@@ -443,17 +448,13 @@ std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores,
     for (const RunRecord& run : runs) suite_names.insert(run.suite_name);
   }
   index.total += suite_names.size();
-  std::map<std::string, size_t> store_numbers;
-  for (size_t k = 0; k < stores.size(); ++k) {
-    store_numbers[stores[k]->path()] = k + 1;
-    AddStorePages(*stores[k], k + 1, pages, index);
-  }
+  for (const Store* store : stores) AddStorePages(*store, pages, index);
   index.suites.assign(suite_names.begin(), suite_names.end());
   std::vector<ChangeEntry> changes;
-  std::string html = AddSuitePages(stores, store_numbers, pages, index, changes);
+  std::string html = AddSuitePages(stores, pages, index, changes);
   html += "<p><a href=\"regressions.html\">Change points</a>: " + std::to_string(changes.size()) +
           " over every suite's charts, newest first.</p>\n";
-  pages.push_back({"regressions.html", RegressionsPage(changes, store_numbers)});
+  pages.push_back({"regressions.html", RegressionsPage(changes)});
   if (!index.pairs.empty()) html += "<h2>A/B pairs</h2>\n<ul>\n" + index.pairs + "</ul>\n";
   if (!index.groups.empty()) html += "<h2>run groups</h2>\n<ul>\n" + index.groups + "</ul>\n";
   html +=

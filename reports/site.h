@@ -28,8 +28,9 @@
 namespace seqbench {
 
 struct SitePage {
-  std::string name;  // "index.html", "regressions.html", "suite-ci.html", "run-1-42.html",
-                     // "ab-1-42.html", "group-1-3.html": made from numbers and NameStem
+  std::string name;  // "index.html", "regressions.html", "suite-ci.html",
+                     // "run-42-<10 hex>.html", "ab-42-<hex>", "group-g1-<hex>": named for
+                     // the run (its id, a hash of its uuid) and NameStem, never by position
   std::string html;
 };
 
@@ -43,12 +44,13 @@ struct SiteOptions {
   std::function<void(size_t done, size_t total)> on_progress;
 };
 
-// Every page of the site over `stores` (store k is "run-k-ID.html"'s k, from 1).
+// Every page of the site over `stores`; a page's name does not depend on their order.
 std::vector<SitePage> BuildSite(const std::vector<const Store*>& stores,
                                 const SiteOptions& options = {});
 
-// Whether `file` is a name BuildSite gives a page ("suite-ci.html", "run-1-42.html", ...):
-// the files a later site over other runs may remove from its folder as stale.
+// Whether `file` is a name BuildSite gives a page ("suite-ci.html", "run-42-<hex>.html",
+// ...) or gave one before 2026-12-04 ("run-1-42.html"): the files a later site over other
+// runs may remove from its folder as stale.
 bool IsSitePageName(const std::string& file);
 
 // Markdown (GitHub's dialect with tables) as HTML through cmark-gfm, raw HTML left out.

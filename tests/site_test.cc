@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,17 @@ std::map<std::string, std::string> PagesByName(const std::vector<SitePage>& page
   std::map<std::string, std::string> by_name;
   for (const SitePage& page : pages) by_name[page.name] = page.html;
   return by_name;
+}
+
+// The name of run `id`'s page ("run-ID-<10 hex>.html"), which must be the only one.
+std::string RunPageOf(const std::map<std::string, std::string>& pages, int64_t id) {
+  const std::regex shape("run-" + std::to_string(id) + "-[0-9a-f]{10}\\.html");
+  std::vector<std::string> names;
+  for (const auto& [name, html] : pages) {
+    if (std::regex_match(name, shape)) names.push_back(name);
+  }
+  REQUIRE(names.size() == 1);
+  return names[0];
 }
 
 // The texts of the x axis's labels that are short SHAs, in the order drawn.
@@ -116,12 +128,12 @@ TEST_CASE("site: regressions.html lists every change point, newest first, with l
   // Each row links the runs on either side of its change: demo's 6th and 7th runs (ids 6
   // and 7), older's (ids 18 and 19).
   const std::string demo_row = page.substr(demo, older - demo);
-  CHECK_THAT(demo_row, Catch::Contains("href=\"run-1-6.html\"") &&
-                           Catch::Contains("href=\"run-1-7.html\"") && Catch::Contains("slower") &&
-                           Catch::Contains("1.5"));
+  const auto link = [&](int64_t id) { return "href=\"" + RunPageOf(pages, id) + "\""; };
+  CHECK_THAT(demo_row, Catch::Contains(link(6)) && Catch::Contains(link(7)) &&
+                           Catch::Contains("slower") && Catch::Contains("1.5"));
   const std::string older_row = page.substr(older);
-  CHECK_THAT(older_row, Catch::Contains("href=\"run-1-18.html\"") &&
-                            Catch::Contains("href=\"run-1-19.html\"") && Catch::Contains("faster"));
+  CHECK_THAT(older_row,
+             Catch::Contains(link(18)) && Catch::Contains(link(19)) && Catch::Contains("faster"));
   // The anchors exist on the suite pages, and the index links the page.
   CHECK_THAT(pages.at("suite-demo.html"), Catch::Contains("id=\"" + demo_link.str(1) + "\""));
   CHECK_THAT(pages.at("suite-older.html"), Catch::Contains("id=\"" + older_link.str(1) + "\""));
@@ -147,17 +159,37 @@ TEST_CASE("site: a run page links its suite's runs before and after it", "[site]
   CHECK(calls == 24 + 2);  // each run, then each suite
   CHECK(last_done == last_total);
   CHECK(last_total == 26);
-  const std::string& middle = pages.at("run-1-6.html");
-  CHECK_THAT(middle, Catch::Contains("href=\"run-1-5.html\" rel=\"prev\"") &&
-                         Catch::Contains("href=\"run-1-7.html\" rel=\"next\""));
+  const auto page = [&](int64_t id) { return pages.at(RunPageOf(pages, id)); };
+  const auto link = [&](int64_t id, const char* rel) {
+    return "href=\"" + RunPageOf(pages, id) + "\" rel=\"" + rel + "\"";
+  };
+  CHECK_THAT(page(6), Catch::Contains(link(5, "prev")) && Catch::Contains(link(7, "next")));
   // The first and the last of a suite link one way only; the next suite's first run does
   // not reach back into another suite.
-  CHECK_THAT(pages.at("run-1-1.html"), !Catch::Contains("rel=\"prev\"") &&
-                                           Catch::Contains("href=\"run-1-2.html\" rel=\"next\""));
-  CHECK_THAT(pages.at("run-1-12.html"), Catch::Contains("href=\"run-1-11.html\" rel=\"prev\"") &&
-                                            !Catch::Contains("rel=\"next\""));
-  CHECK_THAT(pages.at("run-1-13.html"), !Catch::Contains("rel=\"prev\"") &&
-                                            Catch::Contains("href=\"run-1-14.html\" rel=\"next\""));
+  CHECK_THAT(page(1), !Catch::Contains("rel=\"prev\"") && Catch::Contains(link(2, "next")));
+  CHECK_THAT(page(12), Catch::Contains(link(11, "prev")) && !Catch::Contains("rel=\"next\""));
+  CHECK_THAT(page(13), !Catch::Contains("rel=\"prev\"") && Catch::Contains(link(14, "next")));
+}
+
+TEST_CASE("site: a run's page keeps its name whatever databases come before its own", "[site]") {
+  Store store(""), other("");
+  AddFixtureRuns(store);
+  for (int i = 0; i < 3; ++i) AddRun(other, "elsewhere", 2, i, 1.0);  // runs 1-3 there too
+  const auto alone = PagesByName(BuildSite({&store}));
+  const auto second = PagesByName(BuildSite({&other, &store}));
+  for (const auto& [name, html] : alone) {
+    if (name.rfind("run-", 0) == 0) CHECK(second.count(name) == 1);
+  }
+  // Run 1 of each database: two pages, not one name for both.
+  std::set<std::string> first_runs;
+  for (const auto& [name, html] : second) {
+    if (name.rfind("run-1-", 0) == 0) first_runs.insert(name);
+  }
+  CHECK(first_runs.size() == 2);
+  for (const auto& [name, html] : second) CHECK(IsSitePageName(name));
+  CHECK(IsSitePageName("run-1-42.html"));  // an earlier site's shape: still removed as stale
+  CHECK_FALSE(IsSitePageName("run-1-42.html.bak"));
+  CHECK_FALSE(IsSitePageName("run-1-0123456789abcdef.html"));
 }
 
 TEST_CASE("site: a suite's page and its charts keep their names as other suites appear", "[site]") {
