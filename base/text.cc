@@ -37,4 +37,10 @@ std::string NameStem(const std::string& name) {
   return stem + "-" + ContentHash(name).substr(0, 8);
 }
 
+std::string FormatSignificant(double value, int digits) {
+  char buffer[40];
+  std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
+  return buffer;
+}
+
 }  // namespace seqbench

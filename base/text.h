@@ -1,6 +1,6 @@
 // Text that names things: a content hash that identifies a text across runs and
-// machines, and a file-name stem derived from a user's name for something (a suite) that
-// stays the same however many other names there are.
+// machines, a file-name stem derived from a user's name for something (a suite) that
+// stays the same however many other names there are, and a number to a few digits.
 //
 // Thread-safety: pure functions, safe from any thread.
 #pragma once
@@ -17,5 +17,8 @@ std::string ContentHash(const std::string& text);
 // become '_', at most 32) followed by '-' and the first 8 digits of ContentHash(name), so
 // that two names never share a stem in practice and no markup, slash or dot survives.
 std::string NameStem(const std::string& name);
+
+// `value` to `digits` significant digits, as printf's %g: "1.3", "0.000123", "nan".
+std::string FormatSignificant(double value, int digits = 3);
 
 }  // namespace seqbench

@@ -13,6 +13,7 @@
 #include "harness/cuda_probe.h"
 #include "harness/environment.h"
 #include "harness/memory_limit.h"
+#include "harness/run_driver.h"
 #include "reports/escape/terminal.h"
 #include "variants/core/plugin.h"
 #include "variants/core/registry.h"
@@ -254,6 +255,8 @@ int main(int argc, char** argv) {
   } catch (const seqbench::PluginError& error) {
     return Refuse(error, 2);
   } catch (const seqbench::OutputRefused& error) {
+    return Refuse(error, 2);
+  } catch (const seqbench::RunRefused& error) {  // a run the database contradicts
     return Refuse(error, 2);
   } catch (const seqbench::FileSystemError& error) {  // a full disk, a read-only folder
     return Refuse(error, 2);

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/text.h"
 #include "base/files.h"
 #include "cli/command.h"
 #include "harness/suite.h"

@@ -19,6 +19,7 @@
 
 #include "base/files.h"
 #include "base/process.h"
+#include "base/text.h"
 #include "cli/command.h"
 #include "harness/child_run.h"
 #include "harness/text_data.h"

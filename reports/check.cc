@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "base/text.h"
 #include "reports/fit.h"
 #include "reports/format.h"
 #include "reports/report.h"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/text.h"
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/text.h"
+
 namespace seqbench {
 namespace {
 
@@ -51,12 +53,6 @@ std::string FormatDurationSpread(double mean, double stddev) {
   char buffer[96];
   std::snprintf(buffer, sizeof(buffer), "%.*f ± %.*f %s", decimals, value, decimals, spread,
                 unit.name);
-  return buffer;
-}
-
-std::string FormatSignificant(double value, int digits) {
-  char buffer[40];
-  std::snprintf(buffer, sizeof(buffer), "%.*g", digits, value);
   return buffer;
 }
 

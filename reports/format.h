@@ -18,8 +18,6 @@ std::string FormatDuration(double seconds);
 std::string FormatDurationSpread(double mean, double stddev);
 // 1536 -> "1.5 KiB"; negative (unknown) -> "n/a".
 std::string FormatBytes(int64_t bytes);
-// `digits` significant figures, %g style: (2.0914, 3) -> "2.09".
-std::string FormatSignificant(double value, int digits = 3);
 // 12775 -> "12.8k", 1234567 -> "1.23M", 950 -> "950": counts such as tokens/s.
 std::string FormatCount(double value);
 // 1234567 -> "1,234,567", -4500 -> "-4,500" (rounded to an integer): counts compared digit

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "base/text.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 

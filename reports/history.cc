@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "base/text.h"
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
 #include "reports/escape/markdown.h"
@@ -93,8 +94,7 @@ HistoryPoint PointOf(const Store& store, const RunRecord& run, const CaseRecord&
                      const HistoryMetric& metric) {
   HistoryPoint point{run.run_id, store.path(),   run.Environment("git_sha"),
                      run.label,  run.started_at, value,
-                     value,      value};
-  point.run_uuid = run.uuid;
+                     value,      value,          run.uuid};
   if (metric.band) std::tie(point.low, point.high) = metric.band(c);
   return point;
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "base/text.h"
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/text.h"
 #include "reports/escape/markdown.h"
 #include "reports/fit.h"
 #include "reports/format.h"

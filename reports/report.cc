@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "reports/escape/csv.h"
 #include "reports/escape/json.h"
 #include "reports/escape/markdown.h"

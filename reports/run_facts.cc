@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/text.h"
 #include "reports/format.h"
 #include "reports/hardware.h"
 #include "stats/statistics.h"

@@ -7,6 +7,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "base/text.h"
 #include "reports/format.h"
 #include "reports/markdown.h"
 #include "reports/plot.h"

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/text.h"
 #include "reports/escape/markdown.h"
 #include "reports/format.h"
 #include "reports/markdown.h"

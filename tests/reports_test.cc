@@ -17,6 +17,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "base/text.h"
 #include "base/files.h"
 #include "reports/check.h"
 #include "reports/compare.h"
