@@ -15,7 +15,6 @@
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "base/files.h"
 #include "base/process.h"
@@ -25,6 +24,7 @@
 #include "harness/text_data.h"
 #include "harness/training/distributed.h"
 #include "harness/training/pipeline.h"
+#include "harness/training/rank_launch.h"
 #include "harness/training/training_run.h"
 #include "harness/training/training_suite.h"
 #include "reports/escape/terminal.h"
@@ -181,91 +181,37 @@ class ProgressPrinter {
   bool terminal_ = isatty(fileno(stderr)) != 0;
 };
 
-// `--nproc N`: starts N ranks of this same command (without --nproc) on this machine with
-// torchrun's environment, and waits for them. A rank killed by a signal gives the others
-// `grace_s` to notice (c10d raises in them once a peer is gone) before they are killed.
-// Ctrl-C kills every rank (the run stays unfinished, for --resume). Returns 0 when every
-// rank exited 0, else the first failing rank's exit code (1 for a signal).
+// `--nproc N`: starts N ranks of this same command (without --nproc) on this machine
+// (training::LaunchRanks) and says how each that failed ended. Ctrl-C kills every rank
+// (the run stays unfinished, for --resume). Returns 0 when every rank exited 0, else the
+// first failing rank's exit code (1 for a signal).
 int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grace_s) {
-  ChildRun rank_run;
-  rank_run.binary = SelfExecutable();
+  training::RankLaunch launch;
+  launch.rank.binary = SelfExecutable();
   for (const std::string& plugin : LoadedPluginPaths())  // a pipeline may train a plugin's variant
-    rank_run.plugins.push_back(std::filesystem::absolute(plugin).string());
-  rank_run.command = "train";
+    launch.rank.plugins.push_back(std::filesystem::absolute(plugin).string());
+  launch.rank.command = "train";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--nproc") {
       ++i;  // and its value
     } else if (args[i].rfind("--nproc=", 0) != 0) {
-      rank_run.user_flags.push_back(args[i]);
+      launch.rank.user_flags.push_back(args[i]);
     }
   }
-  const std::vector<std::string> argv = rank_run.ToArgv();
-  const int64_t port = training::FreeLocalPort();
+  launch.ranks = ranks;
+  launch.grace_s = grace_s;
+  launch.should_stop = StopRequested;
+  launch.port = training::FreeLocalPort();
   std::printf("train: starting %lld ranks on this machine (c10d store at 127.0.0.1:%lld)\n",
-              (long long)ranks, (long long)port);
+              (long long)ranks, (long long)launch.port);
   std::fflush(stdout);
-  std::vector<ChildOutcome> outcomes(ranks);
-  std::atomic<bool> failed{false};
-  std::atomic<int64_t> failed_at_ms{0};
-  const auto now_ms = [] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  // As torchrun: one intra-op thread per rank unless the user chose (ranks sharing the
-  // machine's cores would otherwise each start a thread per core).
-  std::vector<std::string> threads;
-  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
-    if (std::getenv(name) == nullptr) threads.push_back(std::string(name) + "=1");
-  }
-  std::vector<std::thread> supervisors;
-  for (int64_t rank = 0; rank < ranks; ++rank) {
-    std::vector<std::string> environment = training::WorldEnvironmentFor(rank, ranks, port);
-    environment.insert(environment.end(), threads.begin(), threads.end());
-    supervisors.emplace_back([&, rank, environment] {
-      const auto should_stop = [&] {
-        return StopRequested() ||
-               (failed && now_ms() - failed_at_ms > static_cast<int64_t>(grace_s * 1000));
-      };
-      ChildSpec spec;
-      spec.argv = argv;
-      spec.should_stop = should_stop;
-      spec.environment = environment;
-      outcomes[rank] = RunChild(spec);
-      // A rank that exits, even with 1 (a pipeline failed), has finished; one killed by a
-      // signal may leave peers waiting for it, which fail within --dist-timeout or are
-      // killed after the grace period.
-      const ChildOutcome& outcome = outcomes[rank];
-      const bool died = outcome.end != ChildOutcome::End::kExited;
-      if (died && !failed.exchange(true)) failed_at_ms = now_ms();
-    });
-  }
-  for (auto& supervisor : supervisors) supervisor.join();
-  int exit_code = 0;
-  for (int64_t rank = 0; rank < ranks; ++rank) {
+  const std::vector<ChildOutcome> outcomes = training::LaunchRanks(launch);
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
     const ChildOutcome& outcome = outcomes[rank];
     if (outcome.end == ChildOutcome::End::kExited && outcome.exit_code == 0) continue;
-    std::string what;
-    switch (outcome.end) {
-      case ChildOutcome::End::kExited:
-        what = "exited with status " + std::to_string(outcome.exit_code);
-        break;
-      case ChildOutcome::End::kSignaled:
-        what = "was killed by signal " + std::to_string(outcome.signal) + " (" +
-               strsignal(outcome.signal) + ")";
-        break;
-      case ChildOutcome::End::kInterrupted:
-        what = "was stopped (a peer had failed, or the launcher was interrupted)";
-        break;
-      default:
-        what = outcome.Describe();
-    }
-    std::fprintf(stderr, "train: rank %lld %s\n", (long long)rank, what.c_str());
-    if (exit_code == 0) {
-      exit_code = outcome.end == ChildOutcome::End::kExited ? outcome.exit_code : 1;
-    }
+    std::fprintf(stderr, "train: rank %zu %s\n", rank, training::DescribeRankEnd(outcome).c_str());
   }
-  return exit_code;
+  return training::LaunchExitStatus(outcomes);
 }
 
 }  // namespace
