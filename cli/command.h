@@ -59,6 +59,8 @@ const std::string& CommandLine();
 void SetCommandLine(int argc, char** argv);
 // The --plugin libraries this process loaded, in order (a child seqbench loads them too).
 const std::vector<std::string>& LoadedPluginPaths();
+// The same, absolute: what a child seqbench loads, whatever folder it runs in.
+std::vector<std::string> AbsolutePluginPaths();
 int RunTrain(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 // Parses a command's arguments: `options` are what --help shows, `hidden` the slots that

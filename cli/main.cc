@@ -62,6 +62,13 @@ std::vector<std::string> plugin_paths;
 
 const std::vector<std::string>& LoadedPluginPaths() { return plugin_paths; }
 
+std::vector<std::string> AbsolutePluginPaths() {
+  std::vector<std::string> paths;
+  for (const std::string& plugin : plugin_paths)
+    paths.push_back(std::filesystem::absolute(plugin).string());
+  return paths;
+}
+
 void SetCommandLine(int argc, char** argv) {
   command_line.clear();
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);

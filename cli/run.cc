@@ -3,7 +3,6 @@
 // run_flags.h's, the run harness/run_driver.h's; this file joins them and prints.
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -127,8 +126,7 @@ void PrintEnd(const RunOutcome& outcome) {
 ChildRun ChildOf(const RunFlags& f) {
   ChildRun child;
   child.binary = SelfExecutable();
-  for (const std::string& plugin : LoadedPluginPaths())  // the counting child runs elsewhere
-    child.plugins.push_back(std::filesystem::absolute(plugin).string());
+  child.plugins = AbsolutePluginPaths();  // the counting child runs elsewhere
   if (f.Given("device")) child.device = f.device;
   if (f.Given("threads")) child.threads = f.threads;
   if (f.Given("repetitions")) child.repetitions = f.repetitions;

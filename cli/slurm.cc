@@ -146,8 +146,7 @@ void CompleteRequest(SlurmFlags& f) {
   request.workdir = std::filesystem::current_path().string();
   ChildRun& task = request.task;
   task.binary = std::filesystem::read_symlink(SelfExecutable()).string();
-  for (const std::string& plugin : LoadedPluginPaths())
-    task.plugins.push_back(std::filesystem::absolute(plugin).string());
+  task.plugins = AbsolutePluginPaths();
   task.suite_path = f.suite_path;
   // As given, not read into fields: a value that is a field's default ("--repetitions 0")
   // would read as not given and vanish, where the task must refuse it (CheckTaskCommands).

@@ -188,8 +188,7 @@ class ProgressPrinter {
 int LaunchRanks(const std::vector<std::string>& args, int64_t ranks, double grace_s) {
   training::RankLaunch launch;
   launch.rank.binary = SelfExecutable();
-  for (const std::string& plugin : LoadedPluginPaths())  // a pipeline may train a plugin's variant
-    launch.rank.plugins.push_back(std::filesystem::absolute(plugin).string());
+  launch.rank.plugins = AbsolutePluginPaths();  // a pipeline may train a plugin's variant
   launch.rank.command = "train";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--nproc") {

@@ -5,17 +5,16 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <optional>
 #include <random>
 #include <thread>
 
-#include "base/files.h"
 #include "harness/ab_run.h"
 #include "harness/lockstep.h"
 #include "reports/compare.h"
 #include "reports/gate.h"
 #include "stats/statistics.h"
+#include "tests/scratch_folder.h"
 
 namespace seqbench {
 namespace {
@@ -207,20 +206,9 @@ TEST_CASE("the paired gate's power counts A/A pairs apart from slowed ones", "[a
   CHECK(RunWallTimes(store, "demo", "ab new").size() == 3);
 }
 
-// A private folder for a test's pipes, removed with it.
-struct PipeFolder {
-  std::string path;
-  PipeFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ab-test-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~PipeFolder() { RemoveTree(path); }
-};
-
 TEST_CASE("a lockstep conversation carries lines both ways and loses none", "[ab]") {
-  PipeFolder folder;
-  const std::string prefix = folder.path + "/base";
+  testing::ScratchFolder folder("ab-test");
+  const std::string prefix = folder.path() + "/base";
   MakeLockstepPipes(prefix);
   CHECK_THROWS_AS(MakeLockstepPipes(prefix), std::runtime_error);  // they exist already
   std::optional<LineChannel> controller;

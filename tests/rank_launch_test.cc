@@ -2,7 +2,6 @@
 // the ranks' place: each rank's environment, its end, and the grace a dead rank's peers get.
 #include "harness/training/rank_launch.h"
 
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -14,24 +13,21 @@
 
 #include "base/files.h"
 #include "base/process.h"
+#include "tests/scratch_folder.h"
 
 namespace seqbench::training {
 namespace {
 
 // A folder holding `rank.sh`, a stand-in for seqbench: its body is `script`.
 struct RankFolder {
-  std::string path;
+  testing::ScratchFolder folder{"rank-launch"};
   explicit RankFolder(const std::string& script) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "rank-launch-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
     WriteFileAtomically(Script(), "#!/bin/sh\n" + script + "\n");
     REQUIRE(chmod(Script().c_str(), 0755) == 0);
   }
-  ~RankFolder() { RemoveTree(path); }
-  std::string Script() const { return path + "/rank.sh"; }
+  std::string Script() const { return folder.path() + "/rank.sh"; }
   std::string Read(const std::string& name) const {
-    std::ifstream in(path + "/" + name);
+    std::ifstream in(folder.path() + "/" + name);
     std::string line;
     std::getline(in, line);
     return line;

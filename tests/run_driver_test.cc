@@ -3,33 +3,25 @@
 // the database as it was.
 #include "harness/run_driver.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "base/files.h"
 #include "harness/benchmark_run.h"
 #include "harness/suite.h"
 #include "results/records.h"
 #include "results/store.h"
+#include "tests/scratch_folder.h"
 
 namespace seqbench {
 namespace {
 
-// A private folder for the test's database, removed with it.
+// The test's database, in a folder of its own.
 struct DatabaseFolder {
-  std::string path;
-  DatabaseFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "run-driver-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~DatabaseFolder() { RemoveTree(path); }
-  std::string Database() const { return path + "/runs.db"; }
+  testing::ScratchFolder folder{"run-driver"};
+  std::string Database() const { return folder.path() + "/runs.db"; }
 };
 
 // Three cases of two variants, fast enough to run a few times in a test.
