@@ -63,6 +63,14 @@ std::string ImmutableUri(const std::string& path) {
   return uri + "?immutable=1";
 }
 
+// Whether no connection has the database open in WAL mode now: none of the -wal and -shm
+// files that such a connection keeps beside it.
+bool NoWalFiles(const std::string& path) {
+  std::error_code error;
+  return !std::filesystem::exists(path + "-wal", error) &&
+         !std::filesystem::exists(path + "-shm", error);
+}
+
 }  // namespace
 
 Store::Store(const std::string& path, StoreAccess access)
@@ -73,7 +81,12 @@ Store::Store(const std::string& path, StoreAccess access)
       if (in_memory || !std::filesystem::is_regular_file(path_)) {
         throw UnusableDatabase(path_ + ": no results database there");
       }
-      Open(path_, SQLITE_OPEN_READONLY);
+      // Reading a WAL database creates its -wal and -shm files, and only a connection that
+      // may write deletes them when it closes. Where none were there (no other connection),
+      // the reader opens read-write under query_only (below: it writes nothing; an empty
+      // log's checkpoint at close copies nothing), so that it leaves nothing behind. Where
+      // they were, it opens read-only and leaves them as it found them.
+      Open(path_, NoWalFiles(path_) ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
       int64_t version = 0;
       try {
         version = ReadSchemaVersion();

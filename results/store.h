@@ -70,10 +70,11 @@ enum class StoreAccess {
   // Creates the file if needed, migrates its schema, switches it to WAL: for commands
   // that store runs (run, train, merge's target).
   kReadWrite,
-  // Never writes, locks for writing, creates or converts anything: for the commands that
-  // only read (show, report, check, compare, plot, readme, merge's sources), so that they
-  // work on read-only storage and cannot damage what they read. An older schema is
-  // migrated in a private in-memory copy; writes throw StoreError.
+  // Never writes, creates or converts anything: for the commands that only read (show,
+  // report, check, compare, plot, readme, merge's sources), so that they work on read-only
+  // storage and cannot damage what they read. An older schema is migrated in a private
+  // in-memory copy; writes throw StoreError. The -wal and -shm files that reading a WAL
+  // database creates are removed at close when no other connection had them open.
   kReadOnly,
 };
 

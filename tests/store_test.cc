@@ -961,9 +961,8 @@ TEST_CASE("reading never writes: no file created, an older schema migrated only 
   }
   CHECK(StoredSchemaVersion(path) == 4);
   CHECK(FileBytes(path) == before);
-  // A reader of a WAL database may create SQLite's -wal and -shm coordination files where
-  // it can (it falls back to an immutable opening where it cannot); it writes nothing in
-  // them.
+  // A reader of a WAL database writes nothing in SQLite's -wal file (and removes the -wal
+  // and -shm files its opening created: the next test case).
   CHECK(
       (!std::filesystem::exists(path + "-wal") || std::filesystem::file_size(path + "-wal") == 0));
 
@@ -974,6 +973,33 @@ TEST_CASE("reading never writes: no file created, an older schema migrated only 
   CHECK(reader.Runs().size() == 1);
   CHECK_THROWS_AS(reader.CreateRun(SampleRun("uuid-more")), StoreError);
   CHECK(Store(path, StoreAccess::kReadOnly).Runs().size() == 1);
+}
+
+TEST_CASE("a reader leaves no -wal or -shm behind, and keeps a writer's", "[store]") {
+  const std::string path = std::filesystem::temp_directory_path() / "seqbench_store_files.db";
+  const auto beside = [&](const char* suffix) { return std::filesystem::exists(path + suffix); };
+  std::filesystem::remove(path);
+  { Store(path).CreateRun(SampleRun("uuid-files")); }
+  REQUIRE_FALSE(beside("-wal"));  // the writer's own close removes them
+  REQUIRE_FALSE(beside("-shm"));
+  const std::string before = FileBytes(path);
+  {
+    const Store reader(path, StoreAccess::kReadOnly);
+    CHECK(reader.Runs().size() == 1);
+    CHECK_THROWS_AS(const_cast<Store&>(reader).CreateRun(SampleRun("uuid-no")), StoreError);
+  }
+  CHECK_FALSE(beside("-wal"));
+  CHECK_FALSE(beside("-shm"));
+  CHECK(FileBytes(path) == before);
+
+  // A writer has the files open: a reader beside it neither removes them nor stops it.
+  Store writer(path);
+  const int64_t run = writer.CreateRun(SampleRun("uuid-writer"));
+  { CHECK(Store(path, StoreAccess::kReadOnly).Runs().size() == 2); }
+  CHECK(beside("-wal"));
+  CHECK(beside("-shm"));
+  writer.AddCase(run, SampleCase("after the reader", 0));
+  CHECK(Store(path, StoreAccess::kReadOnly).Cases(run).size() == 1);
 }
 
 TEST_CASE("a refused database is left as it was: newer schema, not SQLite", "[store][security]") {
