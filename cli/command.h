@@ -53,6 +53,7 @@ int RunPlot(const std::vector<std::string>& args);
 int RunHistory(const std::vector<std::string>& args);
 int RunSite(const std::vector<std::string>& args);
 int RunSlurm(const std::vector<std::string>& args);
+int RunBisect(const std::vector<std::string>& args);
 
 // The whole command line as typed, for provenance.
 const std::string& CommandLine();
@@ -153,6 +154,11 @@ std::vector<GatheredRun> GatherGroupOrFail(const Store& store, const std::string
 // "0.5s"). A bare number is refused, since suite keys carry their unit in the name
 // (min_time_ms) and a flag that guessed would be off by 1000. `what` leads the message.
 double ParseDuration(const std::string& text, const std::string& what);
+
+// A threshold as a user writes it: "5%" or the fraction "0.05" (a bare number of 1 or more
+// is refused, not guessed at); a UsageError naming `flag` ("compare --threshold")
+// otherwise.
+double ParseThreshold(const std::string& text, const std::string& flag);
 
 // `--threads N` of `command` within the suite key's bounds (exit 2 naming them otherwise).
 void CheckThreadsFlag(const std::string& command, int64_t threads);

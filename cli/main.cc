@@ -35,6 +35,8 @@ const std::vector<Command>& Commands() {
        RunCompare},
       {"ab", "time a suite with two builds in alternating processes (a linked pair of runs)",
        RunAbCommand},
+      {"bisect", "find the first commit whose counted instructions moved (builds each once)",
+       RunBisect},
       {"check", "evaluate a run's suite expectations (the CI gate); exit 1 on a miss", RunCheck},
       {"plot", "plot a metric against seq_len or batch, one line per variant (SVG)", RunPlot},
       {"history", "a suite's metric across its runs, case by case, with change points", RunHistory},

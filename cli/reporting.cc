@@ -12,8 +12,8 @@
 #include <sstream>
 #include <vector>
 
-#include "base/text.h"
 #include "base/files.h"
+#include "base/text.h"
 #include "cli/command.h"
 #include "harness/suite.h"
 #include "reports/check.h"
@@ -251,18 +251,17 @@ int RunReadme(const std::vector<std::string>& args) {
   return 0;
 }
 
-// A threshold as a user writes it: "5%" or the fraction "0.05". A bare number of 1 or
-// more is refused rather than guessed at (5 would be 500%).
-double ParseThreshold(const std::string& text, const std::string& command) {
+// `flag` names the option in messages: "compare --threshold".
+double ParseThreshold(const std::string& text, const std::string& flag) {
   const std::optional<double> fraction = ParseFraction(text);
   if (!fraction) {
-    throw UsageError(command + ": --threshold must be a percentage like 5% or a fraction like " +
-                     "0.05, got '" + text + "'");
+    throw UsageError(flag + " must be a percentage like 5% or a fraction like 0.05, got '" +
+                     escape::TerminalText(text) + "'");
   }
   if (text.back() != '%' && *fraction >= 1) {
-    throw UsageError(command + ": --threshold " + text + " would be " +
-                     FormatSignificant(*fraction * 100) + "%; write " + text + "% or " +
-                     FormatSignificant(*fraction / 100) + " for " + text + " percent");
+    throw UsageError(flag + " " + text + " would be " + FormatSignificant(*fraction * 100) +
+                     "%; write " + text + "% or " + FormatSignificant(*fraction / 100) + " for " +
+                     text + " percent");
   }
   return *fraction;
 }
@@ -427,7 +426,7 @@ bool ParseCompareFlags(const std::vector<std::string>& args, CompareFlags& f) {
   f.values = std::move(*values);
   if (f.format != "md" && f.format != "json" && f.format != "pr")
     throw UsageError("compare: --format must be md, json or pr, got '" + f.format + "'");
-  f.settings.threshold = ParseThreshold(f.threshold_text, "compare");
+  f.settings.threshold = ParseThreshold(f.threshold_text, "compare --threshold");
   f.settings.count_threshold = ParseThreshold(f.count_threshold_text, "compare --count-threshold");
   if (!(f.settings.confidence > 0 && f.settings.confidence < 1))
     throw UsageError("compare: --confidence must lie in (0, 1), e.g. 0.95");
