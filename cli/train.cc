@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include "harness/training/rank_launch.h"
 #include "harness/training/training_run.h"
 #include "harness/training/training_suite.h"
+#include "harness/training/world_plan.h"
 #include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/training.h"
@@ -374,91 +376,19 @@ std::vector<PipelineSpec> SelectPipelines(const TrainFlags& f, const TrainingSui
   return pipelines;
 }
 
-// The world this process belongs to: torchrun's environment, or the one --nproc is about
-// to start; its size.
-struct WorldPlan {
-  std::optional<training::WorldEnvironment> environment;
-  int64_t size = 1;
-};
-WorldPlan PlanWorld(const TrainFlags& f) {
-  WorldPlan plan;
+// The world of the flags and the environment, and the pipelines fitted to it
+// (harness/training/world_plan.h); what it refuses is the user's to fix: exit 2.
+training::WorldPlan FitToWorld(const TrainFlags& f, std::vector<PipelineSpec>& pipelines) {
+  training::WorldRequest request;
+  if (f.values.count("nproc")) request.nproc = f.nproc;
+  request.timeout_s = f.timeout_s;
   try {
-    plan.environment = training::ReadWorldEnvironment();
-  } catch (const std::invalid_argument& error) {
-    throw UsageError(std::string("train: torchrun environment: ") + error.what());
-  }
-  if (f.values.count("nproc")) {
-    if (plan.environment) {
-      throw UsageError(
-          "train: --nproc starts the ranks itself; under torchrun (WORLD_SIZE is "
-          "set) leave it out");
-    }
-    if (f.nproc < 1 || f.nproc > 1024) throw UsageError("train: --nproc must be 1..1024");
-  }
-  if (f.timeout_s < 1 || f.timeout_s > 86400)
-    throw UsageError("train: --dist-timeout must be between 1 and 86400 seconds, got " +
-                     std::to_string(f.timeout_s));
-  plan.size = plan.environment ? plan.environment->world_size : std::max<int64_t>(1, f.nproc);
-  if (plan.size > 1 && !training::DistributedAvailable()) {
-    throw UsageError("train: " + training::DistributedUnavailableReason());
-  }
-  return plan;
-}
-
-// Each distilling pipeline's teacher trains in this command, before it, on every rank the
-// student trains on: a rank keeps only the teacher it trained itself, and a rank without
-// one would leave its peers waiting in the student's first collective.
-void CheckTeachers(const std::vector<PipelineSpec>& pipelines) {
-  for (auto student = pipelines.begin(); student != pipelines.end(); ++student) {
-    const std::string& name = student->config.distillation.teacher;
-    if (name.empty()) continue;
-    const auto teacher = std::find_if(pipelines.begin(), student,
-                                      [&](const PipelineSpec& p) { return p.name == name; });
-    const std::string quoted_student = "'" + escape::TerminalText(student->name) + "'";
-    const std::string quoted_teacher = "'" + escape::TerminalText(name) + "'";
-    if (teacher == student) {
-      throw UsageError("train: pipeline " + quoted_student + " distils from " + quoted_teacher +
-                       ", which this command does not train; select both (--pipeline " +
-                       escape::TerminalText(name) + " --pipeline " +
-                       escape::TerminalText(student->name) + ")");
-    }
-    const std::vector<int64_t> taught = student->config.data_parallel.Members(),
-                               trained = teacher->config.data_parallel.Members();
-    if (!std::includes(trained.begin(), trained.end(), taught.begin(), taught.end())) {
-      throw UsageError("train: pipeline " + quoted_student + " trains on ranks its teacher " +
-                       quoted_teacher + " does not; give the teacher the student's ranks");
-    }
-  }
-}
-
-// Each pipeline's ranks within the world, and its collectives' timeout.
-void FitPipelinesToWorld(const TrainFlags& f, int64_t world_size,
-                         std::vector<PipelineSpec>& pipelines) {
-  for (PipelineSpec& spec : pipelines) {
-    auto& data_parallel = spec.config.data_parallel;
-    if (spec.ranks_from_world) data_parallel.ranks = world_size;
-    data_parallel.timeout = std::chrono::seconds(f.timeout_s);
-    if (!data_parallel.compression.empty() && data_parallel.ranks == 1) {
-      throw UsageError("train: pipeline '" + spec.name +
-                       "': compression applies to gradients sent between ranks; it trains on "
-                       "one rank (start more with --nproc, or set ranks > 1)");
-    }
-    if (data_parallel.zero_stage > 0 && data_parallel.ranks == 1) {
-      throw UsageError("train: pipeline '" + escape::TerminalText(spec.name) +
-                       "': zero = 1 shards the optimizer state over ranks; it trains on one "
-                       "rank (start more with --nproc, or set ranks > 1)");
-    }
-    const int64_t needed = data_parallel.Members().back() + 1;  // world ranks 0..needed-1
-    if (needed > world_size) {
-      throw UsageError(
-          "train: pipeline '" + spec.name + "' trains on " +
-          (data_parallel.members.empty() ? std::to_string(data_parallel.ranks) + " ranks"
-                                         : "world rank " + std::to_string(needed - 1)) +
-          ", but " +
-          (world_size == 1
-               ? std::string("there is one; start with --nproc ") + std::to_string(needed)
-               : "the world has " + std::to_string(world_size)));
-    }
+    const training::WorldPlan plan = training::PlanWorld(request);
+    training::FitPipelinesToWorld(plan.size, std::chrono::seconds(f.timeout_s), pipelines);
+    training::CheckTeachers(pipelines);
+    return plan;
+  } catch (const training::WorldRefused& refused) {
+    throw UsageError("train: " + escape::TerminalText(refused.what()));
   }
 }
 
@@ -614,9 +544,7 @@ int RunTrain(const std::vector<std::string>& args) {
   if (!ParseTrainFlags(args, f)) return 0;
   const TrainingSuite suite = LoadTrainSuite(f);
   std::vector<PipelineSpec> pipelines = SelectPipelines(f, suite);
-  const WorldPlan plan = PlanWorld(f);
-  FitPipelinesToWorld(f, plan.size, pipelines);
-  CheckTeachers(pipelines);
+  const training::WorldPlan plan = FitToWorld(f, pipelines);
   CheckCheckpointFlags(f, pipelines);
   // A bad --resume is the user's flag: refused before the corpus is read or ranks start.
   const ResumeCheck resume = CheckResume(f, pipelines);
