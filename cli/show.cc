@@ -7,6 +7,7 @@
 #include "reports/escape/terminal.h"
 #include "reports/format.h"
 #include "reports/report.h"
+#include "results/run_settings.h"
 #include "results/store.h"
 
 namespace po = boost::program_options;
@@ -32,6 +33,15 @@ void ListRuns(const Store& store) {
   }
 }
 
+// "repetitions 10, warmup 2, min time 10ms, max noise off, check policy full": every row of
+// results/run_settings.h's table, so that a new setting shows with no code here.
+std::string SettingsText(const RunSettings& settings) {
+  std::string text;
+  for (const SettingField& field : SettingFields())
+    text += (text.empty() ? "" : ", ") + std::string(field.what) + " " + field.text(settings);
+  return text;
+}
+
 // The run's header: provenance, settings and environment.
 void PrintRunHeader(const RunRecord& run) {
   std::printf("%s  %s  suite %s (%s, hash %s)%s\n", Shown(RunName(run)).c_str(),
@@ -50,11 +60,10 @@ void PrintRunHeader(const RunRecord& run) {
         run.settings.max_noise * 100, run.settings.max_time_s);
   }
   std::printf(
-      "%s run: baseline %s, %lld repetitions after %lld warmup, min time %s, %lld "
-      "thread(s), check %s, %zu expectation(s)\n\nEnvironment:\n",
-      Shown(run.kind).c_str(), Shown(run.baseline).c_str(), (long long)run.settings.repetitions,
-      (long long)run.settings.warmup, FormatDuration(run.settings.min_time_s).c_str(),
-      (long long)run.threads, Shown(run.settings.check_policy).c_str(), run.expectations.size());
+      "%s run: baseline %s, %lld thread(s), %zu expectation(s)\nsettings: %s\n\n"
+      "Environment:\n",
+      Shown(run.kind).c_str(), Shown(run.baseline).c_str(), (long long)run.threads,
+      run.expectations.size(), Shown(SettingsText(run.settings)).c_str());
   for (const auto& [key, value] : run.environment)
     std::printf("  %-22s %s\n", Shown(key).c_str(), Shown(value).c_str());
 }

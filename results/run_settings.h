@@ -3,9 +3,9 @@
 // not stored), the run flags override it, the run record stores it (one column each), and
 // `run --resume` refuses a command whose settings differ from the stored ones.
 //
-// A new setting is one member here, one row in SettingFields() (which the resume check
-// reads), one row in the store's column table (results/run_columns.cc) with a migration,
-// and its line in `show` (cli/show.cc).
+// A new setting is one member here, one row in SettingFields() (which the resume check and
+// `show` read), and one row in the store's column table (results/run_columns.cc) with a
+// migration.
 //
 // Thread-safety: plain values and a constant table; safe from any thread.
 #pragma once

@@ -123,6 +123,11 @@ set -e
 # 5. show and the other read commands work on the result.
 "$seqbench" show 1 --db "$work/r.db" >"$work/show"
 grep -q "torch_version" "$work/show" || fail "show lacks the environment"
+# Every stored setting, from the one table the resume check reads too.
+settings=$(grep "^settings: " "$work/show") || fail "show lacks the settings: $(cat "$work/show")"
+for what in "repetitions 2," "warmup " "min time " "max noise off" "check policy "; do
+  [[ "$settings" == *"$what"* ]] || fail "show's settings lack '$what': $settings"
+done
 set +e
 "$seqbench" show 1 --db "$work/missing.db" 2>/dev/null
 rc=$?
