@@ -22,7 +22,9 @@ trap 'rm -rf "$work"' EXIT
 # Prints "FILE run N: SHA" for each run of FILE whose commit git does not know.
 unknown_commits() {
   local file=$1 name=$2 run sha
-  sqlite3 -readonly -separator ' ' "$file" \
+  # A copy: a read-only sqlite3 leaves -wal and -shm files beside a WAL database.
+  cp "$file" "$work/reading.db"
+  sqlite3 -readonly -separator ' ' "$work/reading.db" \
     "SELECT run_id, value FROM environment WHERE key = 'git_sha' ORDER BY run_id" |
     while read -r run sha; do
       [[ -n "${exceptions["$name $run"]:-}" ]] && continue
@@ -45,7 +47,7 @@ checked=0
 for file in results/published/*.db; do
   found=$(unknown_commits "$file" "$(basename "$file")")
   [[ -z "$found" ]] || missing+="$found"$'\n'
-  checked=$((checked + $(sqlite3 -readonly "$file" \
+  checked=$((checked + $(sqlite3 -readonly "$work/reading.db" \
     "SELECT count(*) FROM environment WHERE key = 'git_sha'")))
 done
 [[ $checked -gt 0 ]] || { echo "FAIL: no run with a git_sha in results/published" >&2; exit 1; }
