@@ -226,4 +226,117 @@ std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSetti
   return settings_text + ":\n\n" + table.Render();
 }
 
+namespace {
+
+const char* const kExpectations[] = {"same", "more", "fewer", "mixed", "moved"};
+
+// The newest complete run of `suite` whose git_sha starts with `commit`, with its
+// environment.
+RunRecord RunAtCommit(const Store& store, const std::string& suite, const std::string& commit) {
+  std::optional<RunRecord> found;
+  for (const RunRecord& listed : store.Runs()) {
+    if (listed.status != "complete" || listed.suite_name != suite) continue;
+    RunRecord run = *store.FindRun(listed.run_id);
+    if (run.Environment("git_sha").rfind(commit, 0) == 0) found = std::move(run);
+  }
+  if (!found)
+    throw std::invalid_argument("gate: no complete run of suite '" + suite + "' at commit " +
+                                commit + " in " + store.path() +
+                                " (ci/measure_gate_pairs counts one)");
+  return *found;
+}
+
+// What the case verdicts of one compare add up to (CommitPairRow::observed).
+std::string ObservedMove(const GateRow& verdicts) {
+  if (verdicts.more > 0 && verdicts.fewer > 0) return "mixed";
+  if (verdicts.more > 0) return "more";
+  if (verdicts.fewer > 0) return "fewer";
+  if (verdicts.ambiguous_count > 0) return "ambiguous";
+  return "same";
+}
+
+bool Agrees(const std::string& expected, const std::string& observed) {
+  if (expected == "moved") return observed == "more" || observed == "fewer" || observed == "mixed";
+  return expected == observed;
+}
+
+CommitPairRow MeasureCommitPair(const Store& store, const std::string& suite,
+                                const CommitPair& pair, const CompareSettings& settings) {
+  CommitPairRow row;
+  row.pair = pair;
+  const RunRecord base = RunAtCommit(store, suite, pair.base);
+  const RunRecord head = RunAtCommit(store, suite, pair.head);
+  const auto base_wall = WallSeconds(base.started_at, base.finished_at);
+  const auto head_wall = WallSeconds(head.started_at, head.finished_at);
+  if (base_wall && head_wall) row.count_wall_s = *base_wall + *head_wall;
+  if (!CountFingerprintDifferences(base, head).empty()) {
+    row.observed = "not comparable";
+    return row;
+  }
+  const std::vector<CaseComparison> comparisons =
+      CompareCases(store.Cases(base.run_id), store.Cases(head.run_id), settings);
+  Count(row.verdicts, comparisons, Gate::kCounts);
+  row.counts = GeometricMeanOf(comparisons, CountRatio);
+  row.observed = ObservedMove(row.verdicts);
+  row.agrees = Agrees(pair.expected, row.observed);
+  return row;
+}
+
+}  // namespace
+
+std::vector<CommitPair> ParseCommitPairs(const std::string& text) {
+  std::vector<CommitPair> pairs;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string entry = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t dots = entry.find(".."), colon = entry.find(':');
+    const bool shaped = dots != std::string::npos && colon != std::string::npos && dots > 0 &&
+                        colon > dots + 2 && colon + 1 < entry.size();
+    if (!shaped) throw std::invalid_argument("pairs: '" + entry + "' is not BASE..HEAD:EXPECTED");
+    CommitPair pair{entry.substr(0, dots), entry.substr(dots + 2, colon - dots - 2),
+                    entry.substr(colon + 1)};
+    if (std::find(std::begin(kExpectations), std::end(kExpectations), pair.expected) ==
+        std::end(kExpectations))
+      throw std::invalid_argument("pairs: '" + entry +
+                                  "' expects none of same, more, fewer, mixed or moved");
+    pairs.push_back(pair);
+  }
+  return pairs;
+}
+
+std::vector<CommitPairRow> MeasureCommitPairs(const Store& store, const std::string& suite,
+                                              const std::vector<CommitPair>& pairs,
+                                              const CompareSettings& settings) {
+  std::vector<CommitPairRow> rows;
+  for (const CommitPair& pair : pairs)
+    rows.push_back(MeasureCommitPair(store, suite, pair, settings));
+  return rows;
+}
+
+std::string RenderCommitPairTable(const std::vector<CommitPairRow>& rows,
+                                  const CompareSettings& settings) {
+  MarkdownTable table({"base", "head", "expected (from the diff)", "observed", "agrees",
+                       "flagged (exit 1)", "more", "fewer", "same count", "ambiguous count",
+                       "instructions (geometric mean)", "counting wall time (both runs)"});
+  int agreeing = 0;
+  for (const CommitPairRow& row : rows) {
+    agreeing += row.agrees;
+    const GateRow& v = row.verdicts;
+    table.AddRow({row.pair.base, row.pair.head, row.pair.expected, row.observed,
+                  row.agrees ? "yes" : "no", v.flagged > 0 ? "yes" : "no", std::to_string(v.more),
+                  std::to_string(v.fewer), std::to_string(v.same_count),
+                  std::to_string(v.ambiguous_count),
+                  row.counts.value ? FormatSignificant(*row.counts.value, 4) + "x over " +
+                                         std::to_string(row.counts.count) + " cases"
+                                   : "-",
+                  row.count_wall_s ? FormatSignificant(*row.count_wall_s, 3) + " s" : "-"});
+  }
+  return "`compare --gate counts` at `--count-threshold " +
+         FormatSignificant(settings.count_threshold * 100, 3) +
+         "%` on instructions per step, each head against its base; " + std::to_string(agreeing) +
+         " of " + std::to_string(rows.size()) + " verdicts as labelled:\n\n" + table.Render();
+}
+
 }  // namespace seqbench

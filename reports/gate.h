@@ -4,11 +4,13 @@
 // counts gate, from
 // runs stored with labels "<prefix> base" and "<prefix> x<factor>" (ci/measure_gate). A
 // README section `gate=<prefix> suite=<suite>` renders it, so that the figures in
-// reports/README.md come from stored runs, not from typing.
+// reports/README.md come from stored runs, not from typing. And its verdicts on pairs of
+// real commits against what their diffs led a reader to expect (`commits=... suite=S`).
 //
 // Thread-safety: reads the store; one thread at a time per Store.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,5 +62,45 @@ std::vector<double> RunWallTimes(const Store& store, const std::string& suite,
 // for A/B pairs, the median wall time of a pair.
 std::string RenderGateTable(const std::vector<GateRow>& rows, const CompareSettings& settings,
                             Gate gate = Gate::kTime);
+
+// One pair of commits of this repository's history that the counts gate judged
+// (ci/measure_gate_pairs), and what the pair's diff led the person who labelled it to
+// expect before any verdict was seen: "same", "more", "fewer", "mixed" (both ways) or
+// "moved" (either way, its direction not predictable from the diff).
+struct CommitPair {
+  std::string base, head;  // SHA prefixes of the runs' git_sha
+  std::string expected;
+};
+
+// The pairs of a README section's `pairs=B..H:expected,B..H:expected` attribute. Throws
+// std::invalid_argument naming the entry that is not of that shape, or whose expectation
+// is none of the five.
+std::vector<CommitPair> ParseCommitPairs(const std::string& text);
+
+// The counts gate's verdict on one pair: the newest complete run of the suite at its base
+// commit against the newest at its head, as `compare --gate counts` judges them.
+struct CommitPairRow {
+  CommitPair pair;
+  GateRow verdicts;      // this one compare's case verdicts, and whether it was flagged
+  GeometricMean counts;  // of the cases' instruction ratios
+  // same | more | fewer | mixed (cases moved both ways) | ambiguous (none moved past the
+  // threshold, some reach across it) | not comparable (the counting toolchains differ).
+  std::string observed;
+  bool agrees = false;  // observed is what was expected ("moved": more, fewer or mixed)
+  // The two counting runs' wall times, start to finish as stored (their builds are not
+  // in the store: ci/measure_gate_pairs prints them).
+  std::optional<double> count_wall_s;
+};
+
+// Each pair's row, in the given order. Throws std::invalid_argument when a commit has no
+// complete run of `suite` in the store.
+std::vector<CommitPairRow> MeasureCommitPairs(const Store& store, const std::string& suite,
+                                              const std::vector<CommitPair>& pairs,
+                                              const CompareSettings& settings);
+
+// A Markdown table, a row a pair, with the threshold its verdicts were judged at and how
+// many verdicts agreed with their labels.
+std::string RenderCommitPairTable(const std::vector<CommitPairRow>& rows,
+                                  const CompareSettings& settings);
 
 }  // namespace seqbench

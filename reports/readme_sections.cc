@@ -48,7 +48,7 @@ bool IsSectionAttribute(const std::string& name) {
   return name == "suite" || name == "plot" || name == "x" || name == "over" || name == "file" ||
          name == "pipelines" || name == "gate" || name == "fit" || name == "scaling" ||
          name == "recall" || name == "inference" || name == "judge" || name == "label" ||
-         name == "history" || name == "db" || name == "gpu";
+         name == "history" || name == "db" || name == "gpu" || name == "commits";
 }
 
 namespace {
@@ -183,6 +183,25 @@ std::string RenderGateSection(const Store& store, const ReadmeSection& section,
   }
 }
 
+// commits=B..H:expected,... suite=S: the counts gate's verdicts on pairs of real commits.
+std::string RenderCommitPairsSection(const Store& store, const ReadmeSection& section,
+                                     const std::string& pairs) {
+  const std::string suite = Attribute(section, "suite");
+  if (suite.empty()) throw ReadmeError("a commits= section needs suite=NAME");
+  std::vector<CommitPair> parsed;
+  try {
+    parsed = ParseCommitPairs(pairs);
+  } catch (const std::invalid_argument& error) {
+    throw ReadmeError(error.what());
+  }
+  const CompareSettings settings;  // compare's defaults: counts 1%
+  try {
+    return RenderCommitPairTable(MeasureCommitPairs(store, suite, parsed, settings), settings);
+  } catch (const std::invalid_argument& error) {
+    throw NoMatchingRun(error.what());
+  }
+}
+
 // fit=, scaling=, recall= or inference= over the selected run; "" when the section asks
 // for none of them.
 std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRun& selected) {
@@ -192,9 +211,9 @@ std::string RenderAnalysisSection(const ReadmeSection& section, const SelectedRu
   try {
     if (const std::string x = Attribute(section, "fit"); !x.empty()) {
       if (training_run) throw ReadmeError("fit= needs a benchmark run, not a training run");
-      return "Fitted over " + escape::MarkdownText(RunName(run)) + " (" +
-             DayOf(run.started_at) + "), median step time and activation memory against " +
-             x + ":\n\n" + RenderFitTable(FitComplexity(cases, x), x);
+      return "Fitted over " + escape::MarkdownText(RunName(run)) + " (" + DayOf(run.started_at) +
+             "), median step time and activation memory against " + x + ":\n\n" +
+             RenderFitTable(FitComplexity(cases, x), x);
     }
     if (const std::string kind = Attribute(section, "scaling"); !kind.empty()) {
       if (!training_run) throw ReadmeError("scaling= needs a training run with data parallelism");
@@ -292,6 +311,8 @@ std::string RenderSectionFrom(const Store& store, const ReadmeSection& section,
                               const std::string& readme_dir) {
   if (const std::string prefix = Attribute(section, "gate"); !prefix.empty())
     return RenderGateSection(store, section, prefix);
+  if (const std::string pairs = Attribute(section, "commits"); !pairs.empty())
+    return RenderCommitPairsSection(store, section, pairs);
   if (const std::string metric = Attribute(section, "history"); !metric.empty())
     return RenderHistorySection(store, section, metric);
   const SelectedRun selected = SelectRunForSection(store, section);

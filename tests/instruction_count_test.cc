@@ -35,16 +35,17 @@ CaseRecord CountedCase(const std::vector<double>& steps, const std::vector<doubl
 
 const std::vector<double> kSamples = {1.0, 1.1, 1.9, 1.05, 1.2};
 
-// Stores a complete run of suite "demo" at one commit, labelled `label`, whose cases are
+// Stores a complete run of suite "demo" at `commit`, labelled `label`, whose cases are
 // `cases` named baseline, fused, batched, ... in order: the gate tests' rounds.
-void StoreGateRun(Store& store, const std::string& label, std::vector<CaseRecord> cases) {
+void StoreGateRun(Store& store, const std::string& label, std::vector<CaseRecord> cases,
+                  const std::string& commit = "abc") {
   RunRecord run;
   run.uuid = label + std::to_string(store.Runs().size());
   run.suite_name = "demo";
   run.label = label;
   run.status = "running";
   run.started_at = "2026-11-26T00:00:00Z";
-  run.environment = {{"git_sha", "abc"}};
+  run.environment = {{"git_sha", commit}};
   const int64_t run_id = store.CreateRun(run);
   const char* const variants[] = {"baseline", "fused", "batched"};
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -361,6 +362,58 @@ TEST_CASE("the gate's table counts each verdict in its own column", "[count]") {
   CHECK(planted.more + planted.same_count == 0);
   CHECK(planted.nondeterministic == 2);
   CHECK(planted.flagged == 2);
+}
+
+TEST_CASE("the gate's verdicts on pairs of commits, against their labels", "[count]") {
+  // Two cases a run; per commit, each case's instructions per step (three equal steps).
+  Store store(":memory:");
+  const auto add_commit = [&](const std::string& sha, double first, double second) {
+    StoreGateRun(store, "gate base",
+                 {CountedCase({first, first, first}, kSamples),
+                  CountedCase({second, second, second}, kSamples)},
+                 sha);
+  };
+  add_commit("aaa111", 1e6, 2e6);
+  add_commit("bbb222", 1e6, 2e6);        // nothing moved
+  add_commit("ccc333", 1.03e6, 1.94e6);  // one case up 3%, the other down 3%
+  add_commit("ddd444", 9e6, 9e6);        // an older count of ddd, replaced by the next
+  add_commit("ddd444", 1.03e6, 2.06e6);  // the second case up 6.2% against ccc
+  const std::vector<CommitPair> pairs =
+      ParseCommitPairs("aaa..bbb:same,bbb..ccc:moved,ccc..ddd444:fewer");
+  REQUIRE(pairs.size() == 3);
+  CHECK(pairs[2].base == "ccc");
+  CHECK(pairs[2].head == "ddd444");
+  CHECK(pairs[2].expected == "fewer");
+  const CompareSettings settings;
+  const std::vector<CommitPairRow> rows = MeasureCommitPairs(store, "demo", pairs, settings);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].observed == "same");
+  CHECK(rows[0].agrees);
+  CHECK(rows[0].verdicts.same_count == 2);
+  CHECK(rows[0].verdicts.flagged == 0);
+  CHECK(*rows[0].counts.value == Approx(1.0));
+  CHECK(rows[1].observed == "mixed");  // "moved" takes either way
+  CHECK(rows[1].agrees);
+  CHECK(rows[1].verdicts.more == 1);
+  CHECK(rows[1].verdicts.fewer == 1);
+  CHECK(rows[1].verdicts.flagged == 1);
+  CHECK(*rows[1].counts.value == Approx(std::sqrt(1.03 * 0.97)));
+  CHECK(rows[2].observed == "more");  // the newest run of ddd444, not its older count
+  CHECK_FALSE(rows[2].agrees);
+  CHECK(rows[2].verdicts.same_count == 1);
+  CHECK(*rows[2].counts.value == Approx(std::sqrt(2.06 / 1.94)));
+  CHECK(*rows[2].count_wall_s == Approx(0.0));
+  const std::string table = RenderCommitPairTable(rows, settings);
+  CHECK_THAT(table, Catch::Contains("2 of 3 verdicts as labelled"));
+  CHECK_THAT(table, Catch::Contains("| ccc | ddd444 | fewer | more | no |"));
+
+  CHECK_THROWS_WITH(MeasureCommitPairs(store, "demo", ParseCommitPairs("aaa..eee:same"), settings),
+                    Catch::Contains("at commit eee"));
+  for (const char* malformed : {"", "aaa-bbb:same", "..bbb:same", "aaa..:same",
+                                "aaa..bbb:", "aaa..bbb", "aaa..bbb:faster", "aaa..bbb:same,"}) {
+    CAPTURE(malformed);
+    CHECK_THROWS_AS(ParseCommitPairs(malformed), std::invalid_argument);
+  }
 }
 
 TEST_CASE("gate names round-trip", "[count]") {
