@@ -13,6 +13,9 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace seqbench {
 namespace {
@@ -333,28 +336,25 @@ void ExecuteAll(const std::string& path, const std::vector<std::string>& stateme
   sqlite3_close(db);
 }
 
-// Turns a database this seqbench wrote back into what `version` (1, 4 to 10) wrote:
-// without the columns and tables later versions added, and with v5's NOT NULL metric
-// values and losses (its `cases` CHECK keeps v6's statuses: no test depends on it).
-void Downgrade(const std::string& path, int version) {
-  // v13's pipelines and their steps as v12's one table again.
-  ExecuteAll(
-      path,
-      {"CREATE TABLE training_steps_v12 (run_id INTEGER NOT NULL REFERENCES runs(run_id) "
-       "ON DELETE CASCADE, case_key TEXT NOT NULL, step INTEGER NOT NULL, loss REAL, "
-       "validation_loss REAL, learning_rate REAL NOT NULL, grad_norm REAL, loss_scale "
-       "REAL NOT NULL, skipped INTEGER NOT NULL, tokens INTEGER NOT NULL, elapsed_s REAL "
-       "NOT NULL, padded_tokens INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, "
-       "case_key, step)) WITHOUT ROWID",
-       "INSERT INTO training_steps_v12 SELECT * FROM training_steps", "DROP VIEW training_steps",
-       "DROP TABLE pipeline_steps", "DROP TABLE training_pipelines",
-       "ALTER TABLE training_steps_v12 RENAME TO training_steps"});
-  if (version == 12) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 12"});
-    return;
-  }
-  // v12's clustered tables as rowid tables again, a case's metrics in rowid order (its
-  // view dropped first: it names `metrics`, and a writer recreates it).
+// v13's pipelines and their steps as v12's one table again.
+std::vector<std::string> UndoPipelineTables() {
+  return {
+      "CREATE TABLE training_steps_v12 (run_id INTEGER NOT NULL REFERENCES runs(run_id) "
+      "ON DELETE CASCADE, case_key TEXT NOT NULL, step INTEGER NOT NULL, loss REAL, "
+      "validation_loss REAL, learning_rate REAL NOT NULL, grad_norm REAL, loss_scale "
+      "REAL NOT NULL, skipped INTEGER NOT NULL, tokens INTEGER NOT NULL, elapsed_s REAL "
+      "NOT NULL, padded_tokens INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, "
+      "case_key, step)) WITHOUT ROWID",
+      "INSERT INTO training_steps_v12 SELECT * FROM training_steps",
+      "DROP VIEW training_steps",
+      "DROP TABLE pipeline_steps",
+      "DROP TABLE training_pipelines",
+      "ALTER TABLE training_steps_v12 RENAME TO training_steps"};
+}
+
+// v12's clustered tables as rowid tables again, a case's metrics in rowid order (its
+// view dropped first: it names `metrics`, and a writer recreates it).
+std::vector<std::string> UndoClusteredTables() {
   std::vector<std::string> unclustered = {"DROP VIEW IF EXISTS case_results"};
   const std::pair<const char*, const char*> tables[] = {
       {"metrics",
@@ -382,35 +382,13 @@ void Downgrade(const std::string& path, int version) {
     unclustered.push_back("DROP TABLE " + name);
     unclustered.push_back("ALTER TABLE " + old_name + " RENAME TO " + name);
   }
-  ExecuteAll(path, unclustered);
-  if (version == 11) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 11"});
-    return;
-  }
-  // v11's case functions, v10's run group, v9's view, v8's feed-forward activation, then
-  // v7's run facts (label, adaptive stopping): every older schema lacks them.
-  ExecuteAll(path, {"DROP TABLE case_functions"});
-  if (version == 10) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 10"});
-    return;
-  }
-  ExecuteAll(path, {"ALTER TABLE runs DROP COLUMN run_group"});
-  if (version == 9) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 9"});
-    return;
-  }
-  ExecuteAll(path, {"ALTER TABLE cases DROP COLUMN ffn"});
-  if (version == 7) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 7"});
-    return;
-  }
-  ExecuteAll(path, {"ALTER TABLE runs DROP COLUMN label", "ALTER TABLE runs DROP COLUMN max_noise",
-                    "ALTER TABLE runs DROP COLUMN max_time_s"});
-  if (version == 6) {
-    ExecuteAll(path, {"UPDATE schema_version SET version = 6"});
-    return;
-  }
-  std::vector<std::string> statements = {
+  return unclustered;
+}
+
+// v6's nullable metric values and losses as v5's NOT NULL ones (its `cases` CHECK keeps
+// v6's statuses: no test depends on it).
+std::vector<std::string> UndoNullableValues() {
+  return {
       "CREATE TABLE metrics_v5 (case_id INTEGER NOT NULL REFERENCES cases(case_id) ON DELETE "
       "CASCADE, name TEXT NOT NULL, value REAL NOT NULL, unit TEXT NOT NULL, PRIMARY KEY "
       "(case_id, name))",
@@ -427,30 +405,42 @@ void Downgrade(const std::string& path, int version) {
       "learning_rate, grad_norm, loss_scale, skipped, tokens, elapsed_s FROM training_steps",
       "DROP TABLE training_steps",
       "ALTER TABLE training_steps_v5 RENAME TO training_steps"};
-  if (version == 5) {
-    statements.push_back("UPDATE schema_version SET version = 5");
-    ExecuteAll(path, statements);
-    return;
-  }
-  for (const char* sql :
+}
+
+// Turns a database this seqbench wrote back into what `version` (1, 4 to 7, 9 to 12)
+// wrote: without the columns and tables later versions added, and with v5's NOT NULL
+// metric values and losses. Each step undoes what the versions after its own added, newest
+// first; a target takes every step down to its own.
+void Downgrade(const std::string& path, int version) {
+  const std::pair<int, std::vector<std::string>> steps[] = {
+      {12, UndoPipelineTables()},
+      {11, UndoClusteredTables()},
+      // v11's case functions, v10's run group, v9's view, v8's feed-forward activation,
+      // then v7's run facts (label, adaptive stopping): every older schema lacks them.
+      {10, {"DROP TABLE case_functions"}},
+      {9, {"ALTER TABLE runs DROP COLUMN run_group"}},
+      {7, {"ALTER TABLE cases DROP COLUMN ffn"}},
+      {6,
+       {"ALTER TABLE runs DROP COLUMN label", "ALTER TABLE runs DROP COLUMN max_noise",
+        "ALTER TABLE runs DROP COLUMN max_time_s"}},
+      {5, UndoNullableValues()},
+      {4,
        {"ALTER TABLE cases DROP COLUMN heads", "ALTER TABLE cases DROP COLUMN vocab_size",
         "ALTER TABLE cases DROP COLUMN threads", "ALTER TABLE runs DROP COLUMN kind",
         "ALTER TABLE runs DROP COLUMN baseline", "ALTER TABLE runs DROP COLUMN repetitions",
         "ALTER TABLE runs DROP COLUMN warmup", "ALTER TABLE runs DROP COLUMN min_time_s",
         "ALTER TABLE runs DROP COLUMN threads", "ALTER TABLE runs DROP COLUMN check_policy",
-        "DROP TABLE expectations"}) {
-    statements.push_back(sql);
+        "DROP TABLE expectations"}},
+      {3,
+       {"ALTER TABLE cases DROP COLUMN category", "ALTER TABLE cases DROP COLUMN description",
+        "ALTER TABLE cases DROP COLUMN layers", "ALTER TABLE cases DROP COLUMN width",
+        "DROP TABLE training_steps"}},
+  };
+  for (const auto& [gives, statements] : steps) {
+    if (gives < version) break;
+    ExecuteAll(path, statements);
   }
-  if (version < 4) {
-    for (const char* sql :
-         {"ALTER TABLE cases DROP COLUMN category", "ALTER TABLE cases DROP COLUMN description",
-          "ALTER TABLE cases DROP COLUMN layers", "ALTER TABLE cases DROP COLUMN width",
-          "DROP TABLE training_steps"}) {
-      statements.push_back(sql);
-    }
-  }
-  statements.push_back("UPDATE schema_version SET version = " + std::to_string(version));
-  ExecuteAll(path, statements);
+  ExecuteAll(path, {"UPDATE schema_version SET version = " + std::to_string(version)});
 }
 
 // The single integer a query of the database at `path` answers.
