@@ -72,12 +72,11 @@ std::filesystem::path CheckoutRoot() {
 std::vector<std::string> CheckedRevisions(const BisectFlags& f) {
   std::vector<std::string> shas;
   for (const std::string& revision : f.revisions) {
-    const auto sha =
-        GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", revision + "^{commit}"});
-    if (!sha || sha->empty())
+    const auto sha = CommitSha(revision);
+    if (!sha)
       throw UsageError("bisect: '" + escape::TerminalText(revision) +
                        "' is not a commit this repository knows (git rev-parse)");
-    shas.push_back(sha->front());
+    shas.push_back(*sha);
   }
   if (shas[0] == shas[1]) throw UsageError("bisect: GOOD and BAD are one commit");
   if (!GitLines({"merge-base", "--is-ancestor", shas[0], shas[1]}))

@@ -178,6 +178,9 @@ bool StopRequested();
 // The output lines of `git ARGS...` run in the current directory (argv, no shell), or
 // nullopt when git is missing or fails (not a repository, an unknown revision).
 std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>& args);
+// The full SHA of the commit `name` names here (a SHA prefix, a branch or tag, HEAD~2; a
+// name starting with '-' is a revision too), or nullopt when git knows no such commit.
+std::optional<std::string> CommitSha(const std::string& name);
 // Every commit git knows here in its topological order, oldest first (HistoryRequest::
 // commit_order); empty outside a repository, so that runs then go in start order.
 std::vector<std::string> GitCommitOrder();

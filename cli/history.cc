@@ -31,17 +31,15 @@ struct HistoryFlags {
 void AskGit(const std::string& since, HistoryRequest& request) {
   request.commit_order = GitCommitOrder();
   if (since.empty()) return;
-  const auto commit =
-      GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", since + "^{commit}"});
-  if (!commit || commit->size() != 1)
+  const auto commit = CommitSha(since);
+  if (!commit)
     throw UsageError("history: --since '" + since +
                      "': git knows no such commit, branch or tag here (run it in the "
                      "repository the runs were measured from)");
-  const auto descendants =
-      GitLines({"rev-list", "--ancestry-path", "--all", "^" + commit->front()});
+  const auto descendants = GitLines({"rev-list", "--ancestry-path", "--all", "^" + *commit});
   request.since.emplace();
   if (descendants) request.since->insert(descendants->begin(), descendants->end());
-  request.since->insert(commit->front());
+  request.since->insert(*commit);
 }
 
 // The flags, each checked: unknown metric or format, a threshold out of range, a revision

@@ -40,6 +40,14 @@ std::optional<std::vector<std::string>> GitLines(const std::vector<std::string>&
   return lines;
 }
 
+std::optional<std::string> CommitSha(const std::string& name) {
+  // "--end-of-options" ends git's options: a name starting with '-' is a revision.
+  const auto resolved =
+      GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", name + "^{commit}"});
+  if (!resolved || resolved->size() != 1) return std::nullopt;
+  return resolved->front();
+}
+
 std::vector<std::string> GitCommitOrder() {
   auto order = GitLines({"rev-list", "--topo-order", "--reverse", "--all"});
   return order ? std::move(*order) : std::vector<std::string>{};
@@ -60,11 +68,8 @@ class CommitMatcher {
     std::string git = name;
     for (char& c : git) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (!IsHex(git)) git = name;  // a branch name keeps its case
-    // "--" ends git's options: a name starting with '-' is a revision, not a flag.
-    const auto resolved =
-        GitLines({"rev-parse", "--verify", "--quiet", "--end-of-options", git + "^{commit}"});
-    if (resolved && resolved->size() == 1) {
-      sha_ = resolved->front();
+    if (const auto resolved = CommitSha(git)) {
+      sha_ = *resolved;
     } else if (IsHex(git) && git.size() >= 4) {
       sha_ = git;  // not in this repository's history, perhaps in the runs'
     } else {
